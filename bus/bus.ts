@@ -1,0 +1,32 @@
+/**
+ * The bus carries rows from the pipeline to the storage consumers. Drivers: MemoryBus
+ * (embedded: an in-process queue) and, in cluster mode, NATS JetStream. publish() resolves
+ * only once the rows are durable — committed to storage (memory) or acknowledged by
+ * JetStream (cluster) — which is what a 2xx promises the client.
+ */
+
+/** RowBinary rows for one table. */
+export interface TableChunk {
+  table: string;
+  columns: readonly string[];
+  rows: number;
+  data: Uint8Array;
+}
+
+/** Moves a batch of chunks to storage; throws if they were not stored. */
+export type ChunkSink = (chunks: TableChunk[]) => Promise<void>;
+
+export interface Bus {
+  start(): Promise<void>;
+  /** Stops taking new chunks and drains what was accepted. */
+  shutdown(): Promise<void>;
+  publish(chunks: readonly TableChunk[]): Promise<void>;
+  /** Registers the sink the consumer side delivers batches to. */
+  consume(sink: ChunkSink): void;
+}
+
+export function chunkBytes(chunks: readonly TableChunk[]): number {
+  let bytes = 0;
+  for (const chunk of chunks) bytes += chunk.data.byteLength;
+  return bytes;
+}

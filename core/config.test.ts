@@ -1,0 +1,57 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, OPTIONS } from './config.ts';
+
+describe('loadConfig', () => {
+  it('has the documented defaults', () => {
+    const config = loadConfig({});
+    expect(config.dataDir).toBe('./data');
+    expect(config.host).toBe('127.0.0.1');
+    expect(config.http.port).toBe(4318);
+    expect(config.grpc.port).toBe(4317);
+    expect(config.limits.maxBodyBytes).toBe(10 * 1024 * 1024);
+    expect(config.limits.ratePerMinute).toBe(600);
+    expect(Object.isFrozen(config.limits)).toBe(true);
+  });
+
+  it('reads the environment over the config file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-config-'));
+    const file = join(dir, 'sluice.json');
+    writeFileSync(file, JSON.stringify({ host: '0.0.0.0', http: { port: 9000 }, limits: { trustedProxies: ['10.0.0.1'] } }));
+    const config = loadConfig({ SLUICE_CONFIG: file, SLUICE_OTLP_HTTP_PORT: '9001', SLUICE_TRUSTED_PROXIES: '10.0.0.2, 10.0.0.3' });
+    expect(config.host).toBe('0.0.0.0');
+    expect(config.http.port).toBe(9001);
+    expect(config.limits.trustedProxies).toEqual(['10.0.0.2', '10.0.0.3']);
+  });
+
+  it('reports every problem with its path', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-config-'));
+    const file = join(dir, 'sluice.json');
+    writeFileSync(file, JSON.stringify({ http: { prot: 1 }, colour: 'blue' }));
+    let error: unknown;
+    try {
+      loadConfig({ SLUICE_CONFIG: file, SLUICE_OTLP_GRPC_PORT: 'x', SLUICE_LOG_LEVEL: 'loud', SLUICE_WORKERS: '0' });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const problems = (error as ConfigError).problems;
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        'http.prot: unknown option',
+        'colour: unknown option',
+        'grpc.port (SLUICE_OTLP_GRPC_PORT): must be integer',
+        expect.stringMatching(/^logLevel \(SLUICE_LOG_LEVEL\): must be equal to one of the allowed values/),
+        'pipeline.workers (SLUICE_WORKERS): must be >= 1',
+      ]),
+    );
+  });
+
+  it('documents every option in the README', async () => {
+    const { readFile } = await import('node:fs/promises');
+    const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8');
+    for (const option of OPTIONS) expect(readme, option.env).toContain(`\`${option.env}\``);
+  });
+});

@@ -1,0 +1,154 @@
+/**
+ * Configuration: defaults < optional JSON config file (SLUICE_CONFIG) < environment.
+ * Validated once at start-up with one JSON Schema; every problem is reported with its path,
+ * then the config is frozen. OPTIONS is the single list the schema, the environment mapping
+ * and the README table are built from.
+ */
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { Ajv, type ErrorObject } from 'ajv';
+
+export interface SluiceConfig {
+  dataDir: string;
+  host: string;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  http: { port: number; engine: 'uws' | 'node' };
+  grpc: { port: number };
+  limits: {
+    maxBodyBytes: number;
+    ratePerMinute: number;
+    rateBurst: number;
+    trustedProxies: string[];
+  };
+  pipeline: { workers: number };
+  storage: {
+    database: string;
+    maxPendingBytes: number;
+    timeoutMs: number;
+    retryAfterSeconds: number;
+  };
+}
+
+type OptionType = 'string' | 'integer' | 'list';
+
+interface Option {
+  /** Dotted path in the config object and the config file. */
+  path: string;
+  env: string;
+  type: OptionType;
+  default: unknown;
+  /** One line for the README. */
+  doc: string;
+  schema?: Record<string, unknown>;
+}
+
+const MiB = 1024 * 1024;
+
+export const OPTIONS: readonly Option[] = [
+  { path: 'dataDir', env: 'SLUICE_DATA_DIR', type: 'string', default: './data', doc: 'Directory for the embedded storage (chDB), the local state store and the control socket.', schema: { minLength: 1 } },
+  { path: 'host', env: 'SLUICE_HOST', type: 'string', default: '127.0.0.1', doc: 'Address the HTTP and gRPC listeners bind to (0.0.0.0 for all interfaces).', schema: { minLength: 1 } },
+  { path: 'logLevel', env: 'SLUICE_LOG_LEVEL', type: 'string', default: 'info', doc: 'pino log level: fatal, error, warn, info, debug, trace or silent.', schema: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] } },
+  { path: 'http.port', env: 'SLUICE_OTLP_HTTP_PORT', type: 'integer', default: 4318, doc: 'OTLP/HTTP and agent API port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
+  { path: 'http.engine', env: 'SLUICE_HTTP_ENGINE', type: 'string', default: 'uws', doc: 'HTTP engine: uws (uWebSockets.js) or node (node:http; also the automatic fallback when uws cannot load).', schema: { enum: ['uws', 'node'] } },
+  { path: 'grpc.port', env: 'SLUICE_OTLP_GRPC_PORT', type: 'integer', default: 4317, doc: 'OTLP/gRPC port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
+  { path: 'limits.maxBodyBytes', env: 'SLUICE_MAX_BODY_BYTES', type: 'integer', default: 10 * MiB, doc: 'Cap on the compressed and on the decompressed request body, in bytes (10 MiB).', schema: { minimum: 1024 } },
+  { path: 'limits.ratePerMinute', env: 'SLUICE_RATE_LIMIT_PER_MINUTE', type: 'integer', default: 600, doc: 'Ingestion requests per minute per source IP (token bucket refill rate).', schema: { minimum: 1 } },
+  { path: 'limits.rateBurst', env: 'SLUICE_RATE_LIMIT_BURST', type: 'integer', default: 600, doc: 'Token bucket size: the burst a source IP may send at once.', schema: { minimum: 1 } },
+  { path: 'limits.trustedProxies', env: 'SLUICE_TRUSTED_PROXIES', type: 'list', default: [], doc: 'Comma-separated proxy IPs whose X-Forwarded-For is trusted for the client IP (none by default).', schema: { items: { type: 'string', minLength: 1 } } },
+  { path: 'pipeline.workers', env: 'SLUICE_WORKERS', type: 'integer', default: Math.max(1, availableParallelism()), doc: 'Worker threads that decompress, decode and build rows (default: one per core).', schema: { minimum: 1, maximum: 256 } },
+  { path: 'storage.database', env: 'SLUICE_CLICKHOUSE_DATABASE', type: 'string', default: 'otel', doc: 'ClickHouse database holding the tables.', schema: { pattern: '^[A-Za-z_][A-Za-z0-9_]*$' } },
+  { path: 'storage.maxPendingBytes', env: 'SLUICE_STORAGE_MAX_PENDING_BYTES', type: 'integer', default: 256 * MiB, doc: 'Rows waiting for an insert, in bytes; past it requests get 503 (bounds memory when storage is slow).', schema: { minimum: MiB } },
+  { path: 'storage.timeoutMs', env: 'SLUICE_STORAGE_TIMEOUT_MS', type: 'integer', default: 10_000, doc: 'How long a request waits for its rows to be committed before it gets 503.', schema: { minimum: 100 } },
+  { path: 'storage.retryAfterSeconds', env: 'SLUICE_RETRY_AFTER_SECONDS', type: 'integer', default: 5, doc: 'Retry-After sent with 503 when storage is down or behind.', schema: { minimum: 1 } },
+];
+
+const TYPE_SCHEMA: Record<OptionType, Record<string, unknown>> = {
+  string: { type: 'string' },
+  integer: { type: 'integer' },
+  list: { type: 'array' },
+};
+
+/** The JSON Schema of the whole config, built from OPTIONS; unknown keys are errors. */
+export function configSchema(): Record<string, unknown> {
+  const root = { type: 'object', additionalProperties: false, properties: {} as Record<string, any>, required: [] as string[] };
+  for (const option of OPTIONS) {
+    let node = root;
+    const parts = option.path.split('.');
+    for (const part of parts.slice(0, -1)) {
+      node.properties[part] ??= { type: 'object', additionalProperties: false, properties: {}, required: [], default: {} };
+      node = node.properties[part];
+    }
+    const leaf = parts[parts.length - 1]!;
+    node.properties[leaf] = { ...TYPE_SCHEMA[option.type], ...option.schema, default: option.default };
+  }
+  return root;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  ${problems.join('\n  ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+function setPath(target: Record<string, any>, path: string, value: unknown): void {
+  const parts = path.split('.');
+  let node = target;
+  for (const part of parts.slice(0, -1)) node = node[part] ??= {};
+  node[parts[parts.length - 1]!] = value;
+}
+
+function fromEnv(option: Option, raw: string): unknown {
+  if (option.type === 'integer') return /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw;
+  if (option.type === 'list') return raw.split(',').map((s) => s.trim()).filter(Boolean);
+  return raw;
+}
+
+function describe(error: ErrorObject, envByPath: Map<string, string>): string {
+  const path = error.instancePath.slice(1).replaceAll('/', '.');
+  if (error.keyword === 'additionalProperties') {
+    const key = [path, error.params.additionalProperty].filter(Boolean).join('.');
+    return `${key}: unknown option`;
+  }
+  const env = envByPath.get(path);
+  const allowed = error.keyword === 'enum' ? ` (${(error.params.allowedValues as unknown[]).join(', ')})` : '';
+  return `${path || '(root)'}${env ? ` (${env})` : ''}: ${error.message}${allowed}`;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/**
+ * Loads, validates and freezes the configuration. Throws ConfigError listing every problem.
+ * `overrides` (used by tests and the bench) apply on top of the environment.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Record<string, unknown> = {}): Readonly<SluiceConfig> {
+  const problems: string[] = [];
+  let raw: Record<string, any> = {};
+  if (env.SLUICE_CONFIG) {
+    try {
+      raw = JSON.parse(readFileSync(env.SLUICE_CONFIG, 'utf8'));
+    } catch (err) {
+      problems.push(`SLUICE_CONFIG: cannot read ${env.SLUICE_CONFIG}: ${(err as Error).message}`);
+    }
+  }
+  for (const option of OPTIONS) {
+    const value = env[option.env];
+    if (value !== undefined && value !== '') setPath(raw, option.path, fromEnv(option, value));
+  }
+  for (const [path, value] of Object.entries(overrides)) setPath(raw, path, value);
+
+  const ajv = new Ajv({ allErrors: true, useDefaults: true });
+  const validate = ajv.compile(configSchema());
+  if (!validate(raw)) {
+    const envByPath = new Map(OPTIONS.map((o) => [o.path, o.env]));
+    problems.push(...(validate.errors ?? []).map((e) => describe(e, envByPath)));
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return deepFreeze(raw as SluiceConfig);
+}

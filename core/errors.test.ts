@@ -1,0 +1,24 @@
+import { readFile } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import { ERROR_CODES, SluiceError, toSluiceError } from './errors.ts';
+
+describe('errors', () => {
+  it('documents every error code in the README', async () => {
+    const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8');
+    for (const [code, spec] of Object.entries(ERROR_CODES)) {
+      expect(readme, code).toMatch(new RegExp(`\\| \`${code}\` \\| ${spec.http} \\| ${spec.grpc} \\|`));
+    }
+  });
+
+  it('maps unknown throwables to internal errors and keeps SluiceErrors as they are', () => {
+    const cause = new TypeError('boom');
+    const internal = toSluiceError(cause);
+    expect(internal.code).toBe('internal');
+    expect(internal.httpStatus).toBe(500);
+    expect(internal.cause).toBe(cause);
+    const limited = new SluiceError('rate_limited', 'slow down', { retryAfterSeconds: 3 });
+    expect(toSluiceError(limited)).toBe(limited);
+    expect(limited.httpStatus).toBe(429);
+    expect(limited.retryable).toBe(true);
+  });
+});

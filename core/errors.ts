@@ -1,0 +1,74 @@
+/**
+ * Every error Sluice reports to a client is a SluiceError with a code from ERROR_CODES.
+ * Front ends (HTTP, gRPC, the relay) map it to their protocol in one place each:
+ * gateway/respond.ts and gateway/grpc/server.ts.
+ */
+
+/** gRPC status codes we use (google.rpc.Code). */
+export const GrpcCode = {
+  OK: 0,
+  INVALID_ARGUMENT: 3,
+  NOT_FOUND: 5,
+  RESOURCE_EXHAUSTED: 8,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  UNAUTHENTICATED: 16,
+} as const;
+
+interface ErrorSpec {
+  http: number;
+  grpc: number;
+  /** A retryable error is transient: the client should send the same data again later. */
+  retryable: boolean;
+  /** One line for the README's error table. */
+  doc: string;
+}
+
+/** The registry of every error code. README.md documents each (a test checks it). */
+export const ERROR_CODES = {
+  bad_request: { http: 400, grpc: GrpcCode.INVALID_ARGUMENT, retryable: false, doc: 'The payload cannot be decoded (truncated or garbage protobuf, malformed JSON, invalid UTF-8).' },
+  unauthorized: { http: 401, grpc: GrpcCode.UNAUTHENTICATED, retryable: false, doc: 'The API key is missing, unknown or revoked.' },
+  not_found: { http: 404, grpc: GrpcCode.NOT_FOUND, retryable: false, doc: 'No such path.' },
+  method_not_allowed: { http: 405, grpc: GrpcCode.UNIMPLEMENTED, retryable: false, doc: 'The path exists but not for this method.' },
+  payload_too_large: { http: 413, grpc: GrpcCode.RESOURCE_EXHAUSTED, retryable: false, doc: 'The body is over 10 MiB, compressed or decompressed.' },
+  unsupported_media_type: { http: 415, grpc: GrpcCode.INVALID_ARGUMENT, retryable: false, doc: 'Content-Type or Content-Encoding is not supported.' },
+  rate_limited: { http: 429, grpc: GrpcCode.UNAVAILABLE, retryable: true, doc: 'The source IP used up its token bucket; retry after Retry-After seconds.' },
+  unavailable: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryable: true, doc: 'Storage is down or cannot keep up; nothing of the request was stored; retry after Retry-After seconds.' },
+  internal: { http: 500, grpc: GrpcCode.INTERNAL, retryable: true, doc: 'A bug: the request failed in a way Sluice did not expect.' },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export interface SluiceErrorOptions {
+  cause?: unknown;
+  /** For retryable errors: how long the client should wait, in seconds. */
+  retryAfterSeconds?: number;
+}
+
+export class SluiceError extends Error {
+  readonly code: ErrorCode;
+  readonly retryAfterSeconds: number | undefined;
+
+  constructor(code: ErrorCode, message: string, options: SluiceErrorOptions = {}) {
+    super(message, { cause: options.cause });
+    this.name = 'SluiceError';
+    this.code = code;
+    this.retryAfterSeconds = options.retryAfterSeconds;
+  }
+
+  get httpStatus(): number { return ERROR_CODES[this.code].http; }
+  get grpcCode(): number { return ERROR_CODES[this.code].grpc; }
+  get retryable(): boolean { return ERROR_CODES[this.code].retryable; }
+}
+
+/** Anything thrown becomes a SluiceError; unknown throwables are internal errors. */
+export function toSluiceError(err: unknown): SluiceError {
+  if (err instanceof SluiceError) return err;
+  return new SluiceError('internal', 'internal error', { cause: err });
+}
+
+/** Shorthand for the most common refusal. */
+export function badRequest(message: string, cause?: unknown): SluiceError {
+  return new SluiceError('bad_request', message, { cause });
+}

@@ -1,0 +1,46 @@
+/**
+ * The HTTP adapter interface. Request handling (routing, auth, limits, responses) is written
+ * against it once; uWebSockets.js and node:http each implement it (gateway/http/uws.ts,
+ * gateway/http/node.ts).
+ */
+export interface HttpRequest {
+  /** Upper-case method. */
+  readonly method: string;
+  readonly path: string;
+  /** Raw query string, without '?'. */
+  readonly query: string;
+  /** Lower-case header names; repeated headers joined with ', '. */
+  readonly headers: Readonly<Record<string, string | undefined>>;
+  readonly remoteAddress: string;
+  /**
+   * The body, collected while it streams in. Rejects with payload_too_large at the first byte
+   * past the cap (or at once when Content-Length announces more), without buffering the rest.
+   * The returned Buffer owns its ArrayBuffer, so it can be transferred to a worker.
+   */
+  body(): Promise<Buffer>;
+}
+
+export interface HttpResponse {
+  status: number;
+  headers?: Record<string, string>;
+  body?: Uint8Array | string;
+}
+
+export type HttpHandler = (request: HttpRequest) => Promise<HttpResponse>;
+
+export interface HttpServer {
+  /** Starts listening; resolves to the bound port (useful with port 0). */
+  listen(host: string, port: number): Promise<number>;
+  close(): Promise<void>;
+}
+
+export interface HttpServerOptions {
+  maxBodyBytes: number;
+}
+
+/** Standard reason phrases for the status line uWebSockets.js needs. */
+export const STATUS_TEXT: Record<number, string> = {
+  200: 'OK', 204: 'No Content', 304: 'Not Modified', 400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found',
+  405: 'Method Not Allowed', 413: 'Payload Too Large', 415: 'Unsupported Media Type', 429: 'Too Many Requests',
+  500: 'Internal Server Error', 503: 'Service Unavailable',
+};

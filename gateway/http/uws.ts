@@ -1,0 +1,96 @@
+/**
+ * The uWebSockets.js engine. uWS hands over the request on the stack: everything the handler
+ * needs (method, url, headers, peer address) is copied out synchronously, and body chunks are
+ * copied as they arrive (their memory is reused after the callback returns).
+ */
+import { createRequire } from 'node:module';
+import { BodyCollector } from './body.ts';
+import { STATUS_TEXT, type HttpHandler, type HttpRequest, type HttpResponse, type HttpServer, type HttpServerOptions } from './adapter.ts';
+
+type Uws = typeof import('uWebSockets.js');
+type UwsResponse = import('uWebSockets.js').HttpResponse;
+
+/** Loads the native module; throws if this platform or Node version has no binary. */
+export function loadUws(): Uws {
+  return createRequire(import.meta.url)('uWebSockets.js') as Uws;
+}
+
+const decoder = new TextDecoder();
+const EMPTY = Buffer.allocUnsafeSlow(0);
+
+export class UwsHttpServer implements HttpServer {
+  private readonly uws: Uws;
+  private listenSocket: unknown;
+
+  constructor(private readonly handler: HttpHandler, private readonly options: HttpServerOptions) {
+    this.uws = loadUws();
+  }
+
+  listen(host: string, port: number): Promise<number> {
+    const app = this.uws.App();
+    app.any('/*', (res, req) => this.onRequest(res, req));
+    return new Promise((resolve, reject) => {
+      app.listen(host, port, (socket) => {
+        if (!socket) return reject(new Error(`cannot listen on ${host}:${port}`));
+        this.listenSocket = socket;
+        resolve(this.uws.us_socket_local_port(socket));
+      });
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.listenSocket) this.uws.us_listen_socket_close(this.listenSocket as never);
+    this.listenSocket = undefined;
+  }
+
+  private onRequest(res: UwsResponse, req: import('uWebSockets.js').HttpRequest): void {
+    const headers: Record<string, string> = {};
+    req.forEach((name, value) => {
+      headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
+    });
+    const method = req.getCaseSensitiveMethod().toUpperCase();
+    const path = req.getUrl();
+    const query = req.getQuery() ?? '';
+    const remoteAddress = decoder.decode(res.getRemoteAddressAsText());
+
+    let aborted = false;
+    let collector: BodyCollector | undefined;
+    res.onAborted(() => {
+      aborted = true;
+      collector?.fail(new Error('client went away'));
+    });
+
+    // uWS calls onData only when a body is coming: attach it only then, or body() would hang.
+    const length = headers['content-length'] === undefined ? undefined : Number(headers['content-length']);
+    const hasBody = headers['transfer-encoding'] !== undefined || (length !== undefined && length > 0);
+    if (hasBody) {
+      collector = new BodyCollector(this.options.maxBodyBytes, Number.isSafeInteger(length) ? length : undefined);
+      if (!collector.isSettled) res.onData((chunk, isLast) => collector!.push(new Uint8Array(chunk), isLast));
+    }
+
+    const request: HttpRequest = {
+      method,
+      path,
+      query,
+      headers,
+      remoteAddress,
+      body: () => (collector ? collector.done : Promise.resolve(EMPTY)),
+    };
+
+    this.handler(request).then(
+      (response) => !aborted && this.send(res, response, collector),
+      () => !aborted && this.send(res, { status: 500, body: 'internal error' }, collector),
+    );
+  }
+
+  private send(res: UwsResponse, response: HttpResponse, collector: BodyCollector | undefined): void {
+    // A body we stopped reading leaves the connection mid-request: close it after responding.
+    const closeConnection = collector !== undefined && !collector.isComplete;
+    collector?.fail(new Error('response already sent'));
+    res.cork(() => {
+      res.writeStatus(`${response.status} ${STATUS_TEXT[response.status] ?? ''}`);
+      for (const [name, value] of Object.entries(response.headers ?? {})) res.writeHeader(name, value);
+      res.end(response.body ?? '', closeConnection);
+    });
+  }
+}

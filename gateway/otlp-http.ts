@@ -1,0 +1,86 @@
+/**
+ * OTLP/HTTP: POST /v1/traces, /v1/metrics, /v1/logs with application/x-protobuf or
+ * application/json bodies, identity/gzip/zstd encoded. Responses follow the OTLP/HTTP spec:
+ * the Export*ServiceResponse (with partial_success) on success, a google.rpc.Status on error,
+ * both in the request's content type.
+ */
+import { SluiceError, toSluiceError } from '../core/errors.ts';
+import type { Signal, SluiceMetrics } from '../core/metrics.ts';
+import type { Logger } from '../core/log.ts';
+import type { IngestService } from '../pipeline/ingest.ts';
+import { parseContentEncoding } from '../pipeline/decompress.ts';
+import { requireSource, type KeyAuthenticator } from './auth.ts';
+import type { ClientIpResolver } from './client-ip.ts';
+import type { HttpRequest, HttpResponse } from './http/adapter.ts';
+import type { Limiter } from './limiter.ts';
+import { encodeExportResponse, encodeStatus } from './otlp-response.ts';
+
+export interface IngestGuards {
+  auth: KeyAuthenticator;
+  limiter: Limiter;
+  clientIp: ClientIpResolver;
+}
+
+export interface OtlpHttpDeps extends IngestGuards {
+  ingest: IngestService;
+  metrics: SluiceMetrics;
+  log: Logger;
+}
+
+type Format = 'protobuf' | 'json';
+
+const CONTENT_TYPES: Record<string, Format> = {
+  'application/x-protobuf': 'protobuf',
+  'application/protobuf': 'protobuf',
+  'application/json': 'json',
+};
+
+const MEDIA_TYPE: Record<Format, string> = { protobuf: 'application/x-protobuf', json: 'application/json' };
+
+function formatOf(contentType: string | undefined): Format | undefined {
+  const mediaType = contentType?.split(';')[0]?.trim().toLowerCase();
+  return mediaType ? CONTENT_TYPES[mediaType] : undefined;
+}
+
+/** Rate limit, then authenticate: refuses with 429 or 401. Returns the source id. */
+export async function admit(guards: IngestGuards, request: HttpRequest): Promise<string> {
+  const ip = guards.clientIp(request.remoteAddress, request.headers['x-forwarded-for']);
+  const decision = await guards.limiter.take(ip);
+  if (!decision.allowed) {
+    throw new SluiceError('rate_limited', 'too many requests from this IP', { retryAfterSeconds: decision.retryAfterSeconds });
+  }
+  return requireSource(guards.auth, request.headers['x-api-key'], request.headers.authorization);
+}
+
+export function otlpHttpHandler(signal: Signal, deps: OtlpHttpDeps): (request: HttpRequest) => Promise<HttpResponse> {
+  return async (request) => {
+    const format = formatOf(request.headers['content-type']);
+    let response: HttpResponse;
+    try {
+      if (!format) throw new SluiceError('unsupported_media_type', 'Content-Type must be application/x-protobuf or application/json');
+      const encoding = parseContentEncoding(request.headers['content-encoding']);
+      if (!encoding) throw new SluiceError('unsupported_media_type', 'Content-Encoding must be gzip, zstd or identity');
+      const sourceId = await admit(deps, request);
+      const body = await request.body();
+      const outcome = await deps.ingest.ingestOtlp({ signal, format, encoding, body, sourceId });
+      response = {
+        status: 200,
+        headers: { 'content-type': MEDIA_TYPE[format] },
+        body: encodeExportResponse(signal, format, { rejected: outcome.rejected, message: outcome.rejectMessage }),
+      };
+    } catch (err) {
+      response = errorResponse(err, format ?? 'json', deps.log);
+    }
+    deps.metrics.requests.inc({ protocol: 'http', signal, status: String(response.status) });
+    return response;
+  };
+}
+
+/** The one mapping of an error to an OTLP/HTTP response. */
+export function errorResponse(err: unknown, format: Format, log: Logger): HttpResponse {
+  const error = toSluiceError(err);
+  if (error.code === 'internal') log.error({ err: error.cause ?? error }, 'request failed unexpectedly');
+  const headers: Record<string, string> = { 'content-type': MEDIA_TYPE[format] };
+  if (error.retryAfterSeconds !== undefined) headers['retry-after'] = String(error.retryAfterSeconds);
+  return { status: error.httpStatus, headers, body: encodeStatus(format, error.grpcCode, error.message, error.retryAfterSeconds) };
+}

@@ -1,0 +1,126 @@
+/**
+ * Ingestion sources and their API keys. A key authorizes ingestion into its own source only.
+ * Keys are random 256-bit secrets shown once; only their SHA-256 is stored (a fast hash is
+ * right for high-entropy secrets; a slow password hash would only cost every request).
+ * Every gateway keeps an in-memory index of active key hashes, kept fresh by the state
+ * store's watch, so a revoked key is refused as soon as the change reaches it.
+ */
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { StateStore } from '../state/store.ts';
+
+export interface Source {
+  id: string;
+  name: string;
+  createdAt: string;
+}
+
+export interface ApiKeyRecord {
+  /** Public identifier of the key (safe to log and to show in lists). */
+  id: string;
+  sourceId: string;
+  /** Hex SHA-256 of the key. */
+  hash: string;
+  createdAt: string;
+  revokedAt?: string;
+}
+
+/** A newly created key: the only moment its plaintext exists. */
+export interface IssuedKey {
+  keyId: string;
+  sourceId: string;
+  apiKey: string;
+}
+
+const SOURCES = 'sources';
+const API_KEYS = 'api_keys';
+const KEY_PREFIX = 'slk_';
+
+export function hashApiKey(apiKey: string): string {
+  return createHash('sha256').update(apiKey).digest('hex');
+}
+
+export class SourceRegistry {
+  /** hash → active key record: the only thing the hot path reads. */
+  private readonly activeByHash = new Map<string, ApiKeyRecord>();
+  private readonly hashById = new Map<string, string>();
+  private unwatch: (() => void) | undefined;
+
+  constructor(private readonly store: StateStore) {}
+
+  async start(): Promise<void> {
+    // Watch first, then list, so no change between the two is missed.
+    this.unwatch = this.store.watch<ApiKeyRecord>(API_KEYS, ({ key, value }) => this.index(key, value));
+    for (const [id, record] of await this.store.list<ApiKeyRecord>(API_KEYS)) this.index(id, record);
+  }
+
+  async shutdown(): Promise<void> {
+    this.unwatch?.();
+  }
+
+  /** The source a presented key belongs to, or undefined if the key is unknown or revoked. */
+  authenticate(apiKey: string): string | undefined {
+    if (!apiKey.startsWith(KEY_PREFIX)) return undefined;
+    return this.activeByHash.get(hashApiKey(apiKey))?.sourceId;
+  }
+
+  async createSource(name: string): Promise<Source & { apiKey: string; keyId: string }> {
+    const source: Source = { id: randomUUID(), name, createdAt: new Date().toISOString() };
+    await this.store.put(SOURCES, source.id, source);
+    const key = await this.addKey(source.id);
+    return { ...source, apiKey: key.apiKey, keyId: key.keyId };
+  }
+
+  async listSources(): Promise<Array<Source & { keys: Array<Omit<ApiKeyRecord, 'hash'>> }>> {
+    const keys = (await this.store.list<ApiKeyRecord>(API_KEYS)).map(([, k]) => k);
+    const sources = (await this.store.list<Source>(SOURCES)).map(([, s]) => s);
+    return sources
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt))
+      .map((source) => ({
+        ...source,
+        keys: keys.filter((k) => k.sourceId === source.id).map(({ hash: _hash, ...visible }) => visible),
+      }));
+  }
+
+  async getSource(id: string): Promise<Source | undefined> {
+    return this.store.get<Source>(SOURCES, id);
+  }
+
+  async addKey(sourceId: string): Promise<IssuedKey> {
+    if (!(await this.getSource(sourceId))) throw new NotFoundError(`no source ${sourceId}`);
+    const apiKey = KEY_PREFIX + randomBytes(32).toString('base64url');
+    const record: ApiKeyRecord = {
+      id: `key_${randomBytes(6).toString('hex')}`,
+      sourceId,
+      hash: hashApiKey(apiKey),
+      createdAt: new Date().toISOString(),
+    };
+    await this.store.put(API_KEYS, record.id, record);
+    return { keyId: record.id, sourceId, apiKey };
+  }
+
+  /** Revokes by key id or by the key itself. */
+  async revokeKey(keyIdOrApiKey: string): Promise<Omit<ApiKeyRecord, 'hash'>> {
+    const record = keyIdOrApiKey.startsWith(KEY_PREFIX)
+      ? (await this.store.list<ApiKeyRecord>(API_KEYS)).map(([, k]) => k).find((k) => k.hash === hashApiKey(keyIdOrApiKey))
+      : await this.store.get<ApiKeyRecord>(API_KEYS, keyIdOrApiKey);
+    if (!record) throw new NotFoundError('no such API key');
+    const revoked = { ...record, revokedAt: record.revokedAt ?? new Date().toISOString() };
+    await this.store.put(API_KEYS, record.id, revoked);
+    const { hash: _hash, ...visible } = revoked;
+    return visible;
+  }
+
+  private index(id: string, record: ApiKeyRecord | undefined): void {
+    const previous = this.hashById.get(id);
+    if (previous) this.activeByHash.delete(previous);
+    this.hashById.delete(id);
+    if (record && !record.revokedAt) {
+      this.activeByHash.set(record.hash, record);
+      this.hashById.set(id, record.hash);
+    }
+  }
+}
+
+export class NotFoundError extends Error {
+  override name = 'NotFoundError';
+}

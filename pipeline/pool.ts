@@ -1,0 +1,53 @@
+/**
+ * The worker pool (piscina). Request bodies are transferred in, row buffers transferred out.
+ * Admission is bounded by bytes: bodies queued or in work above maxQueuedBytes are refused
+ * with 503 rather than piling up in memory.
+ */
+import { Piscina } from 'piscina';
+import { SluiceError } from '../core/errors.ts';
+import type { PipelineTask, TaskResult } from './tasks.ts';
+
+export interface PipelinePoolOptions {
+  workers: number;
+  maxQueuedBytes: number;
+  retryAfterSeconds: number;
+}
+
+export class PipelinePool {
+  private pool: Piscina | undefined;
+  private queuedBytes = 0;
+
+  constructor(private readonly options: PipelinePoolOptions) {}
+
+  async start(): Promise<void> {
+    this.pool = new Piscina({
+      filename: new URL('./worker.mjs', import.meta.url).href,
+      minThreads: this.options.workers,
+      maxThreads: this.options.workers,
+      idleTimeout: Infinity,
+    });
+    // Warm every worker so the first requests do not pay tsx's compile.
+    await Promise.all(Array.from({ length: this.options.workers }, () => this.pool!.run(null, { name: 'warm' })));
+  }
+
+  async shutdown(): Promise<void> {
+    await this.pool?.destroy();
+    this.pool = undefined;
+  }
+
+  async run(task: PipelineTask): Promise<TaskResult> {
+    if (!this.pool) throw new SluiceError('unavailable', 'pipeline is not running', { retryAfterSeconds: this.options.retryAfterSeconds });
+    const bytes = task.body.byteLength;
+    if (this.queuedBytes + bytes > this.options.maxQueuedBytes) {
+      throw new SluiceError('unavailable', 'pipeline is overloaded', { retryAfterSeconds: this.options.retryAfterSeconds });
+    }
+    this.queuedBytes += bytes;
+    try {
+      // Transfer only a buffer the body owns whole; a view into a shared buffer is copied.
+      const owned = task.body.byteOffset === 0 && task.body.byteLength === task.body.buffer.byteLength;
+      return await this.pool.run(task, { transferList: owned ? [task.body.buffer as ArrayBuffer] : [] });
+    } finally {
+      this.queuedBytes -= bytes;
+    }
+  }
+}

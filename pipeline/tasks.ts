@@ -1,0 +1,57 @@
+/**
+ * What a pipeline worker thread does with one request: decompress with the cap, decode,
+ * build RowBinary rows. Runs in the piscina pool, never on the event loop. Errors cross the
+ * thread boundary as plain data (a structured clone drops an Error's class and fields).
+ */
+import { move, transferableSymbol, valueSymbol } from 'piscina';
+import { toSluiceError, type ErrorCode } from '../core/errors.ts';
+import { decompress, type ContentEncoding } from './decompress.ts';
+import { transcodeOtlp, type Signal, type TableRows } from './otlp/index.ts';
+
+export interface OtlpTask {
+  kind: 'otlp';
+  signal: Signal;
+  format: 'protobuf' | 'json';
+  encoding: ContentEncoding;
+  /** The request body; its buffer is transferred to the worker, not copied. */
+  body: Uint8Array;
+  sourceId: string;
+  maxBytes: number;
+}
+
+export type PipelineTask = OtlpTask;
+
+export interface TaskSuccess {
+  ok: true;
+  tables: TableRows[];
+  accepted: number;
+  rejected: number;
+  rejectMessage?: string;
+}
+
+export interface TaskFailure {
+  ok: false;
+  code: ErrorCode;
+  message: string;
+  /** For logs only: what went wrong inside an internal error. */
+  detail?: string;
+}
+
+export type TaskResult = TaskSuccess | TaskFailure;
+
+export async function runTask(task: PipelineTask): Promise<unknown> {
+  try {
+    const body = await decompress(task.encoding, task.body, task.maxBytes);
+    const result: TaskSuccess = { ok: true, ...transcodeOtlp(task.signal, task.format, body, task.sourceId) };
+    // The row buffers move back to the main thread without a copy.
+    return move({
+      get [transferableSymbol]() { return result.tables.map((t) => t.data.buffer); },
+      get [valueSymbol]() { return result; },
+    });
+  } catch (err) {
+    const error = toSluiceError(err);
+    const failure: TaskFailure = { ok: false, code: error.code, message: error.message };
+    if (error.code === 'internal') failure.detail = String((error.cause as Error)?.stack ?? error.cause);
+    return failure;
+  }
+}

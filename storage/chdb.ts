@@ -1,0 +1,62 @@
+/**
+ * ChdbStorage: the embedded default. The ClickHouse engine runs in process (chDB) with its
+ * data under <dataDir>/clickhouse. chDB's raw insert takes text formats only, so RowBinary goes
+ * through a file: the chunks are written to a temp file and loaded with INSERT ... FROM INFILE
+ * (100k rows in ~120 ms here, see FINDINGS). queryAsync runs off the event loop.
+ */
+import { mkdir, rm, open } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import type { Session } from 'chdb';
+import { migrate } from './migrate.ts';
+import { quoteIdentifier, quoteString, type InsertBatch, type Storage } from './storage.ts';
+
+export class ChdbStorage implements Storage {
+  private session: Session | undefined;
+  private readonly tmpDir: string;
+  private readonly engineDir: string;
+  private insertSeq = 0;
+
+  constructor(dataDir: string, private readonly database: string) {
+    this.engineDir = resolve(dataDir, 'clickhouse');
+    this.tmpDir = resolve(dataDir, 'tmp');
+  }
+
+  async start(): Promise<void> {
+    await mkdir(this.engineDir, { recursive: true });
+    await rm(this.tmpDir, { recursive: true, force: true });
+    await mkdir(this.tmpDir, { recursive: true });
+    const { Session } = await import('chdb');
+    this.session = new Session(this.engineDir);
+    await migrate(this, this.database);
+  }
+
+  async shutdown(): Promise<void> {
+    this.session?.close();
+    this.session = undefined;
+  }
+
+  async insert(batch: InsertBatch): Promise<void> {
+    const file = join(this.tmpDir, `insert-${process.pid}-${++this.insertSeq}.bin`);
+    const handle = await open(file, 'w', 0o600);
+    try {
+      await handle.writev(batch.chunks as Uint8Array[]);
+    } finally {
+      await handle.close();
+    }
+    try {
+      const columns = batch.columns.map(quoteIdentifier).join(', ');
+      await this.query(
+        `INSERT INTO ${quoteIdentifier(this.database)}.${quoteIdentifier(batch.table)} (${columns}) ` +
+          `FROM INFILE ${quoteString(file)} FORMAT RowBinary`,
+      );
+    } finally {
+      await rm(file, { force: true });
+    }
+  }
+
+  async query(sql: string, format = 'JSONEachRow'): Promise<string> {
+    if (!this.session) throw new Error('storage is not started');
+    const result = await this.session.queryAsync(sql, { format });
+    return result.text();
+  }
+}

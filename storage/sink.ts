@@ -1,0 +1,38 @@
+/**
+ * The storage side of the bus: groups a batch of chunks by table and inserts each table's
+ * rows in one statement. Throws if any insert fails, so the bus refuses (memory) or does not
+ * ack (JetStream) the whole batch.
+ */
+import type { ChunkSink, TableChunk } from '../bus/bus.ts';
+import type { SluiceMetrics } from '../core/metrics.ts';
+import type { InsertBatch, Storage } from './storage.ts';
+
+export function groupByTable(chunks: readonly TableChunk[]): Array<InsertBatch & { rows: number }> {
+  const groups = new Map<string, InsertBatch & { rows: number; chunks: Uint8Array[] }>();
+  for (const chunk of chunks) {
+    const key = `${chunk.table}\n${chunk.columns.join(',')}`;
+    let group = groups.get(key);
+    if (!group) groups.set(key, (group = { table: chunk.table, columns: chunk.columns, chunks: [], rows: 0 }));
+    group.chunks.push(chunk.data);
+    group.rows += chunk.rows;
+  }
+  return [...groups.values()];
+}
+
+export function storageSink(storage: Storage, metrics: SluiceMetrics): ChunkSink {
+  return async (chunks) => {
+    for (const batch of groupByTable(chunks)) {
+      const stopTimer = metrics.insertSeconds.startTimer();
+      try {
+        await storage.insert(batch);
+        metrics.inserts.inc({ table: batch.table, outcome: 'ok' });
+        metrics.insertRows.inc({ table: batch.table }, batch.rows);
+      } catch (err) {
+        metrics.inserts.inc({ table: batch.table, outcome: 'failed' });
+        throw err;
+      } finally {
+        stopTimer();
+      }
+    }
+  };
+}

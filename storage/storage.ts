@@ -1,0 +1,44 @@
+/**
+ * Storage: where rows land. Drivers: ChdbStorage (embedded, the ClickHouse engine in process)
+ * and, in cluster mode, a ClickHouse server. Both take RowBinary built by the pipeline and run
+ * the same SQL.
+ */
+export interface InsertBatch {
+  table: string;
+  /** The columns each RowBinary row carries, in order. */
+  columns: readonly string[];
+  /** RowBinary chunks, inserted as one statement (one part). */
+  chunks: readonly Uint8Array[];
+}
+
+export interface Storage {
+  /** Opens the storage and brings the schema up to date. */
+  start(): Promise<void>;
+  shutdown(): Promise<void>;
+  insert(batch: InsertBatch): Promise<void>;
+  /** Runs one SQL statement and returns its output in `format` (default JSONEachRow). */
+  query(sql: string, format?: string): Promise<string>;
+}
+
+/** Quotes a ClickHouse identifier (table or column name, dots kept inside backticks). */
+export function quoteIdentifier(name: string): string {
+  return '`' + name.replaceAll('\\', '\\\\').replaceAll('`', '\\`') + '`';
+}
+
+/** Quotes a ClickHouse string literal. */
+export function quoteString(value: string): string {
+  return "'" + value.replaceAll('\\', '\\\\').replaceAll("'", "\\'") + "'";
+}
+
+const READ_ONLY_STATEMENT = /^\s*(select|with|show|describe|desc|explain|exists)\b/i;
+
+/**
+ * `sluice query` runs read-only SQL only: one statement that starts with a reading keyword.
+ * (The operator running it already owns the data dir; this guards against slips, not attacks.)
+ */
+export function assertReadOnlySql(sql: string): void {
+  const trimmed = sql.trim().replace(/;\s*$/, '');
+  if (!READ_ONLY_STATEMENT.test(trimmed) || trimmed.includes(';')) {
+    throw new Error('only one read-only statement (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN, EXISTS) is allowed');
+  }
+}

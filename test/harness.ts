@@ -1,0 +1,69 @@
+/**
+ * Shared integration-test harness: starts a whole `sluice serve` in the test process on free
+ * ports and a fresh data dir (one per test file: vitest's forks pool gives each file its own
+ * process, and chDB binds one data dir per process).
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig, type SluiceConfig } from '../core/config.ts';
+import { createLogger } from '../core/log.ts';
+import { startServe, type RunningSluice } from '../bin/app.ts';
+
+export interface TestSluice extends RunningSluice {
+  config: Readonly<SluiceConfig>;
+  dataDir: string;
+  baseUrl: string;
+  grpcAddress: string;
+  /** A fresh source and its key. */
+  apiKey: string;
+  sourceId: string;
+  /** Rows of a read-only query. */
+  rows<T = Record<string, unknown>>(sql: string): Promise<T[]>;
+  stop(): Promise<void>;
+}
+
+export async function startTestSluice(overrides: Record<string, unknown> = {}): Promise<TestSluice> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'sluice-test-'));
+  const config = loadConfig(
+    {},
+    {
+      dataDir,
+      logLevel: process.env.SLUICE_TEST_LOG_LEVEL ?? 'silent',
+      'http.port': 0,
+      'grpc.port': 0,
+      'pipeline.workers': 2,
+      ...overrides,
+    },
+  );
+  const app = await startServe(config, createLogger(config.logLevel, 'stderr'));
+  const source = await app.sources.createSource('test');
+  return {
+    ...app,
+    config,
+    dataDir,
+    baseUrl: `http://127.0.0.1:${app.httpPort}`,
+    grpcAddress: `127.0.0.1:${app.grpcPort}`,
+    apiKey: source.apiKey,
+    sourceId: source.id,
+    async rows<T>(sql: string): Promise<T[]> {
+      const text = await app.storage.query(sql, 'JSONEachRow');
+      return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as T);
+    },
+    async stop() {
+      await app.shutdown();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Polls until fn returns a truthy value or the time is up (for eventually-true conditions). */
+export async function eventually<T>(fn: () => Promise<T> | T, timeoutMs = 10_000, intervalMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}

@@ -1,0 +1,43 @@
+/** The per-IP token bucket on a running server, over HTTP and gRPC. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestSluice, type TestSluice } from './harness.ts';
+import { encodeTraces, traceRequest } from './otlp-fixtures.ts';
+
+let sluice: TestSluice;
+
+beforeAll(async () => {
+  sluice = await startTestSluice({ 'limits.rateBurst': 5, 'limits.ratePerMinute': 60 });
+});
+afterAll(async () => sluice?.stop());
+
+const send = (headers: Record<string, string> = {}) =>
+  fetch(sluice.baseUrl + '/v1/traces', {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-protobuf', 'x-api-key': sluice.apiKey, ...headers },
+    body: encodeTraces(traceRequest({ spans: 1 })),
+  });
+
+describe('rate limit', () => {
+  it('allows a burst of the bucket size, then 429 with Retry-After, and counts nothing refused as stored', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) statuses.push((await send()).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 200]);
+    const refused = await send();
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    const status = await refused.json();
+    expect(status.code).toBe(14);
+    expect(status.details[0]['@type']).toBe('type.googleapis.com/google.rpc.RetryInfo');
+    const [row] = await sluice.rows<{ n: string }>('SELECT count() AS n FROM otel.otel_traces');
+    expect(Number(row!.n)).toBe(5);
+  });
+
+  it('ignores X-Forwarded-For from a peer that is not a trusted proxy', async () => {
+    const response = await send({ 'x-forwarded-for': '198.51.100.23' });
+    expect(response.status).toBe(429);
+  });
+
+  it('health is not rate limited', async () => {
+    expect((await fetch(sluice.baseUrl + '/api/v1/health')).status).toBe(200);
+  });
+});
