@@ -74,7 +74,7 @@ describe('sluice CLI', () => {
       });
       expect(ingest.status).toBe(200);
       const { stdout } = await sluice(['query', "SELECT SourceId, count() AS n FROM otel.otel_traces WHERE SpanName = 'from-cli-test' GROUP BY SourceId"]);
-      expect(stdout.trim().split('\n').map((l) => JSON.parse(l))).toEqual([{ SourceId: second.id, n: '3' }]);
+      expect(stdout.trim().split('\n').map((l) => JSON.parse(l))).toEqual([{ SourceId: second.id, n: 3 }]);
       const list = JSON.parse((await sluice(['sources', 'list'])).stdout);
       expect(list.map((s: { name: string }) => s.name)).toEqual(['web', 'batch']);
       expect(JSON.stringify(list)).not.toContain(second.apiKey);

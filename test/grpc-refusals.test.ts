@@ -83,7 +83,7 @@ describe('OTLP/gRPC refusals', () => {
   });
 
   it('stored exactly the accepted spans', async () => {
-    const [row] = await sluice.rows<{ n: string }>('SELECT count() AS n FROM otel.otel_traces');
+    const [row] = await sluice.rows<{ n: number }>('SELECT count() AS n FROM otel.otel_traces');
     expect(Number(row!.n)).toBe(acceptedSpans);
   });
 });

@@ -56,3 +56,8 @@ export async function exportOnce<T>(exporter: Exporter<T>, items: T): Promise<Ex
     await exporter.shutdown();
   }
 }
+
+/** An SDK HrTime as exact decimal nanoseconds (a JS number would lose the last digits). */
+export function nanos([seconds, nanoseconds]: [number, number]): string {
+  return String(BigInt(seconds) * 1_000_000_000n + BigInt(nanoseconds));
+}

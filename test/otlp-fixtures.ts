@@ -22,9 +22,10 @@ function types(): protobuf.Root {
   return root;
 }
 
-export function encodeTraces(request: object): Uint8Array {
+/** Encoded request bytes, in a buffer of their own (usable as a fetch body). */
+export function encodeTraces(request: object): Uint8Array<ArrayBuffer> {
   const type = types().lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest');
-  return type.encode(type.fromObject(request)).finish();
+  return new Uint8Array(type.encode(type.fromObject(request)).finish());
 }
 
 export interface TraceRequestOptions {

@@ -3,13 +3,12 @@
  * in otel_logs, every field checked against the record the SDK produced.
  */
 import { SeverityNumber } from '@opentelemetry/api-logs';
-import { hrTimeToNanoseconds } from '@opentelemetry/core';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { InMemoryLogRecordExporter, LoggerProvider, SimpleLogRecordProcessor, type ReadableLogRecord } from '@opentelemetry/sdk-logs';
 import { TraceFlags, context, trace } from '@opentelemetry/api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestSluice, type TestSluice } from './harness.ts';
-import { exportOnce, exporterFor, PROTOCOLS } from './otel-clients.ts';
+import { exportOnce, exporterFor, nanos, PROTOCOLS } from './otel-clients.ts';
 
 let sluice: TestSluice;
 beforeAll(async () => {
@@ -21,7 +20,7 @@ function produceLogs(service: string): ReadableLogRecord[] {
   const memory = new InMemoryLogRecordExporter();
   const provider = new LoggerProvider({
     resource: resourceFromAttributes({ 'service.name': service, 'deployment.environment': 'test' }),
-    processors: [new SimpleLogRecordProcessor(memory)],
+    processors: [new SimpleLogRecordProcessor({ exporter: memory })],
   });
   const logger = provider.getLogger('billing-logger', '0.9.1');
   const spanContext = { traceId: '5b8efff798038103d269b633813fc60c', spanId: 'eee19b7ec3c1b174', traceFlags: TraceFlags.SAMPLED };
@@ -67,7 +66,7 @@ describe.each(PROTOCOLS)('logs over %s', (protocol) => {
     const [error, info] = rows as [LogRow, LogRow];
     expect(error).toMatchObject({
       SourceId: sluice.sourceId,
-      ts: String(hrTimeToNanoseconds(records[0]!.hrTime)),
+      ts: nanos(records[0]!.hrTime),
       TraceId: '5b8efff798038103d269b633813fc60c',
       SpanId: 'eee19b7ec3c1b174',
       TraceFlags: 1,
@@ -80,6 +79,6 @@ describe.each(PROTOCOLS)('logs over %s', (protocol) => {
     });
     expect(error.ResourceAttributes).toMatchObject({ 'service.name': service, 'deployment.environment': 'test' });
     expect(info).toMatchObject({ TraceId: '', SpanId: '', TraceFlags: 0, SeverityText: 'INFO', SeverityNumber: SeverityNumber.INFO, Body: 'ünïcödé ✓ line', LogAttributes: {} });
-    expect(info.ts).toBe(String(hrTimeToNanoseconds(records[1]!.hrTime)));
+    expect(info.ts).toBe(nanos(records[1]!.hrTime));
   });
 });

@@ -3,7 +3,6 @@
  * land in the otel_metrics_* tables: sums, gauges, explicit and exponential histograms, every
  * point and bucket checked against what the SDK collected.
  */
-import { hrTimeToNanoseconds } from '@opentelemetry/core';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
   AggregationTemporality,
@@ -58,7 +57,7 @@ async function produceMetrics(service: string): Promise<ResourceMetrics> {
 
 const rows = <T>(table: string, service: string, extra = '') =>
   sluice.rows<T & { start: string; time: string; SourceId: string }>(
-    `SELECT *, toString(toUnixTimestamp64Nano(StartTimeUnix)) AS start, toString(toUnixTimestamp64Nano(TimeUnix)) AS time
+    `SELECT *, toString(toUnixTimestamp(StartTimeUnix)) AS start, toString(toUnixTimestamp(TimeUnix)) AS time
      FROM otel.otel_metrics_${table} WHERE ServiceName = '${service}' ${extra} ORDER BY MetricName, toString(Attributes)`,
   );
 
@@ -84,43 +83,44 @@ describe.each(PROTOCOLS)('metrics over %s', (protocol) => {
       ScopeName: 'shop-meter',
       ScopeVersion: '2.0.0',
       AggregationTemporality: 2, // CUMULATIVE
-      start: String(hrTimeToNanoseconds(counter.dataPoints[0]!.startTime)),
-      time: String(hrTimeToNanoseconds(counter.dataPoints[0]!.endTime)),
+      // The exporter's layout keeps metric times as DateTime: whole seconds.
+      start: String(counter.dataPoints[0]!.startTime[0]),
+      time: String(counter.dataPoints[0]!.endTime[0]),
     });
     expect(counter.aggregationTemporality).toBe(AggregationTemporality.CUMULATIVE);
 
     const gauges = await rows<{ MetricName: string; MetricUnit: string; Value: number; Attributes: Record<string, string> }>('gauge', service);
     expect(gauges.map((r) => [r.MetricName, r.MetricUnit, r.Value, r.Attributes])).toEqual([['cpu.temperature', 'Cel', 71.5, { core: '0' }]]);
 
-    const histograms = await rows<{ MetricName: string; Count: string; Sum: number; BucketCounts: string[]; ExplicitBounds: number[]; Min: number; Max: number }>('histogram', service);
+    const histograms = await rows<{ MetricName: string; Count: number; Sum: number; BucketCounts: number[]; ExplicitBounds: number[]; Min: number; Max: number }>('histogram', service);
     const histogram = metrics.get('http.server.duration')!;
     expect(histogram.dataPointType).toBe(DataPointType.HISTOGRAM);
     const point = histogram.dataPoints[0]!.value as Histogram;
     expect(histograms).toHaveLength(1);
     expect(histograms[0]).toMatchObject({
       MetricName: 'http.server.duration',
-      Count: String(point.count),
+      Count: point.count,
       Sum: point.sum,
-      BucketCounts: point.buckets.counts.map(String),
+      BucketCounts: point.buckets.counts,
       ExplicitBounds: point.buckets.boundaries,
       Min: point.min,
       Max: point.max,
     });
-    expect(histograms[0]!.BucketCounts).toEqual(['1', '2', '1', '1']);
+    expect(histograms[0]!.BucketCounts).toEqual([1, 2, 1, 1]);
 
-    const exp = await rows<{ MetricName: string; Count: string; Sum: number; Scale: number; ZeroCount: string; PositiveOffset: number; PositiveBucketCounts: string[]; NegativeOffset: number; NegativeBucketCounts: string[]; Min: number; Max: number }>('exp_histogram', service);
+    const exp = await rows<{ MetricName: string; Count: number; Sum: number; Scale: number; ZeroCount: number; PositiveOffset: number; PositiveBucketCounts: number[]; NegativeOffset: number; NegativeBucketCounts: number[]; Min: number; Max: number }>('exp_histogram', service);
     const expPoint = metrics.get('payload.size')!.dataPoints[0]!.value as ExponentialHistogram;
     expect(exp).toHaveLength(1);
     expect(exp[0]).toMatchObject({
       MetricName: 'payload.size',
-      Count: String(expPoint.count),
+      Count: expPoint.count,
       Sum: expPoint.sum,
       Scale: expPoint.scale,
-      ZeroCount: String(expPoint.zeroCount),
+      ZeroCount: expPoint.zeroCount,
       PositiveOffset: expPoint.positive.offset,
-      PositiveBucketCounts: expPoint.positive.bucketCounts.map(String),
+      PositiveBucketCounts: expPoint.positive.bucketCounts,
       NegativeOffset: expPoint.negative.offset,
-      NegativeBucketCounts: expPoint.negative.bucketCounts.map(String),
+      NegativeBucketCounts: expPoint.negative.bucketCounts,
       Min: expPoint.min,
       Max: expPoint.max,
     });

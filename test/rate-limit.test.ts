@@ -25,10 +25,12 @@ describe('rate limit', () => {
     const refused = await send();
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-    const status = await refused.json();
-    expect(status.code).toBe(14);
-    expect(status.details[0]['@type']).toBe('type.googleapis.com/google.rpc.RetryInfo');
-    const [row] = await sluice.rows<{ n: string }>('SELECT count() AS n FROM otel.otel_traces');
+    // A google.rpc.Status in the request's content type: code 14 (UNAVAILABLE) with RetryInfo.
+    expect(refused.headers.get('content-type')).toBe('application/x-protobuf');
+    const status = Buffer.from(await refused.arrayBuffer());
+    expect([status[0], status[1]]).toEqual([0x08, 14]);
+    expect(status.toString('latin1')).toContain('type.googleapis.com/google.rpc.RetryInfo');
+    const [row] = await sluice.rows<{ n: number }>('SELECT count() AS n FROM otel.otel_traces');
     expect(Number(row!.n)).toBe(5);
   });
 

@@ -18,16 +18,17 @@ beforeAll(async () => {
 afterAll(async () => sluice?.stop());
 
 async function post(path: string, body: Uint8Array | string, headers: Record<string, string> = {}) {
+  // Node's fetch takes any Uint8Array; the DOM typings only name ArrayBuffer-backed views.
   const response = await fetch(sluice.baseUrl + path, {
     method: 'POST',
     headers: { 'content-type': 'application/x-protobuf', 'x-api-key': sluice.apiKey, ...headers },
-    body,
+    body: body as BodyInit,
   });
   return { status: response.status, headers: response.headers, body: new Uint8Array(await response.arrayBuffer()) };
 }
 
 async function spanCount(): Promise<number> {
-  const [row] = await sluice.rows<{ n: string }>(`SELECT count() AS n FROM otel.otel_traces WHERE SourceId = '${sluice.sourceId}'`);
+  const [row] = await sluice.rows<{ n: number }>(`SELECT count() AS n FROM otel.otel_traces WHERE SourceId = '${sluice.sourceId}'`);
   return Number(row!.n);
 }
 
@@ -153,10 +154,10 @@ describe('OTLP/HTTP refusals', () => {
 
   it('nothing accepted before the refusals was lost or changed', async () => {
     expect(await spanCount()).toBe(stored);
-    const names = await sluice.rows<{ SpanName: string; n: string }>(
+    const names = await sluice.rows<{ SpanName: string; n: number }>(
       `SELECT SpanName, count() AS n FROM otel.otel_traces WHERE SpanName = 'accepted-before' GROUP BY SpanName`,
     );
-    expect(names).toEqual([{ SpanName: 'accepted-before', n: '5' }]);
+    expect(names).toEqual([{ SpanName: 'accepted-before', n: 5 }]);
   });
 });
 

@@ -34,7 +34,7 @@ describe('storage behind', () => {
     for (const response of responses.filter((r) => r.status === 503)) expect(response.headers.get('retry-after')).toBe('5');
     const accepted = statuses.filter((s) => s === 200).length;
     expect(accepted).toBeGreaterThan(0);
-    const [row] = await sluice.rows<{ n: string }>('SELECT count() AS n FROM otel.otel_traces');
+    const [row] = await sluice.rows<{ n: number }>('SELECT count() AS n FROM otel.otel_traces');
     expect(Number(row!.n)).toBe(accepted * 2000);
   });
 });

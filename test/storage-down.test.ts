@@ -23,7 +23,7 @@ const send = (name: string, spans = 2) =>
 
 const countByName = async () =>
   Object.fromEntries(
-    (await sluice.rows<{ SpanName: string; n: string }>('SELECT SpanName, count() AS n FROM otel.otel_traces GROUP BY SpanName')).map((r) => [
+    (await sluice.rows<{ SpanName: string; n: number }>('SELECT SpanName, count() AS n FROM otel.otel_traces GROUP BY SpanName')).map((r) => [
       r.SpanName,
       Number(r.n),
     ]),

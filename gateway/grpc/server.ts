@@ -32,6 +32,8 @@ const SERVICES: Record<Signal, string> = {
 };
 
 const passThrough = (value: Buffer) => value;
+/** grpc-js writes Buffers only: wrap the encoded response without copying. */
+const asBuffer = (value: Uint8Array) => Buffer.from(value.buffer, value.byteOffset, value.byteLength);
 
 function serviceDefinition(path: string): grpc.ServiceDefinition {
   return {
@@ -41,7 +43,7 @@ function serviceDefinition(path: string): grpc.ServiceDefinition {
       responseStream: false,
       requestSerialize: passThrough,
       requestDeserialize: passThrough,
-      responseSerialize: passThrough,
+      responseSerialize: asBuffer,
       responseDeserialize: passThrough,
     },
   };

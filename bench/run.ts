@@ -1,0 +1,227 @@
+/**
+ * The bench runner: starts each target as its own process, drives it with autocannon from this
+ * process, samples the target's CPU time around the measured run, checks that what was
+ * acknowledged was stored, and writes a report to bench/results/.
+ *
+ * usage: tsx bench/run.ts [--scenario otlp-http-protobuf-gzip] [--targets sluice,sluice-node,naive]
+ *                         [--duration 20] [--warmup 3] [--connections 32]
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { parseArgs } from 'node:util';
+import autocannon, { type Result } from 'autocannon';
+import { loadTraceTypes, traceBodies } from './payload.ts';
+import { cpuSeconds, startTarget, TARGETS, type RunningTarget, type TargetName } from './target.ts';
+
+/** A request mix: the same for every target. */
+interface Scenario {
+  path: string;
+  headers: Record<string, string>;
+  bodies: Buffer[];
+  /** Spans (or log records, data points) carried by one request. */
+  itemsPerRequest: number;
+  description: string;
+}
+
+const SCENARIOS: Record<string, () => Scenario> = {
+  'otlp-http-protobuf-gzip': () => {
+    const payload = traceBodies(loadTraceTypes(), 64, 100);
+    return {
+      path: '/v1/traces',
+      headers: { 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip' },
+      bodies: payload.bodies,
+      itemsPerRequest: payload.spansPerRequest,
+      description:
+        `OTLP/HTTP POST /v1/traces, protobuf + gzip, ${payload.spansPerRequest} spans × 20 attributes per request, ` +
+        `${payload.bodies.length} distinct bodies, ${(payload.rawBytes / 1024).toFixed(1)} KB raw / ` +
+        `${(payload.gzipBytes / 1024).toFixed(1)} KB gzip each`,
+    };
+  },
+};
+
+interface Options {
+  scenario: string;
+  targets: TargetName[];
+  duration: number;
+  warmup: number;
+  connections: number;
+}
+
+function options(): Options {
+  const { values } = parseArgs({
+    options: {
+      scenario: { type: 'string', default: 'otlp-http-protobuf-gzip' },
+      targets: { type: 'string', default: TARGETS.join(',') },
+      duration: { type: 'string', default: process.env.BENCH_DURATION ?? '20' },
+      warmup: { type: 'string', default: process.env.BENCH_WARMUP ?? '3' },
+      connections: { type: 'string', default: '32' },
+    },
+    strict: true,
+  });
+  const targets = values.targets.split(',').map((t) => t.trim()) as TargetName[];
+  const unknown = targets.filter((t) => !TARGETS.includes(t));
+  if (unknown.length) throw new Error(`unknown target ${unknown.join(', ')} (known: ${TARGETS.join(', ')})`);
+  if (!SCENARIOS[values.scenario]) throw new Error(`unknown scenario ${values.scenario} (known: ${Object.keys(SCENARIOS).join(', ')})`);
+  const positive = (name: string, v: string, min: number) => {
+    const n = Number(v);
+    if (!Number.isFinite(n) || n < min) throw new Error(`--${name} must be a number ≥ ${min}`);
+    return n;
+  };
+  return {
+    scenario: values.scenario,
+    targets,
+    duration: positive('duration', values.duration, 1),
+    warmup: positive('warmup', values.warmup, 0),
+    connections: positive('connections', values.connections, 1),
+  };
+}
+
+/** Drives the target for `duration` seconds, rotating through the scenario's bodies. */
+function load(target: RunningTarget, scenario: Scenario, duration: number, connections: number): Promise<Result> {
+  let next = 0;
+  return autocannon({
+    url: target.url + scenario.path,
+    method: 'POST',
+    headers: { ...scenario.headers, ...target.headers },
+    connections,
+    duration,
+    requests: [{ setupRequest: (req) => ({ ...req, body: scenario.bodies[next++ % scenario.bodies.length] }) }],
+  });
+}
+
+/** Reads the stored count until it stops changing: cut-off requests may still be committing. */
+async function settledCount(target: RunningTarget): Promise<number> {
+  let last = -1;
+  for (let i = 0; i < 40; i++) {
+    const count = await target.countSpans();
+    if (count === last) return count;
+    last = count;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  return last;
+}
+
+interface Row {
+  target: string;
+  reqPerSec: number;
+  spansPerSec: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** non-2xx responses plus socket errors and timeouts. */
+  errors: number;
+  statusCodes: Record<string, number>;
+  /** Server CPU (user + system, all threads) per million acknowledged spans. */
+  cpuSecondsPerMillionSpans: number;
+  /** Server CPU seconds / wall seconds: how many cores it kept busy. */
+  serverCores: number;
+  /** This process (autocannon) CPU seconds / wall seconds. */
+  loadgenCores: number;
+  /** Spans acknowledged with 2xx (warm-up included) and spans the target says it stored. */
+  acknowledgedSpans: number;
+  storedSpans: number;
+  verified: boolean;
+  error?: string;
+}
+
+async function measure(name: TargetName, scenario: Scenario, opts: Options): Promise<Row> {
+  const log = (msg: string) => process.stderr.write(`[${name}] ${msg}\n`);
+  const target = await startTarget(name);
+  try {
+    log(`pid ${target.pid} at ${target.url}; warm-up ${opts.warmup} s, then ${opts.duration} s × ${opts.connections} connections`);
+    const warm = opts.warmup > 0 ? await load(target, scenario, opts.warmup, opts.connections) : undefined;
+
+    const cpu0 = cpuSeconds(target.pid);
+    const ours0 = process.cpuUsage();
+    const result = await load(target, scenario, opts.duration, opts.connections);
+    const cpu = cpuSeconds(target.pid) - cpu0;
+    const ours = process.cpuUsage(ours0);
+
+    const ok = result['2xx'];
+    const spans = ok * scenario.itemsPerRequest;
+    const acknowledgedSpans = ((warm?.['2xx'] ?? 0) + ok) * scenario.itemsPerRequest;
+    const storedSpans = await settledCount(target);
+    // Requests cut off when a run ends may be stored without being acknowledged: at most one
+    // in flight per connection, per run.
+    const slack = 2 * opts.connections * scenario.itemsPerRequest;
+    const verified = storedSpans >= acknowledgedSpans && storedSpans <= acknowledgedSpans + slack;
+    log(`${ok} requests 2xx, ${storedSpans} spans stored for ${acknowledgedSpans} acknowledged: ${verified ? 'ok' : 'MISMATCH'}`);
+    return {
+      target: name,
+      reqPerSec: result.requests.total / result.duration,
+      spansPerSec: spans / result.duration,
+      p50Ms: result.latency.p50,
+      p99Ms: result.latency.p99,
+      errors: result.non2xx + result.errors,
+      statusCodes: Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, s]) => [code, s.count])),
+      cpuSecondsPerMillionSpans: spans ? cpu / (spans / 1e6) : NaN,
+      serverCores: cpu / result.duration,
+      loadgenCores: (ours.user + ours.system) / 1e6 / result.duration,
+      acknowledgedSpans,
+      storedSpans,
+      verified,
+    };
+  } finally {
+    await target.stop();
+  }
+}
+
+const fixed = (n: number, digits = 0) => (Number.isFinite(n) ? n.toFixed(digits) : '–');
+
+function markdown(scenario: string, description: string, opts: Options, rows: Row[]): string {
+  const lines = [
+    `## ${scenario}`,
+    '',
+    `${description}. autocannon, ${opts.connections} connections, ${opts.duration} s per target after ${opts.warmup} s warm-up; ` +
+      `${availableParallelism()} cores shared by load generator and server; Node ${process.version}.`,
+    '',
+    '| target | req/s | spans/s | p50 ms | p99 ms | errors | CPU-s / M spans | server cores | load-gen cores | stored = acked |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+  ];
+  for (const r of rows) {
+    if (r.error) {
+      lines.push(`| ${r.target} | failed: ${r.error.split('\n')[0]} | | | | | | | | |`);
+      continue;
+    }
+    lines.push(
+      `| ${r.target} | ${fixed(r.reqPerSec)} | ${fixed(r.spansPerSec)} | ${fixed(r.p50Ms)} | ${fixed(r.p99Ms)} | ${r.errors} | ` +
+        `${fixed(r.cpuSecondsPerMillionSpans, 2)} | ${fixed(r.serverCores, 2)} | ${fixed(r.loadgenCores, 2)} | ${r.verified ? 'yes' : `NO (${r.storedSpans} / ${r.acknowledgedSpans})`} |`,
+    );
+  }
+  const naive = rows.find((r) => r.target === 'naive' && !r.error);
+  const ratios = rows.filter((r) => r.target !== 'naive' && !r.error && naive);
+  if (ratios.length) lines.push('');
+  for (const r of ratios) {
+    const ratio = naive!.cpuSecondsPerMillionSpans / r.cpuSecondsPerMillionSpans;
+    lines.push(`- ${r.target}: ${fixed(ratio, 2)}× the spans per CPU-second of naive, ${fixed(r.spansPerSec / naive!.spansPerSec, 2)}× its spans/s.`);
+  }
+  return lines.join('\n') + '\n';
+}
+
+async function main(): Promise<void> {
+  const opts = options();
+  const scenario = SCENARIOS[opts.scenario]!();
+  process.stderr.write(`${opts.scenario}: ${scenario.description}\n`);
+
+  const rows: Row[] = [];
+  for (const name of opts.targets) {
+    try {
+      rows.push(await measure(name, scenario, opts));
+    } catch (err) {
+      process.stderr.write(`[${name}] failed: ${(err as Error).message}\n`);
+      rows.push({ target: name, error: (err as Error).message } as Row);
+    }
+  }
+
+  const md = markdown(opts.scenario, scenario.description, opts, rows);
+  process.stdout.write('\n' + md);
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const dir = new URL('results/', import.meta.url);
+  mkdirSync(dir, { recursive: true });
+  const report = { scenario: opts.scenario, description: scenario.description, date: new Date().toISOString(), node: process.version, cores: availableParallelism(), options: opts, rows };
+  writeFileSync(new URL(`${stamp}.json`, dir), JSON.stringify(report, null, 2) + '\n');
+  writeFileSync(new URL(`${stamp}.md`, dir), md);
+  process.stderr.write(`report: bench/results/${stamp}.{json,md}\n`);
+  if (rows.some((r) => r.error || !r.verified)) process.exitCode = 1;
+}
+
+await main();

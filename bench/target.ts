@@ -1,0 +1,157 @@
+/**
+ * Bench targets: each server runs as its own child process, so its CPU time can be read from
+ * /proc/<pid>/stat (utime + stime cover every thread: event loop, piscina workers, chDB).
+ */
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const SLUICE = join(ROOT, 'bin/sluice.mjs');
+const NAIVE = join(ROOT, 'bench/naive-server.ts');
+const run = promisify(execFile);
+
+/** Clock ticks per second of /proc/<pid>/stat times (100 on Linux). */
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** CPU seconds (user + system, all threads) the process has used so far. */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name, which is in parentheses and may contain spaces.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const utime = Number(fields[11]); // field 14 of proc(5)
+  const stime = Number(fields[12]); // field 15
+  return (utime + stime) / CLK_TCK;
+}
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** A server under test, started and healthy. */
+export interface RunningTarget {
+  name: string;
+  pid: number;
+  /** Base URL, e.g. http://127.0.0.1:40123 */
+  url: string;
+  /** Headers every request needs (authentication). */
+  headers: Record<string, string>;
+  /** Spans stored so far, as the target's own storage reports them. */
+  countSpans(): Promise<number>;
+  /** Stops the server (SIGTERM, then SIGKILL) and deletes its data dir. */
+  stop(): Promise<void>;
+}
+
+export const TARGETS = ['sluice', 'sluice-node', 'naive'] as const;
+export type TargetName = (typeof TARGETS)[number];
+
+/** Keeps the last lines a child wrote, to show why it failed. */
+function captureTail(child: ChildProcess, lines: string[]): void {
+  const keep = (chunk: Buffer) => {
+    lines.push(...chunk.toString().split('\n').filter(Boolean));
+    lines.splice(0, Math.max(0, lines.length - 40));
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+}
+
+async function waitHealthy(url: string, child: ChildProcess, tail: string[], timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    // The first line a failing server prints is usually its reason.
+    if (child.exitCode !== null) throw new Error(`exited with code ${child.exitCode}: ${tail.join('\n')}`);
+    try {
+      if ((await fetch(url)).status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`server not healthy at ${url} after ${timeoutMs} ms:\n${tail.join('\n')}`);
+}
+
+async function stopChild(child: ChildProcess, tail: string[]): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => {
+    process.stderr.write(`server ${child.pid} did not stop in 30 s, killing it:\n${tail.slice(-10).join('\n')}\n`);
+    child.kill('SIGKILL');
+  }, 30_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+async function sluiceCli(env: NodeJS.ProcessEnv, ...args: string[]): Promise<string> {
+  const { stdout } = await run(process.execPath, [SLUICE, ...args], { env, cwd: ROOT, maxBuffer: 16 << 20 });
+  return stdout;
+}
+
+/** Starts a target on free ports with a fresh data dir and waits until it answers health checks. */
+export async function startTarget(name: TargetName): Promise<RunningTarget> {
+  const dataDir = mkdtempSync(join(tmpdir(), `sluice-bench-${name}-`));
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const tail: string[] = [];
+  let child: ChildProcess;
+  let headers: Record<string, string> = {};
+  let countSpans: () => Promise<number>;
+
+  if (name === 'naive') {
+    child = spawn(process.execPath, ['--import', 'tsx', NAIVE, '--port', String(port), '--data-dir', dataDir], { cwd: ROOT });
+    countSpans = async () => Number(await (await fetch(`${url}/count`)).text());
+  } else {
+    const env = {
+      ...process.env,
+      SLUICE_DATA_DIR: dataDir,
+      SLUICE_OTLP_HTTP_PORT: String(port),
+      SLUICE_OTLP_GRPC_PORT: String(await freePort()),
+      SLUICE_HTTP_ENGINE: name === 'sluice-node' ? 'node' : 'uws',
+      // The default 600 requests/min per IP would throttle the bench.
+      SLUICE_RATE_LIMIT_PER_MINUTE: '100000000',
+      SLUICE_RATE_LIMIT_BURST: '100000000',
+      SLUICE_LOG_LEVEL: 'warn',
+    };
+    const { apiKey } = JSON.parse(await sluiceCli(env, 'sources', 'create', '--name', 'bench')) as { apiKey: string };
+    headers = { 'x-api-key': apiKey };
+    child = spawn(process.execPath, [SLUICE, 'serve'], { cwd: ROOT, env });
+    countSpans = async () => {
+      const out = await sluiceCli(env, 'query', 'SELECT count() AS n FROM otel.otel_traces');
+      return Number((JSON.parse(out.split('\n')[0]!) as { n: number | string }).n);
+    };
+  }
+  captureTail(child, tail);
+
+  try {
+    await waitHealthy(`${url}/api/v1/health`, child, tail);
+  } catch (err) {
+    await stopChild(child, tail);
+    rmSync(dataDir, { recursive: true, force: true });
+    throw err;
+  }
+  return {
+    name,
+    pid: child.pid!,
+    url,
+    headers,
+    countSpans,
+    async stop() {
+      await stopChild(child, tail);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,114 @@
+/**
+ * OTLP/JSON → OTLP protobuf bytes, so JSON requests go through the same transcoder as
+ * protobuf ones (one code path for rows). The JSON is normalised per the OTLP JSON mapping,
+ * guided by the message types of our proto/ files, then encoded with protobufjs:
+ *   - keys in lowerCamelCase or in the proto's snake_case; unknown keys and nulls ignored
+ *   - traceId, spanId, parentSpanId: hex strings (not base64, unlike other bytes)
+ *   - enums as integers or as their names (an unknown name is left unset)
+ *   - 64-bit integers as decimal strings or as numbers (a number above 2^53 has already lost
+ *     precision in JSON.parse; senders use strings for that reason)
+ * The protobufjs root is loaded once per thread, on the first JSON request.
+ */
+import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import protobuf from 'protobufjs';
+import { badRequest } from '../../core/errors.ts';
+import type { Signal } from './index.ts';
+
+const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url));
+
+const PROTO_FILES = [
+  'opentelemetry/proto/collector/trace/v1/trace_service.proto',
+  'opentelemetry/proto/collector/logs/v1/logs_service.proto',
+  'opentelemetry/proto/collector/metrics/v1/metrics_service.proto',
+];
+
+const REQUEST_TYPES: Record<Signal, string> = {
+  traces: 'opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest',
+  logs: 'opentelemetry.proto.collector.logs.v1.ExportLogsServiceRequest',
+  metrics: 'opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest',
+};
+
+/** The bytes fields that OTLP/JSON carries as hex rather than base64. */
+const HEX_ID_FIELDS = new Set(['traceId', 'spanId', 'parentSpanId']);
+const INT64_TYPES = new Set(['int64', 'uint64', 'sint64', 'fixed64', 'sfixed64']);
+const DECIMAL = /^-?\d+$/;
+const HEX = /^(?:[0-9a-fA-F]{2})*$/;
+
+let root: protobuf.Root | undefined;
+
+function requestType(signal: Signal): protobuf.Type {
+  if (!root) {
+    const loaded = new protobuf.Root();
+    loaded.resolvePath = (_origin, target) => join(PROTO_DIR, target);
+    loaded.loadSync(PROTO_FILES);
+    loaded.resolveAll();
+    root = loaded;
+  }
+  return root.lookupType(REQUEST_TYPES[signal]);
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Parses an OTLP/JSON request body and returns the same request as protobuf bytes. */
+export function otlpJsonToProtobuf(signal: Signal, body: Uint8Array): Uint8Array {
+  if (body.length === 0) return new Uint8Array(0);
+  let text: string;
+  try {
+    text = utf8.decode(body);
+  } catch {
+    throw badRequest('invalid UTF-8 in the JSON body');
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw badRequest(`malformed JSON: ${(err as Error).message}`);
+  }
+  const type = requestType(signal);
+  const normalized = normalizeMessage(type, parsed, '');
+  try {
+    return type.encode(type.fromObject(normalized)).finish();
+  } catch (err) {
+    throw badRequest(`invalid OTLP/JSON: ${(err as Error).message}`);
+  }
+}
+
+/** snake_case → lowerCamelCase, the way protobufjs names fields. */
+function camelCase(key: string): string {
+  return key.includes('_') ? key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase()) : key;
+}
+
+function normalizeMessage(type: protobuf.Type, value: unknown, path: string): Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw badRequest(`invalid OTLP/JSON: ${path || 'the request'} must be an object`);
+  }
+  const out: Record<string, unknown> = {};
+  for (const [key, raw] of Object.entries(value)) {
+    const name = camelCase(key);
+    const field = type.fields[name];
+    if (!field || raw === null) continue;
+    const fieldPath = path ? `${path}.${name}` : name;
+    if (field.repeated) {
+      if (!Array.isArray(raw)) throw badRequest(`invalid OTLP/JSON: ${fieldPath} must be an array`);
+      out[name] = raw.map((item, i) => normalizeValue(field, item, `${fieldPath}[${i}]`));
+    } else {
+      out[name] = normalizeValue(field, raw, fieldPath);
+    }
+  }
+  return out;
+}
+
+function normalizeValue(field: protobuf.Field, value: unknown, path: string): unknown {
+  const resolved = field.resolvedType;
+  if (resolved instanceof protobuf.Type) return normalizeMessage(resolved, value, path);
+  if (field.type === 'bytes' && HEX_ID_FIELDS.has(field.name)) {
+    if (typeof value !== 'string' || !HEX.test(value)) throw badRequest(`invalid OTLP/JSON: ${path} must be a hex string`);
+    return Buffer.from(value, 'hex');
+  }
+  if (INT64_TYPES.has(field.type)) {
+    const valid = typeof value === 'string' ? DECIMAL.test(value) : Number.isInteger(value);
+    if (!valid) throw badRequest(`invalid OTLP/JSON: ${path} must be an integer or a decimal string`);
+  }
+  return value;
+}

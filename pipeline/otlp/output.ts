@@ -1,0 +1,88 @@
+/**
+ * What a transcode produces: RowBinary rows per table, and the accepted and rejected item
+ * counts with the reason for the first refusal (for OTLP partial_success).
+ *
+ * The row writers are pooled per thread and reused from one request to the next, so their
+ * buffers grow once to the working size instead of being reallocated per request; each
+ * table's rows leave in a right-sized buffer of their own (RowBinaryWriter.finish).
+ */
+import { TABLE_COLUMNS, type TableName } from '../../storage/schema.ts';
+import { RowBinaryWriter } from './rowbinary.ts';
+
+/** RowBinary rows for one table, in the column order of TABLE_COLUMNS[table]. */
+export interface TableRows {
+  table: TableName;
+  columns: readonly string[];
+  rows: number;
+  /** Owns its ArrayBuffer exactly, so it can be transferred between threads. */
+  data: Uint8Array;
+}
+
+export interface TranscodeResult {
+  tables: TableRows[];
+  /** Spans, log records or metric data points stored. */
+  accepted: number;
+  /** Items refused one by one (the rest of the request is stored). */
+  rejected: number;
+  rejectMessage?: string;
+}
+
+/** A pooled writer that grew past this is dropped after use rather than kept. */
+const KEEP_WRITER_BYTES = 16 * 1024 * 1024;
+const idleWriters: RowBinaryWriter[] = [];
+
+function borrowWriter(): RowBinaryWriter {
+  const writer = idleWriters.pop() ?? new RowBinaryWriter(256 * 1024);
+  writer.truncate(0);
+  return writer;
+}
+
+/** One table's rows under construction. */
+export class TableOutput {
+  readonly writer = borrowWriter();
+  rows = 0;
+  constructor(readonly table: TableName) {}
+}
+
+export class TranscodeOutput {
+  private readonly outputs = new Map<TableName, TableOutput>();
+  accepted = 0;
+  private rejected = 0;
+  private firstRejection: string | undefined;
+
+  /** The rows of `table`, created on first use. */
+  table(table: TableName): TableOutput {
+    let output = this.outputs.get(table);
+    if (!output) this.outputs.set(table, (output = new TableOutput(table)));
+    return output;
+  }
+
+  /** Counts one refused item; `reason` says which and why. */
+  reject(reason: string): void {
+    this.rejected++;
+    this.firstRejection ??= reason;
+  }
+
+  /** Seals the tables (empty ones are left out) and returns the writers to the pool. */
+  finish(): TranscodeResult {
+    const tables: TableRows[] = [];
+    for (const output of this.outputs.values()) {
+      if (output.rows > 0) {
+        tables.push({ table: output.table, columns: TABLE_COLUMNS[output.table], rows: output.rows, data: output.writer.finish() });
+      }
+      if (output.writer.buf.length <= KEEP_WRITER_BYTES) idleWriters.push(output.writer);
+    }
+    this.outputs.clear();
+    const result: TranscodeResult = { tables, accepted: this.accepted, rejected: this.rejected };
+    if (this.firstRejection !== undefined) {
+      result.rejectMessage = this.rejected === 1 ? this.firstRejection : `${this.firstRejection} (and ${this.rejected - 1} more)`;
+    }
+    return result;
+  }
+
+  /** Returns the writers to the pool without producing rows (the request was refused). */
+  discard(): void {
+    for (const output of this.outputs.values()) idleWriters.push(output.writer);
+    this.outputs.clear();
+  }
+}

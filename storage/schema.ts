@@ -1,0 +1,305 @@
+/**
+ * The storage schema: the OpenTelemetry Collector ClickHouse exporter's tables (column names,
+ * types, codecs, indexes, partitioning and sort keys as in its internal/sqltemplates, bloom
+ * filter variant, no TTL), with one addition: `SourceId LowCardinality(String)` on every
+ * table, first in every sort key, so each source's data is stored and pruned together.
+ *
+ * TABLE_COLUMNS is the insert contract with the transcoder (pipeline/otlp): each RowBinary
+ * row carries exactly these columns in this order, for
+ * `INSERT INTO db.table (columns...) FORMAT RowBinary`. The order is ours, not the table's:
+ * the per-request, per-resource and per-scope columns come first so the transcoder can
+ * encode them once and copy them into every row.
+ */
+import { quoteIdentifier } from './storage.ts';
+
+export type TableName =
+  | 'otel_traces'
+  | 'otel_logs'
+  | 'otel_metrics_gauge'
+  | 'otel_metrics_sum'
+  | 'otel_metrics_histogram'
+  | 'otel_metrics_exp_histogram'
+  | 'otel_metrics_summary';
+
+export interface Migration {
+  version: number;
+  name: string;
+  /** The statements, in order, for the database `db` (an unquoted name). */
+  statements(db: string): string[];
+}
+
+const EXEMPLAR_COLUMNS = [
+  'Exemplars.FilteredAttributes',
+  'Exemplars.TimeUnix',
+  'Exemplars.Value',
+  'Exemplars.SpanId',
+  'Exemplars.TraceId',
+] as const;
+
+/** Columns every metrics table starts with: request, resource, scope, then metric level. */
+const METRIC_PREFIX = [
+  'SourceId',
+  'ServiceName',
+  'ResourceAttributes',
+  'ResourceSchemaUrl',
+  'ScopeName',
+  'ScopeVersion',
+  'ScopeAttributes',
+  'ScopeDroppedAttrCount',
+  'ScopeSchemaUrl',
+  'MetricName',
+  'MetricDescription',
+  'MetricUnit',
+] as const;
+
+export const TABLE_COLUMNS: Readonly<Record<TableName, readonly string[]>> = {
+  otel_traces: [
+    'SourceId', 'ServiceName', 'ResourceAttributes', 'ScopeName', 'ScopeVersion',
+    'Timestamp', 'TraceId', 'SpanId', 'ParentSpanId', 'TraceState', 'SpanName', 'SpanKind',
+    'SpanAttributes', 'Duration', 'StatusCode', 'StatusMessage',
+    'Events.Timestamp', 'Events.Name', 'Events.Attributes',
+    'Links.TraceId', 'Links.SpanId', 'Links.TraceState', 'Links.Attributes',
+  ],
+  otel_logs: [
+    'SourceId', 'ServiceName', 'ResourceAttributes', 'ResourceSchemaUrl',
+    'ScopeName', 'ScopeVersion', 'ScopeAttributes', 'ScopeSchemaUrl',
+    'Timestamp', 'TraceId', 'SpanId', 'TraceFlags', 'SeverityText', 'SeverityNumber',
+    'Body', 'LogAttributes', 'EventName',
+  ],
+  otel_metrics_gauge: [
+    ...METRIC_PREFIX,
+    'Attributes', 'StartTimeUnix', 'TimeUnix', 'Value', 'Flags', ...EXEMPLAR_COLUMNS,
+  ],
+  otel_metrics_sum: [
+    ...METRIC_PREFIX, 'AggregationTemporality', 'IsMonotonic',
+    'Attributes', 'StartTimeUnix', 'TimeUnix', 'Value', 'Flags', ...EXEMPLAR_COLUMNS,
+  ],
+  otel_metrics_histogram: [
+    ...METRIC_PREFIX, 'AggregationTemporality',
+    'Attributes', 'StartTimeUnix', 'TimeUnix', 'Count', 'Sum', 'BucketCounts', 'ExplicitBounds',
+    ...EXEMPLAR_COLUMNS, 'Flags', 'Min', 'Max',
+  ],
+  otel_metrics_exp_histogram: [
+    ...METRIC_PREFIX, 'AggregationTemporality',
+    'Attributes', 'StartTimeUnix', 'TimeUnix', 'Count', 'Sum', 'Scale', 'ZeroCount',
+    'PositiveOffset', 'PositiveBucketCounts', 'NegativeOffset', 'NegativeBucketCounts',
+    ...EXEMPLAR_COLUMNS, 'Flags', 'Min', 'Max',
+  ],
+  otel_metrics_summary: [
+    ...METRIC_PREFIX,
+    'Attributes', 'StartTimeUnix', 'TimeUnix', 'Count', 'Sum',
+    'ValueAtQuantiles.Quantile', 'ValueAtQuantiles.Value', 'Flags',
+  ],
+};
+
+const SETTINGS = 'SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1';
+const MAP = 'Map(LowCardinality(String), String)';
+
+function tracesTable(t: string): string {
+  return `CREATE TABLE IF NOT EXISTS ${t} (
+    SourceId LowCardinality(String) CODEC(ZSTD(1)),
+    Timestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
+    TraceId String CODEC(ZSTD(1)),
+    SpanId String CODEC(ZSTD(1)),
+    ParentSpanId String CODEC(ZSTD(1)),
+    TraceState String CODEC(ZSTD(1)),
+    SpanName LowCardinality(String) CODEC(ZSTD(1)),
+    SpanKind LowCardinality(String) CODEC(ZSTD(1)),
+    ServiceName LowCardinality(String) CODEC(ZSTD(1)),
+    ResourceAttributes ${MAP} CODEC(ZSTD(1)),
+    ScopeName String CODEC(ZSTD(1)),
+    ScopeVersion String CODEC(ZSTD(1)),
+    SpanAttributes ${MAP} CODEC(ZSTD(1)),
+    Duration UInt64 CODEC(T64, ZSTD(1)),
+    StatusCode LowCardinality(String) CODEC(ZSTD(1)),
+    StatusMessage String CODEC(ZSTD(1)),
+    Events Nested (
+        Timestamp DateTime64(9),
+        Name LowCardinality(String),
+        Attributes ${MAP}
+    ) CODEC(ZSTD(1)),
+    Links Nested (
+        TraceId String,
+        SpanId String,
+        TraceState String,
+        Attributes ${MAP}
+    ) CODEC(ZSTD(1)),
+    ResourceAttributeItems Array(String) ALIAS arrayMap(kv -> concat(kv.1, '=', kv.2), CAST(ResourceAttributes, 'Array(Tuple(String, String))')),
+    SpanAttributeItems Array(String) ALIAS arrayMap(kv -> concat(kv.1, '=', kv.2), CAST(SpanAttributes, 'Array(Tuple(String, String))')),
+    INDEX idx_trace_id TraceId TYPE bloom_filter(0.001) GRANULARITY 1,
+    INDEX idx_res_attr_key mapKeys(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_res_attr_value mapValues(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_span_attr_key mapKeys(SpanAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_span_attr_value mapValues(SpanAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_duration Duration TYPE minmax GRANULARITY 1,
+    INDEX idx_lower_span_name lower(SpanName) TYPE tokenbf_v1(32768, 3, 0) GRANULARITY 8
+) ENGINE = MergeTree
+PARTITION BY toDate(Timestamp)
+PRIMARY KEY (SourceId, ServiceName, SpanName, toDateTime(Timestamp))
+ORDER BY (SourceId, ServiceName, SpanName, toDateTime(Timestamp), Timestamp)
+${SETTINGS}`;
+}
+
+/** Trace id → first and last span start, so a trace can be found without a full scan. */
+function traceIdTsTable(t: string): string {
+  return `CREATE TABLE IF NOT EXISTS ${t} (
+    SourceId LowCardinality(String) CODEC(ZSTD(1)),
+    TraceId String CODEC(ZSTD(1)),
+    Start SimpleAggregateFunction(min, DateTime) CODEC(ZSTD(1)),
+    End SimpleAggregateFunction(max, DateTime) CODEC(ZSTD(1))
+) ENGINE = MergeTree
+PARTITION BY toStartOfWeek(Start)
+ORDER BY (SourceId, TraceId)
+${SETTINGS}`;
+}
+
+/** Fills the trace id lookup from every insert into otel_traces. */
+function traceIdTsView(view: string, target: string, source: string): string {
+  return `CREATE MATERIALIZED VIEW IF NOT EXISTS ${view} TO ${target}
+AS SELECT SourceId, TraceId, min(Timestamp) AS Start, max(Timestamp) AS End
+FROM ${source}
+WHERE TraceId != ''
+GROUP BY SourceId, TraceId`;
+}
+
+/** The Kubernetes and deployment keys the exporter materialises out of ResourceAttributes. */
+const MATERIALIZED_RESOURCE_KEYS = [
+  'k8s.cluster.name', 'k8s.container.name', 'k8s.deployment.name', 'k8s.namespace.name',
+  'k8s.node.name', 'k8s.pod.name', 'k8s.pod.uid', 'deployment.environment.name',
+];
+
+function logsTable(t: string): string {
+  const materialized = MATERIALIZED_RESOURCE_KEYS.map(
+    (key) => `    \`__otel_materialized_${key}\` LowCardinality(String) MATERIALIZED ResourceAttributes['${key}'] CODEC(ZSTD(1)),`,
+  ).join('\n');
+  return `CREATE TABLE IF NOT EXISTS ${t} (
+    SourceId LowCardinality(String) CODEC(ZSTD(1)),
+    Timestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
+    TraceId String CODEC(ZSTD(1)),
+    SpanId String CODEC(ZSTD(1)),
+    TraceFlags UInt8,
+    SeverityText LowCardinality(String) CODEC(ZSTD(1)),
+    SeverityNumber UInt8,
+    ServiceName LowCardinality(String) CODEC(ZSTD(1)),
+    Body String CODEC(ZSTD(1)),
+    ResourceSchemaUrl LowCardinality(String) CODEC(ZSTD(1)),
+    ResourceAttributes ${MAP} CODEC(ZSTD(1)),
+    ScopeSchemaUrl LowCardinality(String) CODEC(ZSTD(1)),
+    ScopeName String CODEC(ZSTD(1)),
+    ScopeVersion LowCardinality(String) CODEC(ZSTD(1)),
+    ScopeAttributes ${MAP} CODEC(ZSTD(1)),
+    LogAttributes ${MAP} CODEC(ZSTD(1)),
+    EventName String CODEC(ZSTD(1)),
+${materialized}
+    INDEX idx_trace_id TraceId TYPE bloom_filter(0.001) GRANULARITY 1,
+    INDEX idx_res_attr_key mapKeys(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_res_attr_value mapValues(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_scope_attr_key mapKeys(ScopeAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_scope_attr_value mapValues(ScopeAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_log_attr_key mapKeys(LogAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_log_attr_value mapValues(LogAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_lower_body lower(Body) TYPE tokenbf_v1(32768, 3, 0) GRANULARITY 8
+) ENGINE = MergeTree
+PARTITION BY toDate(Timestamp)
+ORDER BY (SourceId, toStartOfFiveMinutes(Timestamp), ServiceName, Timestamp)
+${SETTINGS}`;
+}
+
+const EXEMPLARS_NESTED = `Exemplars Nested (
+        FilteredAttributes ${MAP},
+        TimeUnix DateTime,
+        Value Float64,
+        SpanId String,
+        TraceId String
+    ) CODEC(ZSTD(1)),`;
+
+/** One metrics table: the shared columns around the point type's own `columns`. */
+function metricsTable(t: string, columns: string): string {
+  return `CREATE TABLE IF NOT EXISTS ${t} (
+    SourceId LowCardinality(String) CODEC(ZSTD(1)),
+    ResourceAttributes ${MAP} CODEC(ZSTD(1)),
+    ResourceSchemaUrl String CODEC(ZSTD(1)),
+    ScopeName String CODEC(ZSTD(1)),
+    ScopeVersion String CODEC(ZSTD(1)),
+    ScopeAttributes ${MAP} CODEC(ZSTD(1)),
+    ScopeDroppedAttrCount UInt32 CODEC(ZSTD(1)),
+    ScopeSchemaUrl String CODEC(ZSTD(1)),
+    ServiceName LowCardinality(String) CODEC(ZSTD(1)),
+    MetricName LowCardinality(String) CODEC(ZSTD(1)),
+    MetricDescription String CODEC(ZSTD(1)),
+    MetricUnit String CODEC(ZSTD(1)),
+    Attributes ${MAP} CODEC(ZSTD(1)),
+    StartTimeUnix DateTime CODEC(Delta, ZSTD(1)),
+    TimeUnix DateTime CODEC(Delta, ZSTD(1)),
+${columns}
+    INDEX idx_res_attr_key mapKeys(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_res_attr_value mapValues(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_scope_attr_key mapKeys(ScopeAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_scope_attr_value mapValues(ScopeAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_attr_key mapKeys(Attributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_attr_value mapValues(Attributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_time_minmax TimeUnix TYPE minmax GRANULARITY 1
+) ENGINE = MergeTree
+PARTITION BY toDate(TimeUnix)
+ORDER BY (SourceId, ServiceName, MetricName, toStartOfHour(TimeUnix), cityHash64(Attributes), TimeUnix)
+${SETTINGS}`;
+}
+
+const METRIC_TYPE_COLUMNS: Record<Exclude<TableName, 'otel_traces' | 'otel_logs'>, string> = {
+  otel_metrics_gauge: `    Value Float64 CODEC(ZSTD(1)),
+    Flags UInt32 CODEC(ZSTD(1)),
+    ${EXEMPLARS_NESTED}`,
+  otel_metrics_sum: `    Value Float64 CODEC(ZSTD(1)),
+    Flags UInt32 CODEC(ZSTD(1)),
+    ${EXEMPLARS_NESTED}
+    AggregationTemporality Int32 CODEC(ZSTD(1)),
+    IsMonotonic Boolean CODEC(Delta, ZSTD(1)),`,
+  otel_metrics_histogram: `    Count UInt64 CODEC(Delta, ZSTD(1)),
+    Sum Float64 CODEC(ZSTD(1)),
+    BucketCounts Array(UInt64) CODEC(ZSTD(1)),
+    ExplicitBounds Array(Float64) CODEC(ZSTD(1)),
+    ${EXEMPLARS_NESTED}
+    Flags UInt32 CODEC(ZSTD(1)),
+    Min Float64 CODEC(ZSTD(1)),
+    Max Float64 CODEC(ZSTD(1)),
+    AggregationTemporality Int32 CODEC(ZSTD(1)),`,
+  otel_metrics_exp_histogram: `    Count UInt64 CODEC(Delta, ZSTD(1)),
+    Sum Float64 CODEC(ZSTD(1)),
+    Scale Int32 CODEC(ZSTD(1)),
+    ZeroCount UInt64 CODEC(ZSTD(1)),
+    PositiveOffset Int32 CODEC(ZSTD(1)),
+    PositiveBucketCounts Array(UInt64) CODEC(ZSTD(1)),
+    NegativeOffset Int32 CODEC(ZSTD(1)),
+    NegativeBucketCounts Array(UInt64) CODEC(ZSTD(1)),
+    ${EXEMPLARS_NESTED}
+    Flags UInt32 CODEC(ZSTD(1)),
+    Min Float64 CODEC(ZSTD(1)),
+    Max Float64 CODEC(ZSTD(1)),
+    AggregationTemporality Int32 CODEC(ZSTD(1)),`,
+  otel_metrics_summary: `    Count UInt64 CODEC(Delta, ZSTD(1)),
+    Sum Float64 CODEC(ZSTD(1)),
+    ValueAtQuantiles Nested (
+        Quantile Float64,
+        Value Float64
+    ) CODEC(ZSTD(1)),
+    Flags UInt32 CODEC(ZSTD(1)),`,
+};
+
+/** Applied in order by storage/migrate.ts; every statement is idempotent (IF NOT EXISTS). */
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'otel exporter tables with SourceId',
+    statements(db) {
+      const q = (table: string) => `${quoteIdentifier(db)}.${quoteIdentifier(table)}`;
+      const metrics = Object.entries(METRIC_TYPE_COLUMNS).map(([table, columns]) => metricsTable(q(table), columns));
+      return [
+        tracesTable(q('otel_traces')),
+        traceIdTsTable(q('otel_traces_trace_id_ts')),
+        traceIdTsView(q('otel_traces_trace_id_ts_mv'), q('otel_traces_trace_id_ts'), q('otel_traces')),
+        logsTable(q('otel_logs')),
+        ...metrics,
+      ];
+    },
+  },
+];
