@@ -11,7 +11,7 @@ import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 import autocannon, { type Result } from 'autocannon';
 import { loadTraceTypes, traceBodies } from './payload.ts';
-import { cpuSeconds, startTarget, TARGETS, type RunningTarget, type TargetName } from './target.ts';
+import { cpuSeconds, machineBusySeconds, startTarget, TARGETS, type RunningTarget, type TargetName } from './target.ts';
 
 /** A request mix: the same for every target. */
 interface Scenario {
@@ -116,6 +116,8 @@ interface Row {
   serverCores: number;
   /** This process (autocannon) CPU seconds / wall seconds. */
   loadgenCores: number;
+  /** Every other process on the machine: above ~0.1 the figures are disturbed. */
+  otherCores: number;
   /** Spans acknowledged with 2xx (warm-up included) and spans the target says it stored. */
   acknowledgedSpans: number;
   storedSpans: number;
@@ -132,9 +134,12 @@ async function measure(name: TargetName, scenario: Scenario, opts: Options): Pro
 
     const cpu0 = cpuSeconds(target.pid);
     const ours0 = process.cpuUsage();
+    const machine0 = machineBusySeconds();
     const result = await load(target, scenario, opts.duration, opts.connections);
     const cpu = cpuSeconds(target.pid) - cpu0;
     const ours = process.cpuUsage(ours0);
+    const machine = machineBusySeconds() - machine0;
+    const loadgen = (ours.user + ours.system) / 1e6;
 
     const ok = result['2xx'];
     const spans = ok * scenario.itemsPerRequest;
@@ -155,7 +160,8 @@ async function measure(name: TargetName, scenario: Scenario, opts: Options): Pro
       statusCodes: Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, s]) => [code, s.count])),
       cpuSecondsPerMillionSpans: spans ? cpu / (spans / 1e6) : NaN,
       serverCores: cpu / result.duration,
-      loadgenCores: (ours.user + ours.system) / 1e6 / result.duration,
+      loadgenCores: loadgen / result.duration,
+      otherCores: Math.max(0, machine - cpu - loadgen) / result.duration,
       acknowledgedSpans,
       storedSpans,
       verified,
@@ -174,18 +180,21 @@ function markdown(scenario: string, description: string, opts: Options, rows: Ro
     `${description}. autocannon, ${opts.connections} connections, ${opts.duration} s per target after ${opts.warmup} s warm-up; ` +
       `${availableParallelism()} cores shared by load generator and server; Node ${process.version}.`,
     '',
-    '| target | req/s | spans/s | p50 ms | p99 ms | errors | CPU-s / M spans | server cores | load-gen cores | stored = acked |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+    '| target | req/s | spans/s | p50 ms | p99 ms | errors | CPU-s / M spans | server cores | load-gen cores | other cores | stored = acked |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
   ];
   for (const r of rows) {
     if (r.error) {
-      lines.push(`| ${r.target} | failed: ${r.error.split('\n')[0]} | | | | | | | | |`);
+      lines.push(`| ${r.target} | failed: ${r.error.split('\n')[0]} | | | | | | | | | |`);
       continue;
     }
     lines.push(
       `| ${r.target} | ${fixed(r.reqPerSec)} | ${fixed(r.spansPerSec)} | ${fixed(r.p50Ms)} | ${fixed(r.p99Ms)} | ${r.errors} | ` +
-        `${fixed(r.cpuSecondsPerMillionSpans, 2)} | ${fixed(r.serverCores, 2)} | ${fixed(r.loadgenCores, 2)} | ${r.verified ? 'yes' : `NO (${r.storedSpans} / ${r.acknowledgedSpans})`} |`,
+        `${fixed(r.cpuSecondsPerMillionSpans, 2)} | ${fixed(r.serverCores, 2)} | ${fixed(r.loadgenCores, 2)} | ${fixed(r.otherCores, 2)} | ${r.verified ? 'yes' : `NO (${r.storedSpans} / ${r.acknowledgedSpans})`} |`,
     );
+  }
+  if (rows.some((r) => r.otherCores > 0.1)) {
+    lines.push('', '**Other processes used CPU during the run** (other cores > 0.1): throughput and latency are disturbed.');
   }
   const naive = rows.find((r) => r.target === 'naive' && !r.error);
   const ratios = rows.filter((r) => r.target !== 'naive' && !r.error && naive);

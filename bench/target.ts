@@ -34,6 +34,13 @@ export function cpuSeconds(pid: number): number {
   return (utime + stime) / CLK_TCK;
 }
 
+/** CPU seconds the whole machine has been busy (all cores, all processes), from /proc/stat. */
+export function machineBusySeconds(): number {
+  const [, ...ticks] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
+  const [user, nice, system, , , irq, softirq, steal] = ticks.map(Number) as number[];
+  return (user! + nice! + system! + irq! + softirq! + steal!) / CLK_TCK;
+}
+
 export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -148,11 +148,63 @@ export function countFields(r: WireReader, start: number, end: number, tag: numb
  */
 export function writeAttributes(r: WireReader, w: RowBinaryWriter, first: number, end: number, tag: number, count: number): void {
   w.varUInt(count);
+  const src = r.buf;
   let next = first;
   for (let i = 0; i < count; i++) {
-    const fieldEnd = r.seek(next, end, tag);
-    writeKeyValue(r, w, r.pos, fieldEnd);
-    next = fieldEnd;
+    // Fast path, the layout SDKs write, matched byte by byte with all lengths below 128:
+    //   tag len { 0x0a keyLen key 0x12 valueLen { one scalar value field } }
+    const fieldEnd = next + 2 + src[next + 1]!;
+    const keyEnd = next + 4 + src[next + 3]!;
+    if (src[next] === tag && src[next + 2] === KEY_VALUE_KEY && src[keyEnd] === KEY_VALUE_VALUE
+      && keyEnd + 2 + src[keyEnd + 1]! === fieldEnd && fieldEnd <= end
+      && (src[next + 1]! | src[next + 3]! | src[keyEnd + 1]!) < 0x80
+      && writeScalarAttribute(r, w, next + 4, keyEnd, fieldEnd)) {
+      next = fieldEnd;
+      continue;
+    }
+    const kvEnd = r.seek(next, end, tag);
+    writeKeyValue(r, w, r.pos, kvEnd);
+    next = kvEnd;
+  }
+}
+
+/**
+ * The fast path's second half: writes the key [keyStart, keyEnd) and the value whose
+ * AnyValue runs from keyEnd + 2 to end, if it is one string, int (below 2^28), bool or
+ * double field; returns false (having written nothing) for anything else.
+ */
+function writeScalarAttribute(r: WireReader, w: RowBinaryWriter, keyStart: number, keyEnd: number, end: number): boolean {
+  const src = r.buf;
+  const valueAt = keyEnd + 3; // the value field's payload, after the AnyValue's tag
+  switch (src[keyEnd + 2]) {
+    case ANY_STRING:
+      if (src[valueAt]! >= 0x80 || valueAt + 1 + src[valueAt]! !== end) return false;
+      w.shortUtf8Pair(src, keyStart, keyEnd, valueAt + 1, end);
+      return true;
+    case ANY_INT: {
+      const bytes = end - valueAt;
+      if (bytes < 1 || bytes > 4 || src[end - 1]! >= 0x80) return false;
+      let value = 0;
+      for (let at = end - 1; at >= valueAt; at--) {
+        if (at < end - 1 && src[at]! < 0x80) return false; // a varint ends at its first byte < 0x80
+        value = (value << 7) | (src[at]! & 0x7f);
+      }
+      w.utf8(src, keyStart, keyEnd);
+      w.decimal(value);
+      return true;
+    }
+    case ANY_BOOL:
+      if (end !== valueAt + 1 || src[valueAt]! > 1) return false;
+      w.utf8(src, keyStart, keyEnd);
+      w.encoded(src[valueAt] === 1 ? TRUE : FALSE);
+      return true;
+    case ANY_DOUBLE:
+      if (end !== valueAt + 8) return false;
+      w.utf8(src, keyStart, keyEnd);
+      writeGoFloat(w, r.doubleAt(valueAt));
+      return true;
+    default:
+      return false;
   }
 }
 

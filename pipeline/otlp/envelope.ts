@@ -50,6 +50,7 @@ export class RowPrefix {
   private readonly sourceEnd: number;
   private resourceEnd = 0;
   private scopeEnd = 0;
+  private bytes: Uint8Array = new Uint8Array(0);
 
   constructor(table: TableName, sourceId: string) {
     const columns = TABLE_COLUMNS[table];
@@ -115,7 +116,13 @@ export class RowPrefix {
 
   /** Starts a row in `out` with the prefix. */
   copyInto(out: RowBinaryWriter): void {
-    out.raw(this.w.buf, 0, this.w.pos);
+    // A plain view of the current prefix, remade only when the prefix changed: a Buffer's
+    // subarray() per row would cost more than the copy itself.
+    const { buf, pos } = this.w;
+    if (this.bytes.buffer !== buf.buffer || this.bytes.byteOffset !== buf.byteOffset || this.bytes.length !== pos) {
+      this.bytes = new Uint8Array(buf.buffer, buf.byteOffset, pos);
+    }
+    out.bytes(this.bytes);
   }
 }
 

@@ -33,8 +33,12 @@ const idleWriters: RowBinaryWriter[] = [];
 
 function borrowWriter(): RowBinaryWriter {
   const writer = idleWriters.pop() ?? new RowBinaryWriter(256 * 1024);
-  writer.truncate(0);
+  writer.reset();
   return writer;
+}
+
+function releaseWriter(writer: RowBinaryWriter): void {
+  if (writer.buf.length <= KEEP_WRITER_BYTES) idleWriters.push(writer);
 }
 
 /** One table's rows under construction. */
@@ -70,7 +74,7 @@ export class TranscodeOutput {
       if (output.rows > 0) {
         tables.push({ table: output.table, columns: TABLE_COLUMNS[output.table], rows: output.rows, data: output.writer.finish() });
       }
-      if (output.writer.buf.length <= KEEP_WRITER_BYTES) idleWriters.push(output.writer);
+      releaseWriter(output.writer);
     }
     this.outputs.clear();
     const result: TranscodeResult = { tables, accepted: this.accepted, rejected: this.rejected };
@@ -82,7 +86,7 @@ export class TranscodeOutput {
 
   /** Returns the writers to the pool without producing rows (the request was refused). */
   discard(): void {
-    for (const output of this.outputs.values()) idleWriters.push(output.writer);
+    for (const output of this.outputs.values()) releaseWriter(output.writer);
     this.outputs.clear();
   }
 }

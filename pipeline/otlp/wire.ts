@@ -31,7 +31,8 @@ export class WireReader {
   hi = 0;
 
   constructor(buf: Uint8Array) {
-    this.buf = buf;
+    // A plain Uint8Array even if given a Buffer: its subarray() is much cheaper.
+    this.buf = new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
     this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   }
 
