@@ -73,7 +73,8 @@ export async function startServe(config: Readonly<SluiceConfig>, log: Logger): P
     await pool.start();
     stops.push(() => pool.shutdown());
 
-    const ingest = new IngestService(pool, bus, metrics, { maxBodyBytes: config.limits.maxBodyBytes }, (detail) =>
+    // The in-process bus has no message size limit: one chunk per table per request.
+    const ingest = new IngestService(pool, bus, metrics, { maxBodyBytes: config.limits.maxBodyBytes, maxChunkBytes: Infinity }, (detail) =>
       log.error({ detail }, 'pipeline task failed unexpectedly'),
     );
     const limiter = new TokenBucketLimiter({ ratePerMinute: config.limits.ratePerMinute, burst: config.limits.rateBurst });

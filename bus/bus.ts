@@ -13,8 +13,11 @@ export interface TableChunk {
   data: Uint8Array;
 }
 
-/** Moves a batch of chunks to storage; throws if they were not stored. */
-export type ChunkSink = (chunks: TableChunk[]) => Promise<void>;
+/**
+ * Moves a batch of chunks to storage; throws if they were not stored. A bus that may deliver
+ * the same batch twice passes a dedupToken that is identical on every delivery.
+ */
+export type ChunkSink = (chunks: TableChunk[], dedupToken?: string) => Promise<void>;
 
 export interface Bus {
   start(): Promise<void>;

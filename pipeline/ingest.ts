@@ -26,6 +26,8 @@ export interface IngestOutcome {
 
 export interface IngestServiceOptions {
   maxBodyBytes: number;
+  /** Largest row chunk the bus carries in one message (Infinity: no limit). */
+  maxChunkBytes: number;
 }
 
 export class IngestService {
@@ -39,7 +41,12 @@ export class IngestService {
 
   async ingestOtlp(request: OtlpIngestRequest): Promise<IngestOutcome> {
     const { signal } = request;
-    const result = await this.pool.run({ kind: 'otlp', ...request, maxBytes: this.options.maxBodyBytes });
+    const result = await this.pool.run({
+      kind: 'otlp',
+      ...request,
+      maxBytes: this.options.maxBodyBytes,
+      maxChunkBytes: this.options.maxChunkBytes,
+    });
     if (!result.ok) {
       if (result.detail) this.onInternalError(result.detail);
       throw new SluiceError(result.code, result.message);

@@ -17,6 +17,8 @@ export interface OtlpTask {
   body: Uint8Array;
   sourceId: string;
   maxBytes: number;
+  /** Cut each table's rows into chunks of about this many bytes (a bus message each). */
+  maxChunkBytes: number;
 }
 
 export type PipelineTask = OtlpTask;
@@ -42,7 +44,7 @@ export type TaskResult = TaskSuccess | TaskFailure;
 export async function runTask(task: PipelineTask): Promise<unknown> {
   try {
     const body = await decompress(task.encoding, task.body, task.maxBytes);
-    const result: TaskSuccess = { ok: true, ...transcodeOtlp(task.signal, task.format, body, task.sourceId) };
+    const result: TaskSuccess = { ok: true, ...transcodeOtlp(task.signal, task.format, body, task.sourceId, task.maxChunkBytes) };
     // The row buffers move back to the main thread without a copy.
     return move({
       get [transferableSymbol]() { return result.tables.map((t) => t.data.buffer); },

@@ -4,6 +4,7 @@
  * through a file: the chunks are written to a temp file and loaded with INSERT ... FROM INFILE
  * (100k rows in ~120 ms here, see FINDINGS). queryAsync runs off the event loop.
  */
+import { randomUUID } from 'node:crypto';
 import { mkdir, rm, open } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Session } from 'chdb';
@@ -45,9 +46,14 @@ export class ChdbStorage implements Storage {
     }
     try {
       const columns = batch.columns.map(quoteIdentifier).join(', ');
+      // Deduplicate by token only: two identical requests are two acknowledged writes. (The
+      // tables' dedup window would otherwise drop a block whose bytes match an earlier one, and
+      // insert_deduplicate = 0 does not switch that off for a plain MergeTree.)
+      const token = batch.dedupToken ?? `unique:${randomUUID()}`;
+      const settings = ` SETTINGS insert_deduplication_token = ${quoteString(token)}`;
       await this.query(
         `INSERT INTO ${quoteIdentifier(this.database)}.${quoteIdentifier(batch.table)} (${columns}) ` +
-          `FROM INFILE ${quoteString(file)} FORMAT RowBinary`,
+          `FROM INFILE ${quoteString(file)}${settings} FORMAT RowBinary`,
       );
     } finally {
       await rm(file, { force: true });

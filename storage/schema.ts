@@ -92,7 +92,12 @@ export const TABLE_COLUMNS: Readonly<Record<TableName, readonly string[]>> = {
   ],
 };
 
-const SETTINGS = 'SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1';
+/**
+ * non_replicated_deduplication_window: a plain MergeTree remembers the dedup tokens of its
+ * last 1000 inserts, so a bus batch inserted again after a redelivery is dropped, not doubled
+ * (Replicated tables on a server deduplicate by default).
+ */
+const SETTINGS = 'SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 1000';
 const MAP = 'Map(LowCardinality(String), String)';
 
 function tracesTable(t: string): string {

@@ -20,8 +20,11 @@ export function groupByTable(chunks: readonly TableChunk[]): Array<InsertBatch &
 }
 
 export function storageSink(storage: Storage, metrics: SluiceMetrics): ChunkSink {
-  return async (chunks) => {
-    for (const batch of groupByTable(chunks)) {
+  return async (chunks, dedupToken) => {
+    const groups = groupByTable(chunks);
+    for (const [index, batch] of groups.entries()) {
+      // Each insert of the batch needs a token of its own, stable across redeliveries.
+      if (dedupToken) batch.dedupToken = groups.length === 1 ? dedupToken : `${dedupToken}:${index}`;
       const stopTimer = metrics.insertSeconds.startTimer();
       try {
         await storage.insert(batch);

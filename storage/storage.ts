@@ -9,6 +9,11 @@ export interface InsertBatch {
   columns: readonly string[];
   /** RowBinary chunks, inserted as one statement (one part). */
   chunks: readonly Uint8Array[];
+  /**
+   * ClickHouse insert_deduplication_token: an insert repeated with the same token (a
+   * redelivered bus batch) is dropped by the engine instead of stored twice.
+   */
+  dedupToken?: string;
 }
 
 export interface Storage {

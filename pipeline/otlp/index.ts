@@ -15,7 +15,7 @@ export type { TableName } from '../../storage/schema.ts';
 
 export type Signal = 'traces' | 'logs' | 'metrics';
 
-const TRANSCODERS: Record<Signal, (body: Uint8Array, sourceId: string) => TranscodeResult> = {
+const TRANSCODERS: Record<Signal, (body: Uint8Array, sourceId: string, maxChunkBytes?: number) => TranscodeResult> = {
   traces: transcodeTraces,
   logs: transcodeLogs,
   metrics: transcodeMetrics,
@@ -26,9 +26,16 @@ const TRANSCODERS: Record<Signal, (body: Uint8Array, sourceId: string) => Transc
  * metric data points; a refused item (e.g. a span whose trace_id is not 16 bytes) is left
  * out and counted, the rest stored. Throws badRequest for a request that cannot be decoded
  * (truncated or garbage protobuf, malformed JSON, invalid UTF-8). An empty body or `{}`
- * gives no tables.
+ * gives no tables. With `maxChunkBytes`, a table's rows come in several chunks of about that
+ * size, cut between rows (so each fits one bus message).
  */
-export function transcodeOtlp(signal: Signal, format: 'protobuf' | 'json', body: Uint8Array, sourceId: string): TranscodeResult {
+export function transcodeOtlp(
+  signal: Signal,
+  format: 'protobuf' | 'json',
+  body: Uint8Array,
+  sourceId: string,
+  maxChunkBytes = Infinity,
+): TranscodeResult {
   const protobuf = format === 'json' ? otlpJsonToProtobuf(signal, body) : body;
-  return TRANSCODERS[signal](protobuf, sourceId);
+  return TRANSCODERS[signal](protobuf, sourceId, maxChunkBytes);
 }

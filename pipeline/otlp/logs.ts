@@ -82,9 +82,9 @@ class LogRecordFields {
   }
 }
 
-export function transcodeLogs(body: Uint8Array, sourceId: string): TranscodeResult {
+export function transcodeLogs(body: Uint8Array, sourceId: string, maxChunkBytes = Infinity): TranscodeResult {
   const r = new WireReader(body);
-  const output = new TranscodeOutput();
+  const output = new TranscodeOutput(maxChunkBytes);
   const logs = output.table('otel_logs');
   const prefix = new RowPrefix('otel_logs', sourceId);
   const record = new LogRecordFields();
@@ -96,7 +96,7 @@ export function transcodeLogs(body: Uint8Array, sourceId: string): TranscodeResu
       if (problem) return output.reject(`log record ${index}: ${problem}`);
       prefix.copyInto(logs.writer);
       writeLogRecord(r, logs.writer, record);
-      logs.rows++;
+      logs.endRow();
     });
   } catch (err) {
     output.discard();

@@ -44,9 +44,9 @@ const KINDS = new Map<number, MetricKind>([
   [SUMMARY, { table: 'otel_metrics_summary', writePoint: writeSummaryPoint, temporality: false, monotonic: false }],
 ]);
 
-export function transcodeMetrics(body: Uint8Array, sourceId: string): TranscodeResult {
+export function transcodeMetrics(body: Uint8Array, sourceId: string, maxChunkBytes = Infinity): TranscodeResult {
   const r = new WireReader(body);
-  const output = new TranscodeOutput();
+  const output = new TranscodeOutput(maxChunkBytes);
   // The resource and scope columns are the same in all five tables: one prefix serves all.
   const prefix = new RowPrefix('otel_metrics_gauge', sourceId);
   let index = 0;
@@ -104,7 +104,7 @@ export function transcodeMetrics(body: Uint8Array, sourceId: string): TranscodeR
           w.truncate(rowStart);
           output.reject(`data point ${index} (metric ${JSON.stringify(Buffer.from(r.buf.subarray(nameStart, nameEnd)).toString())}): ${problem}`);
         } else {
-          table.rows++;
+          table.endRow();
           output.accepted++;
         }
         next = pointEnd;

@@ -44,12 +44,43 @@ function releaseWriter(writer: RowBinaryWriter): void {
 /** One table's rows under construction. */
 export class TableOutput {
   readonly writer = borrowWriter();
+  /** Rows written so far, sealed chunks included. */
   rows = 0;
-  constructor(readonly table: TableName) {}
+  /** Chunks already cut off at maxChunkBytes (see endRow). */
+  readonly sealed: Array<{ rows: number; data: Uint8Array }> = [];
+  private sealedRows = 0;
+
+  constructor(readonly table: TableName, private readonly maxChunkBytes: number) {}
+
+  /**
+   * Counts a completed row. Once the rows pass maxChunkBytes they are sealed into a chunk of
+   * their own, so each chunk fits in one bus message and can be inserted on its own (a chunk is
+   * cut only between rows). The writer object stays the same, so callers may keep a reference.
+   */
+  endRow(): void {
+    this.rows++;
+    if (this.writer.pos >= this.maxChunkBytes) this.seal();
+  }
+
+  private seal(): void {
+    this.sealed.push({ rows: this.rows - this.sealedRows, data: this.writer.finish() });
+    this.sealedRows = this.rows;
+    this.writer.truncate(0);
+  }
+
+  /** Every chunk of this table, the open one sealed too. */
+  chunks(): Array<{ rows: number; data: Uint8Array }> {
+    if (this.rows > this.sealedRows) this.seal();
+    return this.sealed;
+  }
 }
 
 export class TranscodeOutput {
   private readonly outputs = new Map<TableName, TableOutput>();
+
+  /** @param maxChunkBytes cut each table's rows into chunks of about this size (default: one chunk). */
+  constructor(private readonly maxChunkBytes = Infinity) {}
+
   accepted = 0;
   private rejected = 0;
   private firstRejection: string | undefined;
@@ -57,7 +88,7 @@ export class TranscodeOutput {
   /** The rows of `table`, created on first use. */
   table(table: TableName): TableOutput {
     let output = this.outputs.get(table);
-    if (!output) this.outputs.set(table, (output = new TableOutput(table)));
+    if (!output) this.outputs.set(table, (output = new TableOutput(table, this.maxChunkBytes)));
     return output;
   }
 
@@ -71,8 +102,8 @@ export class TranscodeOutput {
   finish(): TranscodeResult {
     const tables: TableRows[] = [];
     for (const output of this.outputs.values()) {
-      if (output.rows > 0) {
-        tables.push({ table: output.table, columns: TABLE_COLUMNS[output.table], rows: output.rows, data: output.writer.finish() });
+      for (const chunk of output.chunks()) {
+        tables.push({ table: output.table, columns: TABLE_COLUMNS[output.table], rows: chunk.rows, data: chunk.data });
       }
       releaseWriter(output.writer);
     }

@@ -261,6 +261,23 @@ describe('traces: protobuf to otel_traces', () => {
   });
 });
 
+describe('traces: chunking for the bus', () => {
+  it('cuts rows into chunks of about maxChunkBytes, between rows, and they insert on their own', () => {
+    const spans = Array.from({ length: 50 }, (_, i) => span({ name: `s-${String(i).padStart(2, '0')}`, spanId: Buffer.from(String(i).padStart(16, '0'), 'hex') }));
+    const whole = transcode(request(spans));
+    const rowBytes = whole.tables[0]!.data.byteLength / 50;
+    const chunked = transcodeOtlp('traces', 'protobuf', encodeRequest('traces', request(spans)), 'src-a', rowBytes * 10);
+    expect(chunked.tables.length).toBeGreaterThanOrEqual(4);
+    expect(chunked.tables.reduce((n, t) => n + t.rows, 0)).toBe(50);
+    expect(chunked.accepted).toBe(50);
+    for (const table of chunked.tables) expect(table.data.byteLength).toBeLessThan(rowBytes * 12);
+    // The chunks concatenated are exactly the unchunked rows.
+    expect(Buffer.concat(chunked.tables.map((t) => t.data))).toEqual(Buffer.from(whole.tables[0]!.data));
+    for (const table of chunked.tables) db.insert({ ...chunked, tables: [table] });
+    expect(db.select('SELECT count() AS n, uniqExact(SpanName) AS names FROM otel.otel_traces')).toEqual([{ n: 50, names: 50 }]);
+  });
+});
+
 describe('traces: undecodable requests', () => {
   const good = () => encodeRequest('traces', request([span()]));
   const refusal = (body: Uint8Array) => {

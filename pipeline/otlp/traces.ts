@@ -112,9 +112,9 @@ class SpanFields {
   }
 }
 
-export function transcodeTraces(body: Uint8Array, sourceId: string): TranscodeResult {
+export function transcodeTraces(body: Uint8Array, sourceId: string, maxChunkBytes = Infinity): TranscodeResult {
   const r = new WireReader(body);
-  const output = new TranscodeOutput();
+  const output = new TranscodeOutput(maxChunkBytes);
   const spans = output.table('otel_traces');
   const prefix = new RowPrefix('otel_traces', sourceId);
   const span = new SpanFields();
@@ -124,7 +124,7 @@ export function transcodeTraces(body: Uint8Array, sourceId: string): TranscodeRe
       index++;
       const problem = span.scan(r, start, end) ?? writeSpanRow(r, spans.writer, prefix, span);
       if (problem) output.reject(`span ${index}: ${problem}`);
-      else spans.rows++;
+      else spans.endRow();
     });
   } catch (err) {
     output.discard();

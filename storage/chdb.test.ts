@@ -1,0 +1,61 @@
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { transcodeOtlp } from '../pipeline/otlp/index.ts';
+import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
+import { ChdbStorage } from './chdb.ts';
+import { assertReadOnlySql } from './storage.ts';
+
+let dir: string;
+let storage: ChdbStorage;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'sluice-chdb-'));
+  storage = new ChdbStorage(dir, 'otel');
+  await storage.start();
+});
+afterAll(async () => {
+  await storage?.shutdown();
+  await rm(dir, { recursive: true, force: true });
+});
+
+const rows = () => transcodeOtlp('traces', 'protobuf', encodeTraces(traceRequest({ spans: 3 })), 'src').tables[0]!;
+const count = async () => Number(JSON.parse(await storage.query('SELECT count() AS n FROM otel.otel_traces')).n);
+
+describe('ChdbStorage', () => {
+  it('drops an insert repeated with the same dedup token, and only then', async () => {
+    const table = rows();
+    const batch = { table: table.table, columns: table.columns, chunks: [table.data] };
+    await storage.insert({ ...batch, dedupToken: 'stream:1-1' });
+    await storage.insert({ ...batch, dedupToken: 'stream:1-1' });
+    expect(await count()).toBe(3);
+    // Identical data without a token is two writes.
+    await storage.insert(batch);
+    await storage.insert(batch);
+    expect(await count()).toBe(9);
+  });
+
+  it('leaves no temp files behind', async () => {
+    expect(await readdir(join(dir, 'tmp'))).toEqual([]);
+  });
+
+  it('migrates once: a second start finds the schema current', async () => {
+    const report = JSON.parse(await storage.query('SELECT max(version) AS v, count() AS n FROM otel.sluice_schema_migrations'));
+    expect(report.n).toBe(report.v);
+  });
+});
+
+describe('assertReadOnlySql', () => {
+  it('allows one reading statement', () => {
+    for (const sql of ['SELECT 1', ' with x as (select 1) select * from x;', 'SHOW TABLES FROM otel', 'DESCRIBE otel.otel_logs', 'EXPLAIN SELECT 1']) {
+      expect(() => assertReadOnlySql(sql), sql).not.toThrow();
+    }
+  });
+
+  it('refuses writes and multiple statements', () => {
+    for (const sql of ['DROP TABLE otel.otel_logs', 'INSERT INTO t VALUES (1)', 'SELECT 1; DROP TABLE t', 'ALTER TABLE t DELETE WHERE 1', '']) {
+      expect(() => assertReadOnlySql(sql), sql).toThrow(/read-only/);
+    }
+  });
+});
