@@ -9,6 +9,7 @@ import { mkdir, rm, open } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Session } from 'chdb';
 import { migrate } from './migrate.ts';
+import type { SchemaOptions } from './schema.ts';
 import { quoteIdentifier, quoteString, type InsertBatch, type Storage } from './storage.ts';
 
 export class ChdbStorage implements Storage {
@@ -17,7 +18,12 @@ export class ChdbStorage implements Storage {
   private readonly engineDir: string;
   private insertSeq = 0;
 
-  constructor(dataDir: string, private readonly database: string) {
+  constructor(
+    dataDir: string,
+    private readonly database: string,
+    /** How the tables are created (ttlDays is the one that fits one machine). Default: no TTL. */
+    private readonly schema: SchemaOptions = {},
+  ) {
     this.engineDir = resolve(dataDir, 'clickhouse');
     this.tmpDir = resolve(dataDir, 'tmp');
   }
@@ -28,7 +34,7 @@ export class ChdbStorage implements Storage {
     await mkdir(this.tmpDir, { recursive: true });
     const { Session } = await import('chdb');
     this.session = new Session(this.engineDir);
-    await migrate(this, this.database);
+    await migrate(this, this.database, this.schema);
   }
 
   async shutdown(): Promise<void> {

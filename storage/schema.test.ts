@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Session } from 'chdb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate, type SqlRunner } from './migrate.ts';
-import { MIGRATIONS, TABLE_COLUMNS } from './schema.ts';
+import { MIGRATIONS, TABLE_COLUMNS, validateSchemaOptions, type SchemaOptions } from './schema.ts';
 
 let dir: string;
 let session: Session;
@@ -75,5 +75,91 @@ describe('storage schema', () => {
       expect(partition_key, name).toMatch(/^(toDate|toStartOfWeek)\(/);
       expect(create_table_query, name).not.toMatch(/\bTTL\b/);
     }
+  });
+});
+
+describe('schema options', () => {
+  const CLUSTER = { cluster: 'prod' };
+  const REPLICATED = { replicated: true };
+  const TTL = { ttlDays: { otel_traces: 7, otel_logs: 3, otel_metrics_gauge: 30 } };
+  const COMBINATIONS: Record<string, SchemaOptions> = {
+    default: {}, cluster: CLUSTER, replicated: REPLICATED, ttl: TTL,
+    'cluster+replicated': { ...CLUSTER, ...REPLICATED }, 'all three': { ...CLUSTER, ...REPLICATED, ...TTL },
+  };
+  /** Every statement migrate() sends to an empty database, the ledger's included. */
+  const sent = async (options: SchemaOptions) => {
+    const statements: string[] = [];
+    await migrate({ query: async (sql) => (statements.push(sql), '') }, 'otel', options);
+    return statements.filter((sql) => sql.startsWith('CREATE'));
+  };
+  const tableDdl = (statements: string[], table: string) => statements.find((sql) => sql.includes(`\`otel\`.\`${table}\` `))!;
+  const TABLES = [...Object.keys(TABLE_COLUMNS), 'otel_traces_trace_id_ts', 'sluice_schema_migrations'];
+
+  it('defaults to plain MergeTree on this server, without TTL', async () => {
+    const statements = await sent({});
+    expect(statements.join('\n')).not.toMatch(/ON CLUSTER|Replicated|\bTTL\b/);
+    for (const table of TABLES) expect(tableDdl(statements, table), table).toMatch(/ENGINE = MergeTree\b/);
+  });
+
+  it('adds ON CLUSTER to every CREATE, the database and the ledger included', async () => {
+    const statements = await sent(CLUSTER);
+    expect(statements).toHaveLength(MIGRATIONS[0]!.statements('otel', {}).length + 2);
+    for (const sql of statements) expect(sql).toMatch(/^CREATE (DATABASE|TABLE|MATERIALIZED VIEW) IF NOT EXISTS `otel`(\.`\w+`)? ON CLUSTER `prod`([ (\n]|$)/);
+  });
+
+  it('uses ReplicatedMergeTree for every table, the ledger included, with dedup left to Keeper', async () => {
+    const statements = await sent(REPLICATED);
+    for (const table of TABLES) {
+      const ddl = tableDdl(statements, table);
+      expect(ddl, table).toContain("ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')");
+      expect(ddl, table).not.toContain('non_replicated_deduplication_window');
+    }
+  });
+
+  it('puts a TTL on the tables given, on their time column, and only there', async () => {
+    const statements = await sent(TTL);
+    expect(tableDdl(statements, 'otel_traces')).toContain('\nTTL toDateTime(Timestamp) + toIntervalDay(7)\nSETTINGS');
+    expect(tableDdl(statements, 'otel_traces_trace_id_ts')).toContain('\nTTL toDateTime(Start) + toIntervalDay(7)\nSETTINGS');
+    expect(tableDdl(statements, 'otel_logs')).toContain('\nTTL toDateTime(Timestamp) + toIntervalDay(3)\nSETTINGS');
+    expect(tableDdl(statements, 'otel_metrics_gauge')).toContain('\nTTL TimeUnix + toIntervalDay(30)\nSETTINGS');
+    expect(statements.filter((sql) => /\bTTL\b/.test(sql))).toHaveLength(4);
+  });
+
+  it('combines the options', async () => {
+    const ddl = tableDdl(await sent(COMBINATIONS['all three']!), 'otel_logs');
+    expect(ddl).toMatch(/^CREATE TABLE IF NOT EXISTS `otel`\.`otel_logs` ON CLUSTER `prod` \(/);
+    expect(ddl).toMatch(/\) ENGINE = ReplicatedMergeTree\(.*\)\nPARTITION BY .*\nORDER BY .*\nTTL toDateTime\(Timestamp\) \+ toIntervalDay\(3\)\nSETTINGS index_granularity = 8192, ttl_only_drop_parts = 1$/);
+  });
+
+  // chDB has no Keeper and no cluster, so Replicated and ON CLUSTER DDL cannot run here: the
+  // engine's own parser checks that every combination is valid ClickHouse SQL.
+  it('generates SQL that ClickHouse parses, for every combination', async () => {
+    for (const [name, options] of Object.entries(COMBINATIONS)) {
+      for (const sql of await sent(options)) expect(() => session.query(`EXPLAIN AST ${sql}`, 'TSV'), `${name}: ${sql.slice(0, 80)}`).not.toThrow();
+    }
+  });
+
+  it('refuses options that would make bad SQL, naming each problem', () => {
+    const bad = { cluster: 'prod; DROP', ttlDays: { otel_traces: 0, otel_logs: 1.5, otel_spans: 3 } } as SchemaOptions;
+    expect(() => validateSchemaOptions(bad)).toThrow(
+      'invalid schema options: cluster: must be a cluster name (letters, digits, _ . - and {macros}); ' +
+        'ttlDays.otel_traces: must be a whole number of days >= 1; ttlDays.otel_logs: must be a whole number of days >= 1; ' +
+        'ttlDays.otel_spans: not a Sluice table',
+    );
+    expect(() => validateSchemaOptions({ cluster: '{cluster}', ttlDays: { otel_logs: 90 } })).not.toThrow();
+  });
+
+  it('creates the TTL tables for real, and the TTL drops expired rows', async () => {
+    await migrate(runner, 'telemetry_ttl', TTL);
+    const ttl = new Map(rows("SELECT name, create_table_query FROM system.tables WHERE database = 'telemetry_ttl'").map((t) => [t.name, t.create_table_query]));
+    expect(ttl.get('otel_logs')).toContain('TTL toDateTime(Timestamp) + toIntervalDay(3)');
+    expect(ttl.get('otel_metrics_gauge')).toContain('TTL TimeUnix + toIntervalDay(30)');
+    expect(ttl.get('otel_metrics_sum')).not.toMatch(/\bTTL\b/);
+    session.query("INSERT INTO telemetry_ttl.otel_logs (SourceId, Timestamp, Body) VALUES ('s', now() - INTERVAL 10 DAY, 'expired'), ('s', now(), 'fresh')");
+    session.query("INSERT INTO telemetry_ttl.otel_traces (SourceId, Timestamp, TraceId) VALUES ('s', now() - INTERVAL 10 DAY, 'expired'), ('s', now(), 'fresh')");
+    for (const table of ['otel_logs', 'otel_traces', 'otel_traces_trace_id_ts']) session.query(`OPTIMIZE TABLE telemetry_ttl.${table} FINAL`);
+    expect(rows('SELECT Body FROM telemetry_ttl.otel_logs')).toEqual([{ Body: 'fresh' }]);
+    expect(rows('SELECT TraceId FROM telemetry_ttl.otel_traces')).toEqual([{ TraceId: 'fresh' }]);
+    expect(rows('SELECT TraceId FROM telemetry_ttl.otel_traces_trace_id_ts')).toEqual([{ TraceId: 'fresh' }]);
   });
 });

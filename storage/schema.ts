@@ -24,8 +24,8 @@ export type TableName =
 export interface Migration {
   version: number;
   name: string;
-  /** The statements, in order, for the database `db` (an unquoted name). */
-  statements(db: string): string[];
+  /** The statements, in order, for the database `db` (an unquoted name), shaped by `options`. */
+  statements(db: string, options: SchemaOptions): string[];
 }
 
 const EXEMPLAR_COLUMNS = [
@@ -92,16 +92,77 @@ export const TABLE_COLUMNS: Readonly<Record<TableName, readonly string[]>> = {
   ],
 };
 
-/**
- * non_replicated_deduplication_window: a plain MergeTree remembers the dedup tokens of its
- * last 1000 inserts, so a bus batch inserted again after a redelivery is dropped, not doubled
- * (Replicated tables on a server deduplicate by default).
- */
-const SETTINGS = 'SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 1000';
 const MAP = 'Map(LowCardinality(String), String)';
 
-function tracesTable(t: string): string {
-  return `CREATE TABLE IF NOT EXISTS ${t} (
+/** How the tables are created. The defaults are the embedded engine's plain MergeTree tables. */
+export interface SchemaOptions {
+  /** Adds `ON CLUSTER <name>` to every CREATE, so one statement reaches every node. Default: none. */
+  cluster?: string;
+  /** ReplicatedMergeTree (Keeper path {@link REPLICA_PATH}, replica `{replica}`) instead of MergeTree. Default false. */
+  replicated?: boolean;
+  /**
+   * Days to keep each table's rows (a TTL on Timestamp; TimeUnix for metrics). A table left out
+   * keeps its rows forever. Default {}. Applied when a table is created: `ALTER TABLE ... MODIFY
+   * TTL` changes an existing one.
+   */
+  ttlDays?: Partial<Record<TableName, number>>;
+}
+
+/** The Keeper path of a replicated table; the server fills in the macros per node and table. */
+export const REPLICA_PATH = '/clickhouse/tables/{shard}/{database}/{table}';
+
+/** Refuses options that would produce invalid or injected SQL, naming every problem. */
+export function validateSchemaOptions(options: SchemaOptions): void {
+  const problems: string[] = [];
+  if (options.cluster !== undefined && !/^[A-Za-z0-9_.{}-]+$/.test(options.cluster)) {
+    problems.push('cluster: must be a cluster name (letters, digits, _ . - and {macros})');
+  }
+  for (const [table, days] of Object.entries(options.ttlDays ?? {})) {
+    if (!(table in TABLE_COLUMNS)) problems.push(`ttlDays.${table}: not a Sluice table`);
+    else if (!Number.isSafeInteger(days) || days! < 1) problems.push(`ttlDays.${table}: must be a whole number of days >= 1`);
+  }
+  if (problems.length > 0) throw new Error(`invalid schema options: ${problems.join('; ')}`);
+}
+
+/** ` ON CLUSTER <name>` for every CREATE when a cluster is set, else nothing. */
+export function onClusterClause(options: SchemaOptions): string {
+  return options.cluster === undefined ? '' : ` ON CLUSTER ${quoteIdentifier(options.cluster)}`;
+}
+
+/** The table engine for the options: one replica set per shard when replicated. */
+export function tableEngine(options: SchemaOptions): string {
+  return options.replicated ? `ReplicatedMergeTree('${REPLICA_PATH}', '{replica}')` : 'MergeTree';
+}
+
+/**
+ * non_replicated_deduplication_window: a plain MergeTree remembers the dedup tokens of its
+ * last 1000 inserts, so a bus batch inserted again after a redelivery is dropped, not doubled.
+ * Replicated tables keep their tokens in Keeper (replicated_deduplication_window) by default.
+ */
+const SETTINGS = 'SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 1000';
+const REPLICATED_SETTINGS = 'SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1';
+
+/** The parts of one CREATE TABLE that depend on SchemaOptions. */
+interface TableSql {
+  /** `CREATE TABLE IF NOT EXISTS db.table [ON CLUSTER c]` */
+  create: string;
+  engine: string;
+  /** `TTL <expr> + toIntervalDay(N)` and a newline, or nothing. */
+  ttl: string;
+  settings: string;
+}
+
+function tableSql(db: string, table: string, options: SchemaOptions, ttl?: { column: string; days: number | undefined }): TableSql {
+  return {
+    create: `CREATE TABLE IF NOT EXISTS ${quoteIdentifier(db)}.${quoteIdentifier(table)}${onClusterClause(options)}`,
+    engine: tableEngine(options),
+    ttl: ttl?.days === undefined ? '' : `TTL ${ttl.column} + toIntervalDay(${ttl.days})\n`,
+    settings: options.replicated ? REPLICATED_SETTINGS : SETTINGS,
+  };
+}
+
+function tracesTable(t: TableSql): string {
+  return `${t.create} (
     SourceId LowCardinality(String) CODEC(ZSTD(1)),
     Timestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
     TraceId String CODEC(ZSTD(1)),
@@ -138,29 +199,29 @@ function tracesTable(t: string): string {
     INDEX idx_span_attr_value mapValues(SpanAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
     INDEX idx_duration Duration TYPE minmax GRANULARITY 1,
     INDEX idx_lower_span_name lower(SpanName) TYPE tokenbf_v1(32768, 3, 0) GRANULARITY 8
-) ENGINE = MergeTree
+) ENGINE = ${t.engine}
 PARTITION BY toDate(Timestamp)
 PRIMARY KEY (SourceId, ServiceName, SpanName, toDateTime(Timestamp))
 ORDER BY (SourceId, ServiceName, SpanName, toDateTime(Timestamp), Timestamp)
-${SETTINGS}`;
+${t.ttl}${t.settings}`;
 }
 
 /** Trace id → first and last span start, so a trace can be found without a full scan. */
-function traceIdTsTable(t: string): string {
-  return `CREATE TABLE IF NOT EXISTS ${t} (
+function traceIdTsTable(t: TableSql): string {
+  return `${t.create} (
     SourceId LowCardinality(String) CODEC(ZSTD(1)),
     TraceId String CODEC(ZSTD(1)),
     Start SimpleAggregateFunction(min, DateTime) CODEC(ZSTD(1)),
     End SimpleAggregateFunction(max, DateTime) CODEC(ZSTD(1))
-) ENGINE = MergeTree
+) ENGINE = ${t.engine}
 PARTITION BY toStartOfWeek(Start)
 ORDER BY (SourceId, TraceId)
-${SETTINGS}`;
+${t.ttl}${t.settings}`;
 }
 
 /** Fills the trace id lookup from every insert into otel_traces. */
-function traceIdTsView(view: string, target: string, source: string): string {
-  return `CREATE MATERIALIZED VIEW IF NOT EXISTS ${view} TO ${target}
+function traceIdTsView(view: string, onCluster: string, target: string, source: string): string {
+  return `CREATE MATERIALIZED VIEW IF NOT EXISTS ${view}${onCluster} TO ${target}
 AS SELECT SourceId, TraceId, min(Timestamp) AS Start, max(Timestamp) AS End
 FROM ${source}
 WHERE TraceId != ''
@@ -173,11 +234,11 @@ const MATERIALIZED_RESOURCE_KEYS = [
   'k8s.node.name', 'k8s.pod.name', 'k8s.pod.uid', 'deployment.environment.name',
 ];
 
-function logsTable(t: string): string {
+function logsTable(t: TableSql): string {
   const materialized = MATERIALIZED_RESOURCE_KEYS.map(
     (key) => `    \`__otel_materialized_${key}\` LowCardinality(String) MATERIALIZED ResourceAttributes['${key}'] CODEC(ZSTD(1)),`,
   ).join('\n');
-  return `CREATE TABLE IF NOT EXISTS ${t} (
+  return `${t.create} (
     SourceId LowCardinality(String) CODEC(ZSTD(1)),
     Timestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
     TraceId String CODEC(ZSTD(1)),
@@ -204,10 +265,10 @@ ${materialized}
     INDEX idx_log_attr_key mapKeys(LogAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
     INDEX idx_log_attr_value mapValues(LogAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
     INDEX idx_lower_body lower(Body) TYPE tokenbf_v1(32768, 3, 0) GRANULARITY 8
-) ENGINE = MergeTree
+) ENGINE = ${t.engine}
 PARTITION BY toDate(Timestamp)
 ORDER BY (SourceId, toStartOfFiveMinutes(Timestamp), ServiceName, Timestamp)
-${SETTINGS}`;
+${t.ttl}${t.settings}`;
 }
 
 const EXEMPLARS_NESTED = `Exemplars Nested (
@@ -219,8 +280,8 @@ const EXEMPLARS_NESTED = `Exemplars Nested (
     ) CODEC(ZSTD(1)),`;
 
 /** One metrics table: the shared columns around the point type's own `columns`. */
-function metricsTable(t: string, columns: string): string {
-  return `CREATE TABLE IF NOT EXISTS ${t} (
+function metricsTable(t: TableSql, columns: string): string {
+  return `${t.create} (
     SourceId LowCardinality(String) CODEC(ZSTD(1)),
     ResourceAttributes ${MAP} CODEC(ZSTD(1)),
     ResourceSchemaUrl String CODEC(ZSTD(1)),
@@ -244,10 +305,10 @@ ${columns}
     INDEX idx_attr_key mapKeys(Attributes) TYPE bloom_filter(0.01) GRANULARITY 1,
     INDEX idx_attr_value mapValues(Attributes) TYPE bloom_filter(0.01) GRANULARITY 1,
     INDEX idx_time_minmax TimeUnix TYPE minmax GRANULARITY 1
-) ENGINE = MergeTree
+) ENGINE = ${t.engine}
 PARTITION BY toDate(TimeUnix)
 ORDER BY (SourceId, ServiceName, MetricName, toStartOfHour(TimeUnix), cityHash64(Attributes), TimeUnix)
-${SETTINGS}`;
+${t.ttl}${t.settings}`;
 }
 
 const METRIC_TYPE_COLUMNS: Record<Exclude<TableName, 'otel_traces' | 'otel_logs'>, string> = {
@@ -295,14 +356,18 @@ export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
     name: 'otel exporter tables with SourceId',
-    statements(db) {
+    statements(db, options) {
       const q = (table: string) => `${quoteIdentifier(db)}.${quoteIdentifier(table)}`;
-      const metrics = Object.entries(METRIC_TYPE_COLUMNS).map(([table, columns]) => metricsTable(q(table), columns));
+      const days = (table: TableName) => options.ttlDays?.[table];
+      const metrics = Object.entries(METRIC_TYPE_COLUMNS).map(([table, columns]) =>
+        metricsTable(tableSql(db, table, options, { column: 'TimeUnix', days: days(table as TableName) }), columns),
+      );
       return [
-        tracesTable(q('otel_traces')),
-        traceIdTsTable(q('otel_traces_trace_id_ts')),
-        traceIdTsView(q('otel_traces_trace_id_ts_mv'), q('otel_traces_trace_id_ts'), q('otel_traces')),
-        logsTable(q('otel_logs')),
+        tracesTable(tableSql(db, 'otel_traces', options, { column: 'toDateTime(Timestamp)', days: days('otel_traces') })),
+        // The trace id lookup lives as long as the spans it points to.
+        traceIdTsTable(tableSql(db, 'otel_traces_trace_id_ts', options, { column: 'toDateTime(Start)', days: days('otel_traces') })),
+        traceIdTsView(q('otel_traces_trace_id_ts_mv'), onClusterClause(options), q('otel_traces_trace_id_ts'), q('otel_traces')),
+        logsTable(tableSql(db, 'otel_logs', options, { column: 'toDateTime(Timestamp)', days: days('otel_logs') })),
         ...metrics,
       ];
     },

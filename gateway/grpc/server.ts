@@ -5,7 +5,7 @@
  * max_receive_message_length (it stops a message that decompresses past the cap).
  */
 import * as grpc from '@grpc/grpc-js';
-import { toSluiceError } from '../../core/errors.ts';
+import { SluiceError, toSluiceError } from '../../core/errors.ts';
 import type { Logger } from '../../core/log.ts';
 import type { Signal, SluiceMetrics } from '../../core/metrics.ts';
 import type { IngestService } from '../../pipeline/ingest.ts';
@@ -13,7 +13,6 @@ import { requireSource, type KeyAuthenticator } from '../auth.ts';
 import type { ClientIpResolver } from '../client-ip.ts';
 import type { Limiter } from '../limiter.ts';
 import { encodeExportResponse, encodeStatus } from '../otlp-response.ts';
-import { SluiceError } from '../../core/errors.ts';
 
 export interface GrpcDeps {
   ingest: IngestService;

@@ -1,0 +1,207 @@
+/**
+ * ClickhouseServerStorage: the cluster driver. Talks HTTP to a ClickHouse server (or a load
+ * balancer in front of a cluster) through @clickhouse/client, and runs the same SQL as the
+ * embedded engine. The pipeline's RowBinary goes to the server as the request body untouched:
+ * no decode, no re-encode.
+ *
+ * Unlike ChdbStorage it does not migrate on start by default: N consumers starting together
+ * would all run DDL against the cluster. `sluice migrate` runs migrations once.
+ *
+ * Errors: an insert the server refuses because of the rows themselves (a parse error) is
+ * permanent — retrying the same bytes cannot succeed — and is thrown as `bad_request`, so the
+ * consumer dead-letters it. Everything else (no connection, timeout, a proxy's 5xx, too many
+ * parts, a missing table, bad credentials) is the server's to fix and is thrown as
+ * `unavailable`: the consumer backs off and the batch stays on the bus.
+ */
+import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { ClickHouseError, ClickHouseLogLevel, createClient, type ClickHouseClient, type ClickHouseSettings, type DataFormat } from '@clickhouse/client';
+import { SluiceError } from '../core/errors.ts';
+import { migrate } from './migrate.ts';
+import type { SchemaOptions } from './schema.ts';
+import { quoteIdentifier, type InsertBatch, type Storage } from './storage.ts';
+
+export interface ClickhouseServerOptions {
+  /** Server URL with credentials, `http(s)://user:password@host:8123` (CLICKHOUSE_URL). Required. */
+  url: string;
+  /** Database holding Sluice's tables. Default 'otel'. */
+  database?: string;
+  /** Run migrations in start(). Default false: on a cluster `sluice migrate` runs them once. */
+  migrateOnStart?: boolean;
+  /** How migrations create the tables (ON CLUSTER, Replicated, TTL). Default {}: plain MergeTree. */
+  schema?: SchemaOptions;
+  /** Timeout of one HTTP request in ms; a timed-out insert is retryable. Default 30000. */
+  requestTimeoutMs?: number;
+  /** Most HTTP connections open at once, inserts and queries together. Default 10. */
+  maxOpenConnections?: number;
+}
+
+/**
+ * Exception codes that blame the rows themselves (RowBinary that does not parse as the
+ * columns): the same bytes fail every time. Any other server exception is retryable.
+ */
+const DATA_ERRORS = new Map<number, string>([
+  [6, 'CANNOT_PARSE_TEXT'], [26, 'CANNOT_PARSE_QUOTED_STRING'], [27, 'CANNOT_PARSE_INPUT_ASSERTION_FAILED'],
+  [32, 'ATTEMPT_TO_READ_AFTER_EOF'], [33, 'CANNOT_READ_ALL_DATA'], [38, 'CANNOT_PARSE_DATE'],
+  [41, 'CANNOT_PARSE_DATETIME'], [70, 'CANNOT_CONVERT_TYPE'], [72, 'CANNOT_PARSE_NUMBER'],
+  [117, 'INCORRECT_DATA'], [128, 'TOO_LARGE_ARRAY_SIZE'], [131, 'TOO_LARGE_STRING_SIZE'],
+  [190, 'SIZES_OF_ARRAYS_DONT_MATCH'], [321, 'VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE'],
+  [349, 'CANNOT_INSERT_NULL_IN_ORDINARY_COLUMN'],
+]);
+
+export class ClickhouseServerStorage implements Storage {
+  /** The URL without its password, for messages and logs. */
+  readonly safeUrl: string;
+  private client: ClickHouseClient | undefined;
+  private readonly database: string;
+  private version: string | undefined;
+  private tokens = false;
+
+  constructor(private readonly options: ClickhouseServerOptions) {
+    this.safeUrl = redactUrl(options.url);
+    this.database = options.database ?? 'otel';
+  }
+
+  /** The server's version(), known after start(). */
+  get serverVersion(): string | undefined {
+    return this.version;
+  }
+
+  /**
+   * Whether the server takes insert_deduplication_token (newer servers; not 18.16), known after start().
+   * Without it a redelivered batch is stored twice: the app should warn.
+   */
+  get dedupTokens(): boolean {
+    return this.tokens;
+  }
+
+  async start(): Promise<void> {
+    this.client = createClient({
+      url: this.options.url,
+      request_timeout: this.options.requestTimeoutMs ?? 30_000,
+      max_open_connections: this.options.maxOpenConnections ?? 10,
+      application: 'sluice',
+      // Every failure is thrown to the caller, which logs it once with context.
+      log: { level: ClickHouseLogLevel.OFF },
+    });
+    const ping = await this.client.ping();
+    if (!ping.success) {
+      await this.shutdown();
+      throw new SluiceError('unavailable', `cannot reach ClickHouse at ${this.safeUrl}: ${ping.error.message}`, { cause: ping.error });
+    }
+    // /ping does not check credentials; a query does, and tells what the server can do.
+    try {
+      const probe = JSON.parse(await this.query(
+        "SELECT version() AS version, (SELECT count() FROM system.settings WHERE name = 'insert_deduplication_token') AS dedup",
+      ));
+      this.version = String(probe.version);
+      this.tokens = Number(probe.dedup) > 0;
+      if (this.options.migrateOnStart) await migrate(this, this.database, this.options.schema);
+    } catch (err) {
+      await this.shutdown();
+      throw new SluiceError('unavailable', `cannot use ClickHouse at ${this.safeUrl}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  async shutdown(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    await client?.close();
+  }
+
+  async insert(batch: InsertBatch): Promise<void> {
+    const client = this.started();
+    if (batch.chunks.every((chunk) => chunk.byteLength === 0)) return;
+    const table = `${quoteIdentifier(this.database)}.${quoteIdentifier(batch.table)}`;
+    const settings: ClickHouseSettings = {};
+    // Deduplicate by token only: two identical requests are two acknowledged writes. Replicated
+    // tables (and ours, with a dedup window) would otherwise drop a block whose bytes match an
+    // earlier one — hence a unique token when the bus gave none.
+    if (this.tokens) settings.insert_deduplication_token = batch.dedupToken ?? `unique:${randomUUID()}`;
+    try {
+      const result = await client.exec({
+        query: `INSERT INTO ${table} (${batch.columns.map(quoteIdentifier).join(', ')}) FORMAT RowBinary`,
+        values: Readable.from(batch.chunks, { objectMode: false }),
+        clickhouse_settings: settings,
+      });
+      await readText(result.stream);
+    } catch (err) {
+      throw this.insertError(err, table);
+    }
+  }
+
+  async query(sql: string, format = 'JSONEachRow'): Promise<string> {
+    const client = this.started();
+    try {
+      // default_format applies when the SQL has no FORMAT clause of its own, DDL included.
+      const result = await client.exec({ query: sql, clickhouse_settings: { default_format: format as DataFormat } });
+      return await readText(result.stream);
+    } catch (err) {
+      const exception = serverException(err);
+      if (!exception) throw this.unavailable(err);
+      throw new Error(`ClickHouse error ${describe(exception)}`, { cause: err });
+    }
+  }
+
+  private insertError(err: unknown, table: string): SluiceError {
+    const exception = serverException(err);
+    if (!exception) return this.unavailable(err);
+    if (DATA_ERRORS.has(exception.code)) {
+      return new SluiceError('bad_request', `ClickHouse rejected the rows for ${table}: ${describe(exception)}`, { cause: err });
+    }
+    // A table or database that is not there yet: the schema is missing, not the rows at fault.
+    const hint = exception.code === 60 || exception.code === 81 ? ' (has `sluice migrate` run?)' : '';
+    return new SluiceError('unavailable', `ClickHouse did not take the insert into ${table}: ${describe(exception)}${hint}`, { cause: err });
+  }
+
+  private unavailable(err: unknown): SluiceError {
+    const reason = err instanceof Error ? err.message : String(err);
+    return new SluiceError('unavailable', `ClickHouse at ${this.safeUrl} is unavailable: ${reason}`, { cause: err });
+  }
+
+  private started(): ClickHouseClient {
+    if (!this.client) throw new Error('storage is not started');
+    return this.client;
+  }
+}
+
+interface ServerException {
+  code: number;
+  name: string | undefined;
+  text: string;
+}
+
+/** The exception a ClickHouse server reported, or undefined for transport failures. */
+function serverException(err: unknown): ServerException | undefined {
+  if (err instanceof ClickHouseError) return { code: Number(err.code), name: err.type, text: err.message.trim() };
+  if (!(err instanceof Error)) return undefined;
+  // Servers before 21.x write "Code: 33, e.displayText() = DB::Exception: <text>, e.what() = ...",
+  // which the client's parser does not recognise and passes on as a plain Error.
+  const match = /^Code: (\d+)[.,].*?DB::Exception: (.*?)(?:, e\.what\(\) = .*)?$/s.exec(err.message.trim());
+  return match ? { code: Number(match[1]), name: undefined, text: match[2]!.trim() } : undefined;
+}
+
+function describe(exception: ServerException): string {
+  const name = exception.name ?? DATA_ERRORS.get(exception.code);
+  return `code ${exception.code}${name ? ` ${name}` : ''}: ${exception.text}`;
+}
+
+async function readText(stream: AsyncIterable<Buffer>): Promise<string> {
+  const parts: Buffer[] = [];
+  for await (const part of stream) parts.push(part);
+  return Buffer.concat(parts).toString('utf8');
+}
+
+/** The URL as `scheme://user@host:port/path`: no password, no query parameters (they may hold one). */
+export function redactUrl(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    // Not echoed: a malformed URL may still contain the password.
+    throw new Error('the ClickHouse URL is not a valid URL');
+  }
+  const user = parsed.username ? `${parsed.username}@` : '';
+  const path = parsed.pathname === '/' ? '' : parsed.pathname;
+  return `${parsed.protocol}//${user}${parsed.host}${path}`;
+}
