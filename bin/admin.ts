@@ -6,6 +6,7 @@
  */
 import type { SourceRegistry } from '../gateway/sources.ts';
 import { migrate } from '../storage/migrate.ts';
+import type { SchemaOptions } from '../storage/schema.ts';
 import { assertReadOnlySql, type Storage } from '../storage/storage.ts';
 
 export interface Admin {
@@ -26,6 +27,7 @@ export class LocalAdmin implements Admin {
     /** Opens storage on first use: most commands do not need the engine. */
     private readonly storage: () => Promise<Storage>,
     private readonly database: string,
+    private readonly schema: SchemaOptions = {},
   ) {}
 
   createSource(name: string) {
@@ -51,6 +53,6 @@ export class LocalAdmin implements Admin {
   }
 
   async migrate() {
-    return migrate(await this.storage(), this.database);
+    return migrate(await this.storage(), this.database, this.schema);
   }
 }

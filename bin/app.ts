@@ -10,7 +10,6 @@ import { MemoryBus } from '../bus/memory.ts';
 import { IngestService } from '../pipeline/ingest.ts';
 import { PipelinePool } from '../pipeline/pool.ts';
 import { LocalStateStore } from '../state/local.ts';
-import { ChdbStorage } from '../storage/chdb.ts';
 import { storageSink } from '../storage/sink.ts';
 import type { Storage } from '../storage/storage.ts';
 import { clientIpResolver } from '../gateway/client-ip.ts';
@@ -20,6 +19,7 @@ import { TokenBucketLimiter } from '../gateway/limiter.ts';
 import { ingestRoutes } from '../gateway/routes.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
 import { LocalAdmin } from './admin.ts';
+import { announceStorage, createStorage, schemaOptions } from './components.ts';
 import { ControlServer } from './control.ts';
 import { lockDataDir } from './lock.ts';
 
@@ -42,9 +42,10 @@ export async function startServe(config: Readonly<SluiceConfig>, log: Logger): P
   try {
     stops.push(await lockDataDir(config.dataDir));
 
-    const storage = new ChdbStorage(config.dataDir, config.storage.database);
+    const storage = createStorage(config, { migrateOnStart: true });
     await storage.start();
     stops.push(() => storage.shutdown());
+    announceStorage(storage, log);
 
     const state = new LocalStateStore(join(config.dataDir, 'state'));
     await state.start();
@@ -89,7 +90,7 @@ export async function startServe(config: Readonly<SluiceConfig>, log: Logger): P
     const grpcPort = await grpc.listen(config.host, config.grpc.port);
     stops.push(() => grpc.close());
 
-    const control = new ControlServer(config.dataDir, new LocalAdmin(sources, async () => storage, config.storage.database));
+    const control = new ControlServer(config.dataDir, new LocalAdmin(sources, async () => storage, config.storage.database, schemaOptions(config)));
     await control.start();
     stops.push(() => control.shutdown());
 

@@ -8,10 +8,10 @@ import { ConfigError, loadConfig, type SluiceConfig } from '../core/config.ts';
 import { createLogger } from '../core/log.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
 import { LocalStateStore } from '../state/local.ts';
-import { ChdbStorage } from '../storage/chdb.ts';
 import type { Storage } from '../storage/storage.ts';
 import { LocalAdmin, type Admin } from './admin.ts';
 import { startServe } from './app.ts';
+import { createStorage, schemaOptions } from './components.ts';
 import { controlSocketAlive, controlSocketPath, remoteAdmin } from './control.ts';
 import { lockDataDir } from './lock.ts';
 
@@ -43,13 +43,14 @@ async function withAdmin<T>(config: Readonly<SluiceConfig>, fn: (admin: Admin) =
     await sources.start();
     const openStorage = async () => {
       if (!storage) {
-        const chdb = new ChdbStorage(config.dataDir, config.storage.database);
-        await chdb.start();
-        storage = chdb;
+        // `sluice migrate` is the one place a cluster's schema is created: no migration on open.
+        const opened = createStorage(config, { migrateOnStart: false });
+        await opened.start();
+        storage = opened;
       }
       return storage;
     };
-    return await fn(new LocalAdmin(sources, openStorage, config.storage.database));
+    return await fn(new LocalAdmin(sources, openStorage, config.storage.database, schemaOptions(config)));
   } finally {
     await storage?.shutdown();
     await state.shutdown();

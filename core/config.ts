@@ -26,10 +26,12 @@ export interface SluiceConfig {
     maxPendingBytes: number;
     timeoutMs: number;
     retryAfterSeconds: number;
+    ttlDays: number;
   };
+  clickhouse: { url: string; cluster: string; replicated: boolean };
 }
 
-type OptionType = 'string' | 'integer' | 'list';
+type OptionType = 'string' | 'integer' | 'boolean' | 'list';
 
 interface Option {
   /** Dotted path in the config object and the config file. */
@@ -60,11 +62,16 @@ export const OPTIONS: readonly Option[] = [
   { path: 'storage.maxPendingBytes', env: 'SLUICE_STORAGE_MAX_PENDING_BYTES', type: 'integer', default: 256 * MiB, doc: 'Rows waiting for an insert, in bytes; past it requests get 503 (bounds memory when storage is slow).', schema: { minimum: MiB } },
   { path: 'storage.timeoutMs', env: 'SLUICE_STORAGE_TIMEOUT_MS', type: 'integer', default: 10_000, doc: 'How long a request waits for its rows to be committed before it gets 503.', schema: { minimum: 100 } },
   { path: 'storage.retryAfterSeconds', env: 'SLUICE_RETRY_AFTER_SECONDS', type: 'integer', default: 5, doc: 'Retry-After sent with 503 when storage is down or behind.', schema: { minimum: 1 } },
+  { path: 'storage.ttlDays', env: 'SLUICE_TTL_DAYS', type: 'integer', default: 0, doc: 'Days to keep telemetry rows (a TTL on every table, set when a table is created); 0 keeps them forever.', schema: { minimum: 0 } },
+  { path: 'clickhouse.url', env: 'CLICKHOUSE_URL', type: 'string', default: '', doc: 'ClickHouse server (http://user:password@host:8123) instead of the embedded chDB engine.', schema: { pattern: '^(|https?://.+)$' } },
+  { path: 'clickhouse.cluster', env: 'SLUICE_CLICKHOUSE_CLUSTER', type: 'string', default: '', doc: 'Cluster name for ON CLUSTER DDL in `sluice migrate` (empty: a single server).', schema: { pattern: '^[A-Za-z0-9_]*$' } },
+  { path: 'clickhouse.replicated', env: 'SLUICE_CLICKHOUSE_REPLICATED', type: 'boolean', default: false, doc: 'Create ReplicatedMergeTree tables (needs ClickHouse Keeper and {shard}/{replica} macros).' },
 ];
 
 const TYPE_SCHEMA: Record<OptionType, Record<string, unknown>> = {
   string: { type: 'string' },
   integer: { type: 'integer' },
+  boolean: { type: 'boolean' },
   list: { type: 'array' },
 };
 
@@ -101,6 +108,7 @@ function setPath(target: Record<string, any>, path: string, value: unknown): voi
 function fromEnv(option: Option, raw: string): unknown {
   if (option.type === 'integer') return /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw;
   if (option.type === 'list') return raw.split(',').map((s) => s.trim()).filter(Boolean);
+  if (option.type === 'boolean') return ({ true: true, '1': true, false: false, '0': false } as Record<string, boolean>)[raw.trim().toLowerCase()] ?? raw;
   return raw;
 }
 
