@@ -14,6 +14,10 @@ export function controlSocketPath(dataDir: string): string {
 
 const MAX_CONTROL_BODY = 1024 * 1024;
 
+function isAdminMethod(name: string): name is (typeof ADMIN_METHODS)[number] {
+  return (ADMIN_METHODS as readonly string[]).includes(name);
+}
+
 export class ControlServer {
   private server: Server | undefined;
 
@@ -33,8 +37,9 @@ export class ControlServer {
       req.on('end', async () => {
         try {
           const { method, args } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { method: string; args: string[] };
-          if (!(ADMIN_METHODS as readonly string[]).includes(method)) throw new Error(`unknown admin method ${method}`);
-          const result = await (this.admin as any)[method](...(args ?? []));
+          if (!isAdminMethod(method)) throw new Error(`unknown admin method ${method}`);
+          const call = this.admin[method] as (...values: string[]) => Promise<unknown>;
+          const result = await call.apply(this.admin, (args ?? []).map(String));
           res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result }));
         } catch (err) {
           res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: (err as Error).message }));
