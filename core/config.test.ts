@@ -1,8 +1,16 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, OPTIONS } from './config.ts';
+
+const dirs: string[] = [];
+const tempDir = () => {
+  const dir = tempDir();
+  dirs.push(dir);
+  return dir;
+};
+afterAll(() => dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
 describe('loadConfig', () => {
   it('has the documented defaults', () => {
@@ -17,7 +25,7 @@ describe('loadConfig', () => {
   });
 
   it('reads the environment over the config file', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sluice-config-'));
+    const dir = tempDir();
     const file = join(dir, 'sluice.json');
     writeFileSync(file, JSON.stringify({ host: '0.0.0.0', http: { port: 9000 }, limits: { trustedProxies: ['10.0.0.1'] } }));
     const config = loadConfig({ SLUICE_CONFIG: file, SLUICE_OTLP_HTTP_PORT: '9001', SLUICE_TRUSTED_PROXIES: '10.0.0.2, 10.0.0.3' });
@@ -27,7 +35,7 @@ describe('loadConfig', () => {
   });
 
   it('reports every problem with its path', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sluice-config-'));
+    const dir = tempDir();
     const file = join(dir, 'sluice.json');
     writeFileSync(file, JSON.stringify({ http: { prot: 1 }, colour: 'blue' }));
     let error: unknown;

@@ -1,12 +1,18 @@
-import { mkdtemp, readFile, readdir } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { LocalStateStore } from '../state/local.ts';
 import { SourceRegistry } from './sources.ts';
 
+const dirs: string[] = [];
+afterAll(async () => {
+  for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+});
+
 async function registry() {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-sources-'));
+  dirs.push(dir);
   const store = new LocalStateStore(dir);
   await store.start();
   const sources = new SourceRegistry(store);

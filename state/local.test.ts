@@ -1,11 +1,19 @@
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { LocalStateStore } from './local.ts';
 import { describeStateStore } from './store.suite.ts';
 
-const newDir = () => mkdtemp(join(tmpdir(), 'sluice-state-'));
+const dirs: string[] = [];
+const newDir = async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'sluice-state-'));
+  dirs.push(dir);
+  return dir;
+};
+afterAll(async () => {
+  for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+});
 
 describeStateStore('local', async () => new LocalStateStore(await newDir()));
 
