@@ -6,7 +6,7 @@ import { ConfigError, loadConfig, OPTIONS } from './config.ts';
 
 const dirs: string[] = [];
 const tempDir = () => {
-  const dir = tempDir();
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-config-'));
   dirs.push(dir);
   return dir;
 };
