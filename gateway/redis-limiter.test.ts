@@ -11,7 +11,7 @@ import { RedisTokenBucketLimiter } from './redis-limiter.ts';
 
 let port = 0;
 let server: ChildProcess | undefined;
-const clients: Array<ReturnType<typeof createClient>> = [];
+const clients: Array<{ destroy(): void }> = [];
 const log = pino({ level: 'silent' });
 
 function freePort(): Promise<number> {
