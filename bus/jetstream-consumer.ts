@@ -1,0 +1,286 @@
+/**
+ * JetStreamStorageConsumer: moves rows from the table streams into storage. Any number of
+ * processes share one durable pull consumer per stream. Batches aim at large inserts
+ * (≥ batchRows rows or batchMaxWaitMs of data); messages are acked only after their insert.
+ *
+ * Exactly once, with a write-ahead batch manifest in a KV bucket and ClickHouse insert
+ * deduplication:
+ *   1. fresh messages form a batch; its manifest {token, seqs, pending} is written first;
+ *   2. the batch is inserted with insert_deduplication_token = token;
+ *   3. the manifest is marked committed, the messages acked, the manifest deleted.
+ * A consumer dying (or freezing) anywhere leaves its messages unacked; JetStream redelivers
+ * them after ackWait. Whoever receives a redelivered message looks for its manifest:
+ *   - none: the consumer died before step 1, nothing was inserted → a fresh batch;
+ *   - committed: the rows are stored → ack;
+ *   - pending: the insert may or may not have happened → claim the manifest (compare-and-set),
+ *     rebuild exactly that batch from the stream by sequence, insert it again with the SAME
+ *     token (ClickHouse drops it if the first insert had landed), commit, ack.
+ * A storage outage is retried with backoff, never dead-lettered; a message that keeps failing
+ * for another reason goes to the dead-letter stream after maxAttempts.
+ */
+import { randomUUID } from 'node:crypto';
+import { headers, type NatsConnection } from '@nats-io/transport-node';
+import {
+  AckPolicy,
+  jetstream,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+  type Consumer,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+} from '@nats-io/jetstream';
+import { Kvm, type KV } from '@nats-io/kv';
+import { SluiceError } from '../core/errors.ts';
+import type { Logger } from '../core/log.ts';
+import type { ChunkSink, TableChunk } from './bus.ts';
+import { deadLetterOf, DURABLE, manifestBucketOf, streamOf } from './jetstream-names.ts';
+
+export interface ConsumerTuning {
+  /** Rows that make a batch big enough to insert. Default 10,000. */
+  batchRows?: number;
+  /** Longest a batch waits to fill, in ms. Default 1000. */
+  batchMaxWaitMs?: number;
+  /** Bytes one fetch may bring. Default 32 MiB. */
+  batchMaxBytes?: number;
+  /** How long a delivered message may stay unacked before it is redelivered, in ms. Default 30,000. */
+  ackWaitMs?: number;
+  /** Deliveries before a message failing for a non-storage reason is dead-lettered. Default 5. */
+  maxAttempts?: number;
+  /** Longest pause between retries while storage is down, in ms. Default 30,000. */
+  maxBackoffMs?: number;
+  /** Replicas of the manifest bucket and dead-letter stream. Default 1. */
+  replicas?: number;
+  log?: Logger;
+}
+
+interface Manifest {
+  token: string;
+  seqs: number[];
+  state: 'pending' | 'committed';
+}
+
+export class JetStreamStorageConsumer {
+  /** Figures for /metrics. */
+  readonly stats = { batches: 0, rows: 0, redelivered: 0, deadLettered: 0, failures: 0 };
+  private readonly js: JetStreamClient;
+  private readonly loops: Promise<void>[] = [];
+  private stopping = false;
+  private readonly tuning: Required<Omit<ConsumerTuning, 'log'>>;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly options: ConsumerTuning & { prefix: string; tables: readonly string[] },
+    private readonly sink: ChunkSink,
+  ) {
+    this.js = jetstream(nc);
+    this.tuning = {
+      batchRows: options.batchRows ?? 10_000,
+      batchMaxWaitMs: options.batchMaxWaitMs ?? 1000,
+      batchMaxBytes: options.batchMaxBytes ?? 32 * 1024 * 1024,
+      ackWaitMs: options.ackWaitMs ?? 30_000,
+      maxAttempts: options.maxAttempts ?? 5,
+      maxBackoffMs: options.maxBackoffMs ?? 30_000,
+      replicas: options.replicas ?? 1,
+    };
+  }
+
+  start(): void {
+    for (const table of this.options.tables) {
+      this.loops.push(
+        this.run(table).catch((err) => this.options.log?.error({ err, table }, 'storage consumer stopped')),
+      );
+    }
+  }
+
+  /** Finishes the batch in flight, then stops. */
+  async shutdown(): Promise<void> {
+    this.stopping = true;
+    await Promise.all(this.loops);
+  }
+
+  /** Messages waiting in a table's stream for this consumer group (consumer lag). */
+  async lag(table: string): Promise<number> {
+    const jsm = await jetstreamManager(this.nc);
+    const info = await jsm.consumers.info(streamOf(this.options.prefix, table).stream, DURABLE);
+    return info.num_pending + info.num_ack_pending;
+  }
+
+  private async run(table: string): Promise<void> {
+    const { stream } = streamOf(this.options.prefix, table);
+    const jsm = await jetstreamManager(this.nc);
+    await this.ensureDurable(jsm, stream);
+    await this.ensureDeadLetter(jsm);
+    const manifests = await new Kvm(this.nc).create(manifestBucketOf(this.options.prefix), {
+      history: 1,
+      replicas: this.tuning.replicas,
+      ttl: 60 * 60 * 1000, // a manifest left behind by a crash is garbage after an hour
+    });
+    const consumer = await this.js.consumers.get(stream, DURABLE);
+    let backoffMs = 0;
+    while (!this.stopping) {
+      const messages = await this.fetchBatch(consumer);
+      if (messages.length === 0) continue;
+      try {
+        await this.process(jsm, stream, table, messages, manifests);
+        backoffMs = 0;
+      } catch (err) {
+        this.stats.failures++;
+        backoffMs = Math.min(this.tuning.maxBackoffMs, Math.max(250, backoffMs * 2));
+        await this.handleFailure(table, messages, err, backoffMs);
+      }
+    }
+  }
+
+  private async ensureDurable(jsm: JetStreamManager, stream: string): Promise<void> {
+    const config = {
+      durable_name: DURABLE,
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: this.tuning.ackWaitMs * 1_000_000,
+      max_ack_pending: 100_000,
+    };
+    try {
+      await jsm.consumers.info(stream, DURABLE);
+      await jsm.consumers.update(stream, DURABLE, { ack_wait: config.ack_wait, max_ack_pending: config.max_ack_pending });
+    } catch {
+      await jsm.consumers.add(stream, config).catch(async (err) => {
+        // Another process created it between our two calls.
+        if (!(await jsm.consumers.info(stream, DURABLE).catch(() => undefined))) throw err;
+      });
+    }
+  }
+
+  private async ensureDeadLetter(jsm: JetStreamManager): Promise<void> {
+    const { stream, subject } = deadLetterOf(this.options.prefix);
+    await jsm.streams.info(stream).catch(() =>
+      jsm.streams
+        .add({ name: stream, subjects: [subject('*')], retention: RetentionPolicy.Limits, storage: StorageType.File, num_replicas: this.tuning.replicas })
+        .catch(() => undefined),
+    );
+  }
+
+  /** Pulls messages until the batch holds batchRows rows or batchMaxWaitMs passed. */
+  private async fetchBatch(consumer: Consumer): Promise<JsMsg[]> {
+    const batch: JsMsg[] = [];
+    let rows = 0;
+    const deadline = Date.now() + this.tuning.batchMaxWaitMs;
+    while (rows < this.tuning.batchRows && !this.stopping) {
+      const wait = deadline - Date.now();
+      if (wait < 50) break;
+      const fetched = await consumer.fetch({ max_bytes: this.tuning.batchMaxBytes, expires: Math.max(1000, wait) });
+      for await (const message of fetched) {
+        batch.push(message);
+        rows += Number(message.headers?.get('Sluice-Rows') ?? 0);
+      }
+      if (batch.length === 0 && this.stopping) break;
+    }
+    return batch;
+  }
+
+  private async process(jsm: JetStreamManager, stream: string, table: string, messages: JsMsg[], manifests: KV): Promise<void> {
+    const fresh: JsMsg[] = [];
+    const redelivered = messages.filter((m) => m.info.deliveryCount > 1);
+    this.stats.redelivered += redelivered.length;
+    const known = redelivered.length > 0 ? await this.manifestsOf(manifests, stream) : [];
+    const byManifest = new Map<string, JsMsg[]>();
+    for (const message of messages) {
+      const owner = message.info.deliveryCount > 1 ? known.find((m) => m.manifest.seqs.includes(message.seq)) : undefined;
+      if (!owner) fresh.push(message);
+      else byManifest.set(owner.key, [...(byManifest.get(owner.key) ?? []), message]);
+    }
+    for (const [key, held] of byManifest) await this.finishManifest(jsm, stream, table, manifests, key, held);
+    if (fresh.length > 0) await this.insertFresh(stream, table, manifests, fresh);
+  }
+
+  private async insertFresh(stream: string, table: string, manifests: KV, messages: JsMsg[]): Promise<void> {
+    const seqs = messages.map((m) => m.seq).sort((a, b) => a - b);
+    const key = `${stream}.${seqs[0]}`;
+    const manifest: Manifest = { token: `${stream}:${seqs[0]}-${seqs[seqs.length - 1]}:${randomUUID()}`, seqs, state: 'pending' };
+    await manifests.put(key, JSON.stringify(manifest));
+    await this.sink(messages.map((m) => toChunk(table, m.data, m.headers)), manifest.token);
+    await manifests.put(key, JSON.stringify({ ...manifest, state: 'committed' }));
+    await Promise.all(messages.map((m) => m.ackAck()));
+    await manifests.delete(key);
+    this.count(messages);
+  }
+
+  /** A batch some consumer started: finish it exactly as it was, or just ack if it is done. */
+  private async finishManifest(jsm: JetStreamManager, stream: string, table: string, manifests: KV, key: string, held: JsMsg[]): Promise<void> {
+    const entry = await manifests.get(key);
+    const manifest = entry?.operation === 'PUT' ? entry.json<Manifest>() : undefined;
+    if (!entry || !manifest) {
+      // Deleted meanwhile: its consumer finished it, so these were acked already or are new to us.
+      for (const message of held) message.nak(0);
+      return;
+    }
+    if (manifest.state === 'committed') {
+      await Promise.all(held.map((m) => m.ackAck()));
+      return;
+    }
+    try {
+      await manifests.update(key, JSON.stringify({ ...manifest, claimedBy: randomUUID() }), entry.revision);
+    } catch {
+      // Another consumer claimed it first; it will commit, and then these are acked.
+      for (const message of held) message.nak(1000);
+      return;
+    }
+    const bySeq = new Map(held.map((m) => [m.seq, m]));
+    const chunks: TableChunk[] = [];
+    for (const seq of manifest.seqs) {
+      const message = bySeq.get(seq);
+      if (message) chunks.push(toChunk(table, message.data, message.headers));
+      else {
+        const stored = await jsm.streams.getMessage(stream, { seq });
+        if (stored) chunks.push(toChunk(table, stored.data, stored.header));
+      }
+    }
+    await this.sink(chunks, manifest.token);
+    await manifests.put(key, JSON.stringify({ ...manifest, state: 'committed' }));
+    await Promise.all(held.map((m) => m.ackAck()));
+    this.count(held);
+  }
+
+  private async manifestsOf(manifests: KV, stream: string): Promise<Array<{ key: string; manifest: Manifest }>> {
+    const found: Array<{ key: string; manifest: Manifest }> = [];
+    for await (const key of await manifests.keys(`${stream}.*`)) {
+      const entry = await manifests.get(key);
+      if (entry?.operation === 'PUT') found.push({ key, manifest: entry.json<Manifest>() });
+    }
+    return found;
+  }
+
+  private async handleFailure(table: string, messages: JsMsg[], err: unknown, backoffMs: number): Promise<void> {
+    const storageDown = !(err instanceof SluiceError) || err.retryable;
+    this.options.log?.warn({ table, messages: messages.length, err: (err as Error).message, storageDown, backoffMs }, 'batch not stored; will retry');
+    for (const message of messages) {
+      if (!storageDown && message.info.deliveryCount >= this.tuning.maxAttempts) await this.deadLetter(table, message, err);
+      else message.nak(backoffMs);
+    }
+    await new Promise((resolve) => setTimeout(resolve, backoffMs));
+  }
+
+  private async deadLetter(table: string, message: JsMsg, err: unknown): Promise<void> {
+    const h = headers();
+    for (const [name, values] of message.headers ?? []) for (const value of values) h.append(name, value);
+    h.set('Sluice-Origin-Stream', message.info.stream);
+    h.set('Sluice-Origin-Seq', String(message.seq));
+    h.set('Sluice-Attempts', String(message.info.deliveryCount));
+    h.set('Sluice-Error', String((err as Error).message).slice(0, 1000).replace(/[\r\n]/g, ' '));
+    await this.js.publish(deadLetterOf(this.options.prefix).subject(table), message.data, { headers: h });
+    message.term('dead-lettered');
+    this.stats.deadLettered++;
+    this.options.log?.error({ table, seq: message.seq, attempts: message.info.deliveryCount, err: (err as Error).message }, 'message dead-lettered');
+  }
+
+  private count(messages: JsMsg[]): void {
+    this.stats.batches++;
+    for (const message of messages) this.stats.rows += Number(message.headers?.get('Sluice-Rows') ?? 0);
+  }
+}
+
+type Headers = { get(name: string): string } | undefined;
+
+function toChunk(table: string, data: Uint8Array, h: Headers): TableChunk {
+  return { table, columns: (h?.get('Sluice-Columns') ?? '').split(','), rows: Number(h?.get('Sluice-Rows') ?? 0), data };
+}

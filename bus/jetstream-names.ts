@@ -1,0 +1,19 @@
+/** Names of the JetStream objects Sluice uses, in one place. */
+
+/** The stream and subject that carry one table's rows. */
+export function streamOf(prefix: string, table: string): { stream: string; subject: string } {
+  return { stream: `${prefix}_ROWS_${table.toUpperCase()}`, subject: `${prefix.toLowerCase()}.rows.${table}` };
+}
+
+/** Where messages that keep failing for a reason other than a storage outage are parked. */
+export function deadLetterOf(prefix: string): { stream: string; subject: (table: string) => string } {
+  return { stream: `${prefix}_DEADLETTER`, subject: (table) => `${prefix.toLowerCase()}.deadletter.${table}` };
+}
+
+/** The shared durable consumer of a table stream: every `sluice consume` process pulls from it. */
+export const DURABLE = 'sluice-storage';
+
+/** The KV bucket of batch manifests (see jetstream-consumer.ts). */
+export function manifestBucketOf(prefix: string): string {
+  return `${prefix.toLowerCase()}_batches`;
+}

@@ -1,0 +1,174 @@
+/**
+ * The cluster bus against a real nats-server with JetStream (NATS_URL, default
+ * nats://127.0.0.1:4222; deploy/services.sh starts one) and real storage (chDB with the
+ * schema). Each test uses streams and buckets of its own (a random prefix).
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SluiceError } from '../core/errors.ts';
+import { SluiceMetrics } from '../core/metrics.ts';
+import { transcodeOtlp } from '../pipeline/otlp/index.ts';
+import { ChdbStorage } from '../storage/chdb.ts';
+import { storageSink } from '../storage/sink.ts';
+import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
+import type { ChunkSink } from './bus.ts';
+import { JetStreamBus } from './jetstream.ts';
+import { JetStreamStorageConsumer } from './jetstream-consumer.ts';
+
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+const log = pino({ level: 'silent' });
+const prefixes: string[] = [];
+let nc: NatsConnection;
+let dir: string;
+let storage: ChdbStorage;
+let sink: ChunkSink;
+
+beforeAll(async () => {
+  try {
+    nc = await connect({ servers: NATS_URL, timeout: 3000 });
+  } catch (err) {
+    throw new Error(`NATS is not reachable at ${NATS_URL} (start it with deploy/services.sh): ${(err as Error).message}`);
+  }
+  dir = await mkdtemp(join(tmpdir(), 'sluice-jetstream-'));
+  storage = new ChdbStorage(dir, 'otel');
+  await storage.start();
+  sink = storageSink(storage, new SluiceMetrics());
+});
+
+afterAll(async () => {
+  const jsm = await jetstreamManager(nc);
+  for await (const stream of jsm.streams.list()) {
+    if (prefixes.some((p) => stream.config.name.startsWith(p) || stream.config.name.startsWith(`KV_${p.toLowerCase()}`))) {
+      await jsm.streams.delete(stream.config.name);
+    }
+  }
+  await nc.close();
+  await storage.shutdown();
+  await rm(dir, { recursive: true, force: true });
+});
+
+function fixture() {
+  const prefix = `T${randomBytes(4).toString('hex').toUpperCase()}`;
+  prefixes.push(prefix);
+  const bus = new JetStreamBus(nc, {
+    prefix,
+    tables: ['otel_traces'],
+    maxStreamBytes: 64 * 1024 * 1024,
+    retryAfterSeconds: 5,
+    consumer: { batchMaxWaitMs: 300, ackWaitMs: 1000, maxAttempts: 3, maxBackoffMs: 200, log },
+  });
+  return { prefix, bus };
+}
+
+/** RowBinary chunks of `spans` spans named `name`, cut small so they span several messages. */
+const chunksOf = (name: string, spans: number) =>
+  transcodeOtlp('traces', 'protobuf', encodeTraces(traceRequest({ spans, name })), 'src', 16 * 1024).tables;
+
+async function countOf(name: string): Promise<number> {
+  return Number(JSON.parse(await storage.query(`SELECT count() AS n FROM otel.otel_traces WHERE SpanName = '${name}'`)).n);
+}
+
+async function until(condition: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+describe('JetStreamBus and storage consumer', () => {
+  it('stores exactly what was published, through two consumer processes sharing the work', async () => {
+    const { prefix, bus } = fixture();
+    await bus.start();
+    const chunks = chunksOf('shared', 400);
+    expect(chunks.length).toBeGreaterThan(2);
+    await bus.publish(chunks);
+    await bus.publish(chunksOf('shared', 100));
+    const a = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, log }, sink);
+    const b = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, log }, sink);
+    a.start();
+    b.start();
+    await until(async () => (await countOf('shared')) >= 500);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await countOf('shared')).toBe(500);
+    expect(await a.lag('otel_traces')).toBe(0);
+    await Promise.all([a.shutdown(), b.shutdown()]);
+  });
+
+  it('a frozen consumer that inserted but never acked: its batch is finished once by another', async () => {
+    const { prefix, bus } = fixture();
+    await bus.start();
+    await bus.publish(chunksOf('frozen', 300));
+    let inserted!: () => void;
+    const insertedOnce = new Promise<void>((resolve) => (inserted = resolve));
+    let release!: () => void;
+    const frozen = new Promise<void>((resolve) => (release = resolve));
+    // Inserts for real, then hangs like a frozen process: no commit, no ack.
+    const freezingSink: ChunkSink = async (chunks, token) => {
+      await sink(chunks, token);
+      inserted();
+      await frozen;
+      throw new Error('this consumer was frozen');
+    };
+    const first = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchMaxWaitMs: 300, ackWaitMs: 1000, log }, freezingSink);
+    first.start();
+    await insertedOnce;
+    expect(await countOf('frozen')).toBe(300);
+    const second = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchMaxWaitMs: 300, ackWaitMs: 1000, log }, sink);
+    second.start();
+    // After ackWait the batch is redelivered; the second consumer re-inserts it with the same token.
+    await until(async () => second.stats.redelivered > 0 && (await second.lag('otel_traces')) === 0);
+    expect(await countOf('frozen')).toBe(300);
+    release();
+    await Promise.all([first.shutdown(), second.shutdown()]);
+    expect(await countOf('frozen')).toBe(300);
+  });
+
+  it('retries while storage is down, without dead-lettering, and stores once', async () => {
+    const { bus } = fixture();
+    let failures = 3;
+    const flakySink: ChunkSink = async (chunks, token) => {
+      if (failures-- > 0) throw new SluiceError('unavailable', 'storage down');
+      await sink(chunks, token);
+    };
+    await bus.start();
+    bus.consume(flakySink);
+    await bus.publish(chunksOf('flaky', 50));
+    await until(async () => (await countOf('flaky')) === 50);
+    await bus.shutdown();
+    expect(await countOf('flaky')).toBe(50);
+  });
+
+  it('dead-letters a message that keeps failing for a non-storage reason', async () => {
+    const { prefix, bus } = fixture();
+    await bus.start();
+    const consumer = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, maxAttempts: 2, maxBackoffMs: 100, log }, async () => {
+      throw new SluiceError('bad_request', 'storage refused the rows');
+    });
+    consumer.start();
+    await bus.publish(chunksOf('poison', 5));
+    await until(async () => consumer.stats.deadLettered > 0);
+    const jsm = await jetstreamManager(nc);
+    const parked = await jsm.streams.getMessage(`${prefix}_DEADLETTER`, { last_by_subj: `${prefix.toLowerCase()}.deadletter.otel_traces` });
+    expect(parked?.header.get('Sluice-Error')).toContain('storage refused the rows');
+    await consumer.shutdown();
+  });
+
+  it('refuses a publish with 503 when JetStream cannot acknowledge it', async () => {
+    const { bus } = fixture();
+    await bus.start();
+    const closed = await connect({ servers: NATS_URL });
+    const orphan = new JetStreamBus(closed, { prefix: 'NOSUCHSTREAM', tables: ['otel_traces'], maxStreamBytes: 1024 * 1024, retryAfterSeconds: 7, publishTimeoutMs: 500 });
+    const error = await orphan.publish(chunksOf('nowhere', 1)).catch((err) => err);
+    await closed.close();
+    expect(error).toBeInstanceOf(SluiceError);
+    expect(error.code).toBe('unavailable');
+    expect(error.retryAfterSeconds).toBe(7);
+  });
+});
