@@ -1,103 +1,140 @@
 /**
- * Composition root: builds the components for a role from the validated config and starts
- * them in dependency order; shutdown() stops them in reverse, draining in-flight work.
+ * Composition root: builds the components of a role from the validated config and starts them
+ * in dependency order; shutdown() stops them in reverse, draining in-flight work.
+ *
+ *   serve    every role in one process (the embedded default, or one node of a cluster)
+ *   gateway  HTTP/gRPC front end and worker pool; rows go to JetStream (needs NATS_URL)
+ *   consume  storage consumer: JetStream → storage (needs NATS_URL)
  */
-import { join } from 'node:path';
 import type { SluiceConfig } from '../core/config.ts';
 import type { Logger } from '../core/log.ts';
 import { SluiceMetrics } from '../core/metrics.ts';
-import { MemoryBus } from '../bus/memory.ts';
 import { IngestService } from '../pipeline/ingest.ts';
 import { PipelinePool } from '../pipeline/pool.ts';
-import { LocalStateStore } from '../state/local.ts';
 import { storageSink } from '../storage/sink.ts';
 import type { Storage } from '../storage/storage.ts';
 import { clientIpResolver } from '../gateway/client-ip.ts';
 import { OtlpGrpcServer } from '../gateway/grpc/server.ts';
 import { createHttpServer } from '../gateway/http/index.ts';
-import { TokenBucketLimiter } from '../gateway/limiter.ts';
-import { ingestRoutes } from '../gateway/routes.ts';
+import { ingestRoutes, opsRoutes } from '../gateway/routes.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
 import { LocalAdmin } from './admin.ts';
-import { announceStorage, createStorage, schemaOptions } from './components.ts';
+import {
+  announceStorage,
+  connectNats,
+  createBus,
+  createLimiter,
+  createStateStore,
+  createStorage,
+  maxChunkBytes,
+  schemaOptions,
+} from './components.ts';
 import { ControlServer } from './control.ts';
 import { lockDataDir } from './lock.ts';
 
+export type Role = 'serve' | 'gateway' | 'consume';
+
 export interface RunningSluice {
   httpPort: number;
+  /** 0 when this role has no gRPC front end. */
   grpcPort: number;
-  storage: Storage;
+  /** Undefined for `gateway`, which stores nothing itself. */
+  storage: Storage | undefined;
   sources: SourceRegistry;
   metrics: SluiceMetrics;
   shutdown(): Promise<void>;
 }
 
-/** `sluice serve`: every role in one process, on the embedded default. */
-export async function startServe(config: Readonly<SluiceConfig>, log: Logger): Promise<RunningSluice> {
+export async function startSluice(role: Role, config: Readonly<SluiceConfig>, log: Logger): Promise<RunningSluice> {
+  if (role !== 'serve' && !config.nats.url) throw new Error(`sluice ${role} runs in cluster mode: set NATS_URL`);
   const stops: Array<() => Promise<void>> = [];
   const shutdown = async () => {
     for (const stop of stops.reverse()) await stop().catch((err) => log.error({ err }, 'shutdown step failed'));
     stops.length = 0;
   };
+  const withStorage = role !== 'gateway';
+  const withFrontEnd = role !== 'consume';
   try {
-    stops.push(await lockDataDir(config.dataDir));
+    // chDB and the local state store live in the data dir: one owning process at a time.
+    const ownsDataDir = !config.nats.url || (withStorage && !config.clickhouse.url);
+    if (ownsDataDir) stops.push(await lockDataDir(config.dataDir));
 
-    const storage = createStorage(config, { migrateOnStart: true });
-    await storage.start();
-    stops.push(() => storage.shutdown());
-    announceStorage(storage, log);
+    const nc = await connectNats(config, log);
+    if (nc) stops.push(() => nc.drain());
+    const metrics = new SluiceMetrics();
 
-    const state = new LocalStateStore(join(config.dataDir, 'state'));
+    const state = createStateStore(config, nc);
     await state.start();
     stops.push(() => state.shutdown());
     const sources = new SourceRegistry(state);
     await sources.start();
     stops.push(() => sources.shutdown());
 
-    const metrics = new SluiceMetrics();
-    const bus = new MemoryBus({
-      maxPendingBytes: config.storage.maxPendingBytes,
-      maxBatchBytes: Math.min(64 * 1024 * 1024, config.storage.maxPendingBytes),
-      timeoutMs: config.storage.timeoutMs,
-      retryAfterSeconds: config.storage.retryAfterSeconds,
-    });
-    metrics.backlogSource = () => bus.backlogBytes;
-    bus.consume(storageSink(storage, metrics));
+    let storage: Storage | undefined;
+    if (withStorage) {
+      storage = createStorage(config, { migrateOnStart: role === 'serve' });
+      await storage.start();
+      stops.push(() => storage!.shutdown());
+      announceStorage(storage, log);
+    }
+
+    const bus = createBus(config, nc, log);
     await bus.start();
     stops.push(() => bus.shutdown());
+    metrics.backlogSource = () => bus.backlogBytes ?? 0;
+    if (storage) bus.consume(storageSink(storage, metrics));
 
-    const pool = new PipelinePool({
-      workers: config.pipeline.workers,
-      maxQueuedBytes: config.storage.maxPendingBytes,
-      retryAfterSeconds: config.storage.retryAfterSeconds,
-    });
-    await pool.start();
-    stops.push(() => pool.shutdown());
+    let grpcPort = 0;
+    let handler = opsRoutes(metrics, log);
+    if (withFrontEnd) {
+      const pool = new PipelinePool({
+        workers: config.pipeline.workers,
+        maxQueuedBytes: config.storage.maxPendingBytes,
+        retryAfterSeconds: config.storage.retryAfterSeconds,
+      });
+      await pool.start();
+      stops.push(() => pool.shutdown());
+      const ingest = new IngestService(
+        pool,
+        bus,
+        metrics,
+        { maxBodyBytes: config.limits.maxBodyBytes, maxChunkBytes: maxChunkBytes(nc) },
+        (detail) => log.error({ detail }, 'pipeline task failed unexpectedly'),
+      );
+      const limiter = await createLimiter(config, log);
+      stops.push(() => limiter.shutdown());
+      const guards = { auth: sources, limiter, clientIp: clientIpResolver(config.limits.trustedProxies) };
+      handler = ingestRoutes({ ...guards, ingest, metrics, log });
 
-    // The in-process bus has no message size limit: one chunk per table per request.
-    const ingest = new IngestService(pool, bus, metrics, { maxBodyBytes: config.limits.maxBodyBytes, maxChunkBytes: Infinity }, (detail) =>
-      log.error({ detail }, 'pipeline task failed unexpectedly'),
-    );
-    const limiter = new TokenBucketLimiter({ ratePerMinute: config.limits.ratePerMinute, burst: config.limits.rateBurst });
-    stops.push(() => limiter.shutdown());
-    const guards = { auth: sources, limiter, clientIp: clientIpResolver(config.limits.trustedProxies) };
-
-    const http = createHttpServer(config.http.engine, ingestRoutes({ ...guards, ingest, metrics, log }), { maxBodyBytes: config.limits.maxBodyBytes }, log);
+      const grpc = new OtlpGrpcServer({ ...guards, ingest, metrics, log, maxBodyBytes: config.limits.maxBodyBytes });
+      grpcPort = await grpc.listen(config.host, config.grpc.port);
+      stops.push(() => grpc.close());
+    }
+    // Every role answers health and /metrics; the front end also takes ingestion.
+    const http = createHttpServer(config.http.engine, handler, { maxBodyBytes: config.limits.maxBodyBytes }, log);
     const httpPort = await http.listen(config.host, config.http.port);
     stops.push(() => http.close());
 
-    const grpc = new OtlpGrpcServer({ ...guards, ingest, metrics, log, maxBodyBytes: config.limits.maxBodyBytes });
-    const grpcPort = await grpc.listen(config.host, config.grpc.port);
-    stops.push(() => grpc.close());
+    if (ownsDataDir) {
+      // The CLI reaches this process's storage and state through the control socket.
+      const admin = new LocalAdmin(sources, async () => {
+        if (!storage) throw new Error('this process has no storage');
+        return storage;
+      }, config.storage.database, schemaOptions(config));
+      const control = new ControlServer(config.dataDir, admin);
+      await control.start();
+      stops.push(() => control.shutdown());
+    }
 
-    const control = new ControlServer(config.dataDir, new LocalAdmin(sources, async () => storage, config.storage.database, schemaOptions(config)));
-    await control.start();
-    stops.push(() => control.shutdown());
-
-    log.info({ host: config.host, httpPort, grpcPort, dataDir: config.dataDir, engine: config.http.engine }, 'sluice is serving');
+    log.info({ role, host: config.host, httpPort, grpcPort, dataDir: config.dataDir, cluster: !!nc, engine: config.http.engine }, 'sluice is serving');
     return { httpPort, grpcPort, storage, sources, metrics, shutdown };
   } catch (err) {
     await shutdown();
     throw err;
   }
+}
+
+/** `sluice serve`. */
+export function startServe(config: Readonly<SluiceConfig>, log: Logger): Promise<RunningSluice> {
+  return startSluice('serve', config, log);
 }

@@ -2,22 +2,22 @@
  * The `sluice` command line. Output for machines (JSON, JSONEachRow) goes to stdout; logs and
  * errors go to stderr.
  */
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type SluiceConfig } from '../core/config.ts';
 import { createLogger } from '../core/log.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
-import { LocalStateStore } from '../state/local.ts';
 import type { Storage } from '../storage/storage.ts';
 import { LocalAdmin, type Admin } from './admin.ts';
-import { startServe } from './app.ts';
-import { createStorage, schemaOptions } from './components.ts';
+import { startSluice, type Role } from './app.ts';
+import { connectNats, createStateStore, createStorage, schemaOptions } from './components.ts';
 import { controlSocketAlive, controlSocketPath, remoteAdmin } from './control.ts';
 import { lockDataDir } from './lock.ts';
 
 const USAGE = `usage: sluice <command>
 
   serve                              run every role in one process (gateway, pipeline, storage)
+  gateway                            cluster: HTTP/gRPC front end and worker pool (needs NATS_URL)
+  consume                            cluster: storage consumer, JetStream → storage (needs NATS_URL)
   migrate                            create or upgrade the storage schema
   sources create --name NAME         create an ingestion source and its first API key
   sources list                       list sources and their keys (never the keys themselves)
@@ -29,32 +29,40 @@ Configuration comes from SLUICE_* environment variables (see README.md).`;
 
 class UsageError extends Error {}
 
-/** Runs fn against the running server's control socket, or opens the data dir itself. */
+/**
+ * Runs fn against the running server's control socket, or opens the state and storage itself:
+ * the data dir (embedded), or NATS KV and the configured storage (cluster).
+ */
 async function withAdmin<T>(config: Readonly<SluiceConfig>, fn: (admin: Admin) => Promise<T>): Promise<T> {
   const socket = controlSocketPath(config.dataDir);
   if (await controlSocketAlive(socket)) return fn(remoteAdmin(socket));
 
-  const unlock = await lockDataDir(config.dataDir);
-  const state = new LocalStateStore(join(config.dataDir, 'state'));
-  let storage: Storage | undefined;
+  const cleanups: Array<() => Promise<unknown>> = [];
+  const log = createLogger('warn', 'stderr');
   try {
+    // chDB and the local state store live in the data dir, which one process owns at a time.
+    if (!config.nats.url || !config.clickhouse.url) cleanups.push(await lockDataDir(config.dataDir));
+    const nc = await connectNats(config, log);
+    if (nc) cleanups.push(() => nc.close());
+    const state = createStateStore(config, nc);
     await state.start();
+    cleanups.push(() => state.shutdown());
     const sources = new SourceRegistry(state);
     await sources.start();
+    let storage: Storage | undefined;
     const openStorage = async () => {
       if (!storage) {
-        // `sluice migrate` is the one place a cluster's schema is created: no migration on open.
+        // `sluice migrate` is the one place a server's schema is created: no migration on open.
         const opened = createStorage(config, { migrateOnStart: false });
         await opened.start();
+        cleanups.push(() => opened.shutdown());
         storage = opened;
       }
       return storage;
     };
     return await fn(new LocalAdmin(sources, openStorage, config.storage.database, schemaOptions(config)));
   } finally {
-    await storage?.shutdown();
-    await state.shutdown();
-    await unlock();
+    for (const cleanup of cleanups.reverse()) await cleanup();
   }
 }
 
@@ -69,9 +77,9 @@ function option(args: string[], name: string): string {
   return value;
 }
 
-async function serve(config: Readonly<SluiceConfig>): Promise<void> {
+async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void> {
   const log = createLogger(config.logLevel);
-  const app = await startServe(config, log);
+  const app = await startSluice(role, config, log);
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -94,7 +102,9 @@ export async function main(argv: string[]): Promise<number> {
   const config = loadConfig();
   switch (command) {
     case 'serve':
-      await serve(config);
+    case 'gateway':
+    case 'consume':
+      await runRole(command, config);
       return -1; // keep running
     case 'migrate':
       print(await withAdmin(config, (admin) => admin.migrate()));

@@ -2,7 +2,18 @@
  * Drivers chosen from the config: each part has one interface and an embedded and a cluster
  * driver (DESIGN.md, "Two modes, one code path"). Only the composition root calls these.
  */
+import { join } from 'node:path';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { createClient } from 'redis';
+import type { Bus } from '../bus/bus.ts';
+import { JetStreamBus } from '../bus/jetstream.ts';
+import { MemoryBus } from '../bus/memory.ts';
 import type { SluiceConfig } from '../core/config.ts';
+import { TokenBucketLimiter, type Limiter } from '../gateway/limiter.ts';
+import { RedisTokenBucketLimiter } from '../gateway/redis-limiter.ts';
+import { LocalStateStore } from '../state/local.ts';
+import { NatsKvStateStore } from '../state/nats-kv.ts';
+import type { StateStore } from '../state/store.ts';
 import type { Logger } from '../core/log.ts';
 import { ChdbStorage } from '../storage/chdb.ts';
 import { ClickhouseServerStorage } from '../storage/clickhouse.ts';
@@ -48,4 +59,66 @@ export function announceStorage(storage: Storage, log: Logger): void {
   if (!storage.dedupTokens) {
     log.warn({ version: storage.serverVersion }, 'this ClickHouse server has no insert_deduplication_token: a redelivered batch may be stored twice');
   }
+}
+
+/** The NATS connection of cluster mode (NATS_URL), or undefined on the embedded default. */
+export async function connectNats(config: Readonly<SluiceConfig>, log: Logger): Promise<NatsConnection | undefined> {
+  if (!config.nats.url) return undefined;
+  const servers = config.nats.url.split(',').map((s) => s.trim());
+  try {
+    const nc = await connect({ servers, name: 'sluice', maxReconnectAttempts: -1, timeout: 5000 });
+    log.info({ servers }, 'connected to NATS');
+    return nc;
+  } catch (err) {
+    throw new Error(`cannot reach NATS at ${servers.join(', ')}: ${(err as Error).message}`);
+  }
+}
+
+/** Sources, key hashes and configs: a local file store, or NATS KV shared by every gateway. */
+export function createStateStore(config: Readonly<SluiceConfig>, nc: NatsConnection | undefined): StateStore {
+  if (!nc) return new LocalStateStore(join(config.dataDir, 'state'));
+  return new NatsKvStateStore(nc, { bucketPrefix: `${config.nats.prefix.toLowerCase()}_`, replicas: config.nats.replicas });
+}
+
+/** The in-process group-commit queue, or JetStream streams consumed by any number of processes. */
+export function createBus(config: Readonly<SluiceConfig>, nc: NatsConnection | undefined, log: Logger): Bus & { backlogBytes?: number } {
+  if (!nc) {
+    return new MemoryBus({
+      maxPendingBytes: config.storage.maxPendingBytes,
+      maxBatchBytes: Math.min(64 * 1024 * 1024, config.storage.maxPendingBytes),
+      timeoutMs: config.storage.timeoutMs,
+      retryAfterSeconds: config.storage.retryAfterSeconds,
+    });
+  }
+  return new JetStreamBus(nc, {
+    prefix: config.nats.prefix,
+    tables: Object.keys(TABLE_COLUMNS),
+    replicas: config.nats.replicas,
+    maxStreamBytes: config.nats.maxStreamBytes,
+    retryAfterSeconds: config.storage.retryAfterSeconds,
+    consumer: { replicas: config.nats.replicas, log },
+  });
+}
+
+/** Rows per bus message: JetStream messages stay under max_payload (1 MiB by default). */
+export function maxChunkBytes(nc: NatsConnection | undefined): number {
+  return nc ? 512 * 1024 : Infinity;
+}
+
+/** Per-IP token buckets: in process, or in Redis shared by every gateway (with local fallback). */
+export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger): Promise<Limiter> {
+  const buckets = { ratePerMinute: config.limits.ratePerMinute, burst: config.limits.rateBurst };
+  if (!config.redis.url) return new TokenBucketLimiter(buckets);
+  const redis = createClient({
+    url: config.redis.url,
+    // Commands fail at once while disconnected (the limiter falls back); reconnects go on.
+    disableOfflineQueue: true,
+    socket: { connectTimeout: 1000, reconnectStrategy: (retries) => Math.min(100 * 2 ** retries, 5000) },
+  });
+  redis.on('error', () => {}); // reported by the limiter as a fallback, once
+  await redis.connect().catch((err) => log.warn({ err: (err as Error).message }, 'Redis unreachable at start; rate limits fall back to this gateway'));
+  const closeClient = async () => {
+    await redis.quit().catch(() => redis.destroy());
+  };
+  return new RedisTokenBucketLimiter(redis, { ...buckets, closeClient }, log);
 }

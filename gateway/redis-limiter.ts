@@ -22,6 +22,8 @@ export interface RedisLimiterOptions extends TokenBucketOptions {
   commandTimeoutMs?: number;
   /** While falling back, how often to try Redis again. Default 2000 ms. */
   retryIntervalMs?: number;
+  /** Closes the client at shutdown, when the limiter owns it. */
+  closeClient?: () => Promise<void>;
 }
 
 /**
@@ -93,6 +95,7 @@ export class RedisTokenBucketLimiter implements Limiter {
 
   async shutdown(): Promise<void> {
     await this.local.shutdown();
+    await this.options.closeClient?.();
   }
 
   /** EVALSHA, loading the script with EVAL the first time a Redis has not seen it. */

@@ -3,6 +3,8 @@
  * with an Allow header.
  */
 import { SluiceError } from '../core/errors.ts';
+import type { Logger } from '../core/log.ts';
+import type { SluiceMetrics } from '../core/metrics.ts';
 import type { HttpHandler, HttpRequest, HttpResponse } from './http/adapter.ts';
 import { errorResponse, otlpHttpHandler, type OtlpHttpDeps } from './otlp-http.ts';
 
@@ -10,25 +12,45 @@ type RouteHandler = (request: HttpRequest) => Promise<HttpResponse>;
 
 const HEALTH = JSON.stringify({ status: 'ok', service: 'sluice-ingest' });
 
-export function ingestRoutes(deps: OtlpHttpDeps): HttpHandler {
-  const routes: Record<string, Record<string, RouteHandler>> = {
-    '/v1/traces': { POST: otlpHttpHandler('traces', deps) },
-    '/v1/metrics': { POST: otlpHttpHandler('metrics', deps) },
-    '/v1/logs': { POST: otlpHttpHandler('logs', deps) },
+type RouteTable = Record<string, Record<string, RouteHandler>>;
+
+/** Health and /metrics: every role answers them, without a key. */
+function opsTable(metrics: SluiceMetrics): RouteTable {
+  return {
     '/api/v1/health': {
       GET: async () => ({ status: 200, headers: { 'content-type': 'application/json' }, body: HEALTH }),
     },
     '/metrics': {
-      GET: async () => ({ status: 200, headers: { 'content-type': deps.metrics.contentType }, body: await deps.metrics.render() }),
+      GET: async () => ({ status: 200, headers: { 'content-type': metrics.contentType }, body: await metrics.render() }),
     },
   };
+}
 
+/** The ingest port of a front end: OTLP/HTTP plus health and metrics. */
+export function ingestRoutes(deps: OtlpHttpDeps): HttpHandler {
+  return router(
+    {
+      '/v1/traces': { POST: otlpHttpHandler('traces', deps) },
+      '/v1/metrics': { POST: otlpHttpHandler('metrics', deps) },
+      '/v1/logs': { POST: otlpHttpHandler('logs', deps) },
+      ...opsTable(deps.metrics),
+    },
+    deps.log,
+  );
+}
+
+/** The HTTP port of a role without a front end (`sluice consume`). */
+export function opsRoutes(metrics: SluiceMetrics, log: Logger): HttpHandler {
+  return router(opsTable(metrics), log);
+}
+
+function router(routes: RouteTable, log: Logger): HttpHandler {
   return async (request) => {
     const methods = routes[request.path];
-    if (!methods) return errorResponse(new SluiceError('not_found', `no route for ${request.path}`), 'json', deps.log);
+    if (!methods) return errorResponse(new SluiceError('not_found', `no route for ${request.path}`), 'json', log);
     const handler = methods[request.method] ?? (request.method === 'HEAD' ? methods.GET : undefined);
     if (!handler) {
-      const response = errorResponse(new SluiceError('method_not_allowed', `${request.method} is not allowed on ${request.path}`), 'json', deps.log);
+      const response = errorResponse(new SluiceError('method_not_allowed', `${request.method} is not allowed on ${request.path}`), 'json', log);
       response.headers!.allow = Object.keys(methods).join(', ');
       return response;
     }

@@ -9,8 +9,11 @@ import { join } from 'node:path';
 import { loadConfig, type SluiceConfig } from '../core/config.ts';
 import { createLogger } from '../core/log.ts';
 import { startServe, type RunningSluice } from '../bin/app.ts';
+import type { Storage } from '../storage/storage.ts';
 
 export interface TestSluice extends RunningSluice {
+  /** `serve` always has storage. */
+  storage: Storage;
   config: Readonly<SluiceConfig>;
   dataDir: string;
   baseUrl: string;
@@ -37,9 +40,11 @@ export async function startTestSluice(overrides: Record<string, unknown> = {}): 
     },
   );
   const app = await startServe(config, createLogger(config.logLevel, 'stderr'));
+  const storage = app.storage!;
   const source = await app.sources.createSource('test');
   return {
     ...app,
+    storage,
     config,
     dataDir,
     baseUrl: `http://127.0.0.1:${app.httpPort}`,
@@ -47,7 +52,7 @@ export async function startTestSluice(overrides: Record<string, unknown> = {}): 
     apiKey: source.apiKey,
     sourceId: source.id,
     async rows<T>(sql: string): Promise<T[]> {
-      const text = await app.storage.query(sql, 'JSONEachRow');
+      const text = await storage.query(sql, 'JSONEachRow');
       return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as T);
     },
     async stop() {

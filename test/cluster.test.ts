@@ -1,0 +1,111 @@
+/**
+ * Cluster mode end to end, against the real nats-server with JetStream (NATS_URL, default
+ * nats://127.0.0.1:4222): two gateways and a storage consumer, state on NATS KV, rows on
+ * JetStream. The official OpenTelemetry exporter sends through both gateways; every span it
+ * was told was accepted is stored exactly once. (Each test run uses streams and buckets of its
+ * own prefix and removes them.)
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSluice, type RunningSluice } from '../bin/app.ts';
+import { loadConfig } from '../core/config.ts';
+import { createLogger } from '../core/log.ts';
+import { exportOnce, exporterFor } from './otel-clients.ts';
+
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+const prefix = `T${randomBytes(4).toString('hex').toUpperCase()}`;
+let dataDir: string;
+const running: RunningSluice[] = [];
+let gateways: RunningSluice[];
+let consumer: RunningSluice;
+
+async function start(role: 'gateway' | 'consume'): Promise<RunningSluice> {
+  const config = loadConfig(
+    {},
+    {
+      dataDir,
+      logLevel: process.env.SLUICE_TEST_LOG_LEVEL ?? 'silent',
+      'http.port': 0,
+      'grpc.port': 0,
+      'pipeline.workers': 1,
+      'nats.url': NATS_URL,
+      'nats.prefix': prefix,
+    },
+  );
+  const app = await startSluice(role, config, createLogger(config.logLevel, 'stderr'));
+  running.push(app);
+  return app;
+}
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), 'sluice-cluster-'));
+  consumer = await start('consume');
+  gateways = [await start('gateway'), await start('gateway')];
+});
+
+afterAll(async () => {
+  for (const app of running.reverse()) await app.shutdown();
+  const nc = await connect({ servers: NATS_URL });
+  const jsm = await jetstreamManager(nc);
+  for await (const stream of jsm.streams.list()) {
+    if (stream.config.name.startsWith(prefix) || stream.config.name.startsWith(`KV_${prefix.toLowerCase()}`)) await jsm.streams.delete(stream.config.name);
+  }
+  await nc.close();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+function spans(service: string, count: number): ReadableSpan[] {
+  const memory = new InMemorySpanExporter();
+  const provider = new BasicTracerProvider({ resource: resourceFromAttributes({ 'service.name': service }), spanProcessors: [new SimpleSpanProcessor(memory)] });
+  const tracer = provider.getTracer('cluster-test');
+  for (let i = 0; i < count; i++) tracer.startSpan(`op-${i}`).end();
+  return memory.getFinishedSpans();
+}
+
+describe('cluster mode', () => {
+  it('a source created through one gateway authenticates on the other (state on NATS KV)', async () => {
+    const source = await gateways[0]!.sources.createSource('fleet');
+    const deadline = Date.now() + 1000;
+    while (!gateways[1]!.sources.authenticate(source.apiKey) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(gateways[1]!.sources.authenticate(source.apiKey)).toBe(source.id);
+  });
+
+  it('spans sent through two gateways land exactly once through the consumer', async () => {
+    const source = await gateways[0]!.sources.createSource('exporters');
+    await new Promise((r) => setTimeout(r, 200));
+    let acknowledged = 0;
+    for (const [i, gateway] of gateways.entries()) {
+      for (const protocol of ['http/protobuf', 'grpc'] as const) {
+        const batch = spans('cluster-svc', 50);
+        const target = { baseUrl: `http://127.0.0.1:${gateway.httpPort}`, grpcAddress: `127.0.0.1:${gateway.grpcPort}`, apiKey: source.apiKey };
+        const result = await exportOnce(exporterFor<ReadableSpan[]>('traces', protocol, target), batch);
+        expect(result.code, `gateway ${i} ${protocol}: ${result.error}`).toBe(0);
+        acknowledged += batch.length;
+      }
+    }
+    const count = async () =>
+      Number(JSON.parse(await consumer.storage!.query(`SELECT count() AS n FROM otel.otel_traces WHERE SourceId = '${source.id}'`)).n);
+    const deadline = Date.now() + 20_000;
+    while ((await count()) < acknowledged && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(await count()).toBe(acknowledged);
+    const duplicates = await consumer.storage!.query(
+      `SELECT count() AS n FROM (SELECT SpanId FROM otel.otel_traces WHERE SourceId = '${source.id}' GROUP BY SpanId HAVING count() > 1)`,
+    );
+    expect(Number(JSON.parse(duplicates).n)).toBe(0);
+  });
+
+  it('the consumer answers health and metrics; a gateway refuses to start without NATS_URL', async () => {
+    expect((await fetch(`http://127.0.0.1:${consumer.httpPort}/api/v1/health`)).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${consumer.httpPort}/v1/traces`, { method: 'POST' })).status).toBe(404);
+    const config = loadConfig({}, { dataDir, logLevel: 'silent' });
+    await expect(startSluice('gateway', config, createLogger('silent'))).rejects.toThrow(/set NATS_URL/);
+  });
+});
