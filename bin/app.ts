@@ -9,6 +9,7 @@
 import type { SluiceConfig } from '../core/config.ts';
 import type { Logger } from '../core/log.ts';
 import { SluiceMetrics } from '../core/metrics.ts';
+import { JetStreamBus } from '../bus/jetstream.ts';
 import { IngestService } from '../pipeline/ingest.ts';
 import { PipelinePool } from '../pipeline/pool.ts';
 import { storageSink } from '../storage/sink.ts';
@@ -83,6 +84,9 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     stops.push(() => bus.shutdown());
     metrics.backlogSource = () => bus.backlogBytes ?? 0;
     if (storage) bus.consume(storageSink(storage, metrics));
+    if (bus instanceof JetStreamBus && storage) {
+      metrics.consumerSource = async () => (await bus.consumerFigures()) ?? { totals: {}, lag: {} };
+    }
 
     let grpcPort = 0;
     let handler = opsRoutes(metrics, log);

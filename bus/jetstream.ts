@@ -70,6 +70,15 @@ export class JetStreamBus implements Bus {
     await this.consumer?.shutdown();
   }
 
+  /** Figures of this process's storage consumer, for /metrics (undefined if it does not consume). */
+  async consumerFigures(): Promise<{ totals: Record<string, number>; lag: Record<string, number> } | undefined> {
+    const consumer = this.consumer;
+    if (!consumer) return undefined;
+    const lag: Record<string, number> = {};
+    for (const table of this.options.tables) lag[table] = await consumer.lag(table).catch(() => -1);
+    return { totals: { ...consumer.stats }, lag };
+  }
+
   /** Starts this process's storage consumer on every table stream (`sluice consume`). */
   consume(sink: ChunkSink): void {
     this.consumer = new JetStreamStorageConsumer(this.nc, { ...this.options.consumer, prefix: this.prefix, tables: this.options.tables }, sink);

@@ -6,6 +6,12 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 export type Signal = 'traces' | 'logs' | 'metrics';
 
+export interface ConsumerFigures {
+  totals: Record<string, number>;
+  /** Messages waiting per table stream. */
+  lag: Record<string, number>;
+}
+
 export class SluiceMetrics {
   readonly registry = new Registry();
 
@@ -74,6 +80,30 @@ export class SluiceMetrics {
     help: 'Row bytes accepted by the bus and not yet committed.',
     registers: [this.registry],
     collect: (): void => this.backlogBytes.set(this.backlogSource()),
+  });
+
+  /** Time from handing rows to the bus to their acknowledgement (JetStream PubAck, or the commit). */
+  readonly publishSeconds = new Histogram({
+    name: 'sluice_bus_publish_seconds',
+    help: 'Time until the bus acknowledged a request\'s rows (JetStream PubAcks, or the embedded commit).',
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+
+  /** Read at scrape time from the storage consumer (set by the composition root in cluster mode). */
+  consumerSource: (() => Promise<ConsumerFigures>) | undefined;
+
+  private readonly consumerGauge: Gauge = new Gauge({
+    name: 'sluice_consumer',
+    help: 'Storage consumer figures: lag (messages not yet stored, per table), batches, rows, redelivered and dead-lettered messages, failed batches (totals since start).',
+    labelNames: ['figure', 'table'] as const,
+    registers: [this.registry],
+    collect: async (): Promise<void> => {
+      if (!this.consumerSource) return;
+      const figures = await this.consumerSource();
+      for (const [figure, value] of Object.entries(figures.totals)) this.consumerGauge.set({ figure, table: '' }, value);
+      for (const [table, lag] of Object.entries(figures.lag)) this.consumerGauge.set({ figure: 'lag', table }, lag);
+    },
   });
 
   render(): Promise<string> {

@@ -52,8 +52,10 @@ export class IngestService {
       throw new SluiceError(result.code, result.message);
     }
     this.metrics.itemsReceived.inc({ signal }, result.accepted + result.rejected);
+    const stopTimer = this.metrics.publishSeconds.startTimer();
     try {
       await this.bus.publish(result.tables);
+      stopTimer();
     } catch (err) {
       const reason = err instanceof SluiceError ? err.code : 'internal';
       this.metrics.itemsRefused.inc({ signal, reason }, result.accepted + result.rejected);
