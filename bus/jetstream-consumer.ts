@@ -7,9 +7,12 @@
  * deduplication:
  *   1. fresh messages form a batch; its manifest {token, seqs, pending} is written first;
  *   2. the batch is inserted with insert_deduplication_token = token;
- *   3. the manifest is marked committed, the messages acked, the manifest deleted.
+ *   3. the manifest is marked committed, then the messages are acked. Committed manifests stay
+ *      in the bucket for an hour (its TTL).
  * A consumer dying (or freezing) anywhere leaves its messages unacked; JetStream redelivers
- * them after ackWait. Whoever receives a redelivered message looks for its manifest:
+ * them after ackWait. A nats-server killed with SIGKILL may also forget acks it had not
+ * written yet, and deliver stored messages again as new. So every message is first looked up
+ * in the manifests (an in-memory index fed by a KV watch, batch-manifests.ts):
  *   - none: the consumer died before step 1, nothing was inserted → a fresh batch;
  *   - committed: the rows are stored → ack;
  *   - pending: the insert may or may not have happened → claim the manifest (compare-and-set),
@@ -35,7 +38,11 @@ import { Kvm, type KV } from '@nats-io/kv';
 import { SluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
 import type { ChunkSink, TableChunk } from './bus.ts';
+import { ManifestIndex, type Manifest } from './batch-manifests.ts';
 import { deadLetterOf, DURABLE, manifestBucketOf, streamOf } from './jetstream-names.ts';
+
+/** How long manifests are kept: a message stored longer ago than this is no longer recognised. */
+const MANIFEST_TTL_MS = 60 * 60 * 1000;
 
 export interface ConsumerTuning {
   /** Rows that make a batch big enough to insert. Default 10,000. */
@@ -53,12 +60,6 @@ export interface ConsumerTuning {
   /** Replicas of the manifest bucket and dead-letter stream. Default 1. */
   replicas?: number;
   log?: Logger;
-}
-
-interface Manifest {
-  token: string;
-  seqs: number[];
-  state: 'pending' | 'committed';
 }
 
 export class JetStreamStorageConsumer {
@@ -115,15 +116,25 @@ export class JetStreamStorageConsumer {
     const manifests = await new Kvm(this.nc).create(manifestBucketOf(this.options.prefix), {
       history: 1,
       replicas: this.tuning.replicas,
-      ttl: 60 * 60 * 1000, // a manifest left behind by a crash is garbage after an hour
+      ttl: MANIFEST_TTL_MS,
     });
+    const index = new ManifestIndex(manifests, MANIFEST_TTL_MS);
+    await index.start();
     const consumer = await this.js.consumers.get(stream, DURABLE);
     let backoffMs = 0;
     while (!this.stopping) {
-      const messages = await this.fetchBatch(consumer);
+      let messages: JsMsg[];
+      try {
+        messages = await this.fetchBatch(consumer);
+      } catch (err) {
+        // NATS unreachable or restarting: the client reconnects by itself; pull again later.
+        this.options.log?.warn({ table, err: (err as Error).message }, 'fetch from JetStream failed; retrying');
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        continue;
+      }
       if (messages.length === 0) continue;
       try {
-        await this.process(jsm, stream, table, messages, manifests);
+        await this.process(jsm, stream, table, messages, index);
         backoffMs = 0;
       } catch (err) {
         this.stats.failures++;
@@ -131,6 +142,7 @@ export class JetStreamStorageConsumer {
         await this.handleFailure(table, messages, err, backoffMs);
       }
     }
+    index.stop();
   }
 
   private async ensureDurable(jsm: JetStreamManager, stream: string): Promise<void> {
@@ -160,9 +172,13 @@ export class JetStreamStorageConsumer {
     );
   }
 
-  /** Pulls messages until the batch holds batchRows rows or batchMaxWaitMs passed. */
+  /**
+   * Pulls messages until the batch holds batchRows rows or batchMaxWaitMs passed. A message
+   * delivered twice while the batch fills (a restarted nats-server forgets deliveries it had
+   * not yet written) is kept once: its latest delivery, whose ack counts.
+   */
   private async fetchBatch(consumer: Consumer): Promise<JsMsg[]> {
-    const batch: JsMsg[] = [];
+    const batch = new Map<number, JsMsg>();
     let rows = 0;
     const deadline = Date.now() + this.tuning.batchMaxWaitMs;
     while (rows < this.tuning.batchRows && !this.stopping) {
@@ -170,48 +186,49 @@ export class JetStreamStorageConsumer {
       if (wait < 50) break;
       const fetched = await consumer.fetch({ max_bytes: this.tuning.batchMaxBytes, expires: Math.max(1000, wait) });
       for await (const message of fetched) {
-        batch.push(message);
-        rows += Number(message.headers?.get('Sluice-Rows') ?? 0);
+        if (!batch.has(message.seq)) rows += Number(message.headers?.get('Sluice-Rows') ?? 0);
+        batch.set(message.seq, message);
       }
-      if (batch.length === 0 && this.stopping) break;
     }
-    return batch;
+    return [...batch.values()];
   }
 
-  private async process(jsm: JetStreamManager, stream: string, table: string, messages: JsMsg[], manifests: KV): Promise<void> {
+  private async process(jsm: JetStreamManager, stream: string, table: string, messages: JsMsg[], index: ManifestIndex): Promise<void> {
     const fresh: JsMsg[] = [];
-    const redelivered = messages.filter((m) => m.info.deliveryCount > 1);
-    this.stats.redelivered += redelivered.length;
-    const known = redelivered.length > 0 ? await this.manifestsOf(manifests, stream) : [];
     const byManifest = new Map<string, JsMsg[]>();
     for (const message of messages) {
-      const owner = message.info.deliveryCount > 1 ? known.find((m) => m.manifest.seqs.includes(message.seq)) : undefined;
+      if (message.info.deliveryCount > 1) this.stats.redelivered++;
+      const owner = index.find(stream, message.seq);
       if (!owner) fresh.push(message);
       else byManifest.set(owner.key, [...(byManifest.get(owner.key) ?? []), message]);
     }
-    for (const [key, held] of byManifest) await this.finishManifest(jsm, stream, table, manifests, key, held);
-    if (fresh.length > 0) await this.insertFresh(stream, table, manifests, fresh);
+    for (const [key, held] of byManifest) await this.finishManifest(jsm, stream, table, index, key, held);
+    if (fresh.length > 0) await this.insertFresh(stream, table, index, fresh);
   }
 
-  private async insertFresh(stream: string, table: string, manifests: KV, messages: JsMsg[]): Promise<void> {
+  private async insertFresh(stream: string, table: string, index: ManifestIndex, messages: JsMsg[]): Promise<void> {
     const seqs = messages.map((m) => m.seq).sort((a, b) => a - b);
     const key = `${stream}.${seqs[0]}`;
     const manifest: Manifest = { token: `${stream}:${seqs[0]}-${seqs[seqs.length - 1]}:${randomUUID()}`, seqs, state: 'pending' };
-    await manifests.put(key, JSON.stringify(manifest));
+    await index.kv.put(key, JSON.stringify(manifest));
+    index.apply(key, manifest);
     await this.sink(messages.map((m) => toChunk(table, m.data, m.headers)), manifest.token);
-    await manifests.put(key, JSON.stringify({ ...manifest, state: 'committed' }));
+    const committed: Manifest = { ...manifest, state: 'committed' };
+    await index.kv.put(key, JSON.stringify(committed));
+    index.apply(key, committed);
     await Promise.all(messages.map((m) => m.ackAck()));
-    await manifests.delete(key);
     this.count(messages);
   }
 
   /** A batch some consumer started: finish it exactly as it was, or just ack if it is done. */
-  private async finishManifest(jsm: JetStreamManager, stream: string, table: string, manifests: KV, key: string, held: JsMsg[]): Promise<void> {
+  private async finishManifest(jsm: JetStreamManager, stream: string, table: string, index: ManifestIndex, key: string, held: JsMsg[]): Promise<void> {
+    const manifests = index.kv;
     const entry = await manifests.get(key);
     const manifest = entry?.operation === 'PUT' ? entry.json<Manifest>() : undefined;
     if (!entry || !manifest) {
-      // Deleted meanwhile: its consumer finished it, so these were acked already or are new to us.
-      for (const message of held) message.nak(0);
+      // Expired (older than the bucket's TTL): nothing says whether it was stored; store it.
+      index.apply(key, undefined);
+      await this.insertFresh(stream, table, index, held);
       return;
     }
     if (manifest.state === 'committed') {
@@ -236,18 +253,11 @@ export class JetStreamStorageConsumer {
       }
     }
     await this.sink(chunks, manifest.token);
-    await manifests.put(key, JSON.stringify({ ...manifest, state: 'committed' }));
+    const committed: Manifest = { ...manifest, state: 'committed' };
+    await manifests.put(key, JSON.stringify(committed));
+    index.apply(key, committed);
     await Promise.all(held.map((m) => m.ackAck()));
     this.count(held);
-  }
-
-  private async manifestsOf(manifests: KV, stream: string): Promise<Array<{ key: string; manifest: Manifest }>> {
-    const found: Array<{ key: string; manifest: Manifest }> = [];
-    for await (const key of await manifests.keys(`${stream}.*`)) {
-      const entry = await manifests.get(key);
-      if (entry?.operation === 'PUT') found.push({ key, manifest: entry.json<Manifest>() });
-    }
-    return found;
   }
 
   private async handleFailure(table: string, messages: JsMsg[], err: unknown, backoffMs: number): Promise<void> {
