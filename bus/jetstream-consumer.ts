@@ -49,8 +49,8 @@ export interface ConsumerTuning {
   batchRows?: number;
   /** Longest a batch waits to fill, in ms. Default 1000. */
   batchMaxWaitMs?: number;
-  /** Bytes one fetch may bring. Default 32 MiB. */
-  batchMaxBytes?: number;
+  /** Messages one pull may bring. Default 64 (at most 32 MiB of rows). */
+  fetchMessages?: number;
   /** How long a delivered message may stay unacked before it is redelivered, in ms. Default 30,000. */
   ackWaitMs?: number;
   /** Deliveries before a message failing for a non-storage reason is dead-lettered. Default 5. */
@@ -79,7 +79,7 @@ export class JetStreamStorageConsumer {
     this.tuning = {
       batchRows: options.batchRows ?? 10_000,
       batchMaxWaitMs: options.batchMaxWaitMs ?? 1000,
-      batchMaxBytes: options.batchMaxBytes ?? 32 * 1024 * 1024,
+      fetchMessages: options.fetchMessages ?? 64,
       ackWaitMs: options.ackWaitMs ?? 30_000,
       maxAttempts: options.maxAttempts ?? 5,
       maxBackoffMs: options.maxBackoffMs ?? 30_000,
@@ -184,7 +184,9 @@ export class JetStreamStorageConsumer {
     while (rows < this.tuning.batchRows && !this.stopping) {
       const wait = deadline - Date.now();
       if (wait < 50) break;
-      const fetched = await consumer.fetch({ max_bytes: this.tuning.batchMaxBytes, expires: Math.max(1000, wait) });
+      // By message count: nats-server 2.9 leaves byte-bounded pulls unanswered under a backlog
+      // ("heartbeats missed"). Messages are ≤ 512 KiB, so this also bounds the bytes.
+      const fetched = await consumer.fetch({ max_messages: this.tuning.fetchMessages, expires: Math.max(1000, wait) });
       for await (const message of fetched) {
         if (!batch.has(message.seq)) rows += Number(message.headers?.get('Sluice-Rows') ?? 0);
         batch.set(message.seq, message);

@@ -70,7 +70,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'nats.url', env: 'NATS_URL', type: 'string', default: '', doc: 'NATS servers with JetStream (comma-separated); set it for cluster mode: bus on JetStream, state on KV.', schema: { pattern: '^(|(nats|tls)://.+)$' } },
   { path: 'nats.prefix', env: 'SLUICE_NATS_PREFIX', type: 'string', default: 'SLUICE', doc: 'Prefix of the JetStream streams and KV buckets, so several deployments can share one NATS.', schema: { pattern: '^[A-Z][A-Z0-9_]{0,31}$' } },
   { path: 'nats.replicas', env: 'SLUICE_NATS_REPLICAS', type: 'integer', default: 1, doc: 'Replicas of each JetStream stream and KV bucket (3 on a 3-node cluster).', schema: { minimum: 1, maximum: 5 } },
-  { path: 'nats.maxStreamBytes', env: 'SLUICE_NATS_MAX_STREAM_BYTES', type: 'integer', default: 8 * 1024 * MiB, doc: 'Bytes each row stream may hold while consumers catch up; when full, gateways answer 503.', schema: { minimum: MiB } },
+  { path: 'nats.maxStreamBytes', env: 'SLUICE_NATS_MAX_STREAM_BYTES', type: 'integer', default: 1024 * MiB, doc: 'Bytes each row stream (one per table) may hold while consumers catch up; JetStream reserves it on disk; when full, gateways answer 503.', schema: { minimum: MiB } },
   { path: 'redis.url', env: 'REDIS_URL', type: 'string', default: '', doc: 'Redis for cluster-wide rate limits (redis://host:6379); without it each gateway limits on its own.', schema: { pattern: '^(|rediss?://.+)$' } },
   { path: 'clickhouse.replicated', env: 'SLUICE_CLICKHOUSE_REPLICATED', type: 'boolean', default: false, doc: 'Create ReplicatedMergeTree tables (needs ClickHouse Keeper and {shard}/{replica} macros).' },
 ];

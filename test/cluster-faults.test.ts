@@ -68,6 +68,7 @@ async function start(role: 'gateway' | 'consume', prefix: string): Promise<Runni
       'pipeline.workers': 1,
       'limits.rateBurst': 100_000,
       'limits.ratePerMinute': 600_000,
+      'nats.maxStreamBytes': 64 * 1024 * 1024,
       'nats.url': `nats://127.0.0.1:${natsPort}`,
       'nats.prefix': prefix,
       'storage.retryAfterSeconds': 1,

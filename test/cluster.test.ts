@@ -35,6 +35,7 @@ async function start(role: 'gateway' | 'consume'): Promise<RunningSluice> {
       'http.port': 0,
       'grpc.port': 0,
       'pipeline.workers': 1,
+      'nats.maxStreamBytes': 64 * 1024 * 1024,
       'nats.url': NATS_URL,
       'nats.prefix': prefix,
     },
