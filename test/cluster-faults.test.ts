@@ -11,9 +11,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSluice, type RunningSluice } from '../bin/app.ts';
-import { loadConfig } from '../core/config.ts';
-import { createLogger } from '../core/log.ts';
+import type { RunningSluice } from '../bin/app.ts';
+import { startTestRole } from './harness.ts';
 import { encodeTraces, traceRequest } from './otlp-fixtures.ts';
 
 let natsPort = 0;
@@ -58,23 +57,15 @@ async function killNats(): Promise<void> {
 }
 
 async function start(role: 'gateway' | 'consume', prefix: string): Promise<RunningSluice> {
-  const config = loadConfig(
-    {},
-    {
-      dataDir,
-      logLevel: process.env.SLUICE_TEST_LOG_LEVEL ?? 'silent',
-      'http.port': 0,
-      'grpc.port': 0,
-      'pipeline.workers': 1,
-      'limits.rateBurst': 100_000,
-      'limits.ratePerMinute': 600_000,
-      'nats.maxStreamBytes': 64 * 1024 * 1024,
-      'nats.url': `nats://127.0.0.1:${natsPort}`,
-      'nats.prefix': prefix,
-      'storage.retryAfterSeconds': 1,
-    },
-  );
-  const app = await startSluice(role, config, createLogger(config.logLevel, 'stderr'));
+  const app = await startTestRole(role, dataDir, {
+    'pipeline.workers': 1,
+    'limits.rateBurst': 100_000,
+    'limits.ratePerMinute': 600_000,
+    'nats.maxStreamBytes': 64 * 1024 * 1024,
+    'nats.url': `nats://127.0.0.1:${natsPort}`,
+    'nats.prefix': prefix,
+    'storage.retryAfterSeconds': 1,
+  });
   running.push(app);
   return app;
 }

@@ -14,9 +14,8 @@ import { connect } from '@nats-io/transport-node';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSluice, type RunningSluice } from '../bin/app.ts';
-import { loadConfig } from '../core/config.ts';
-import { createLogger } from '../core/log.ts';
+import type { RunningSluice } from '../bin/app.ts';
+import { startTestRole } from './harness.ts';
 import { exportOnce, exporterFor } from './otel-clients.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -27,20 +26,12 @@ let gateways: RunningSluice[];
 let consumer: RunningSluice;
 
 async function start(role: 'gateway' | 'consume'): Promise<RunningSluice> {
-  const config = loadConfig(
-    {},
-    {
-      dataDir,
-      logLevel: process.env.SLUICE_TEST_LOG_LEVEL ?? 'silent',
-      'http.port': 0,
-      'grpc.port': 0,
-      'pipeline.workers': 1,
-      'nats.maxStreamBytes': 64 * 1024 * 1024,
-      'nats.url': NATS_URL,
-      'nats.prefix': prefix,
-    },
-  );
-  const app = await startSluice(role, config, createLogger(config.logLevel, 'stderr'));
+  const app = await startTestRole(role, dataDir, {
+    'pipeline.workers': 1,
+    'nats.maxStreamBytes': 64 * 1024 * 1024,
+    'nats.url': NATS_URL,
+    'nats.prefix': prefix,
+  });
   running.push(app);
   return app;
 }
@@ -112,7 +103,6 @@ describe('cluster mode', () => {
     const gatewayMetrics = await (await fetch(`http://127.0.0.1:${gateways[0]!.httpPort}/metrics`)).text();
     expect(gatewayMetrics).toMatch(/sluice_bus_publish_seconds_count [1-9]/);
     expect((await fetch(`http://127.0.0.1:${consumer.httpPort}/v1/traces`, { method: 'POST' })).status).toBe(404);
-    const config = loadConfig({}, { dataDir, logLevel: 'silent' });
-    await expect(startSluice('gateway', config, createLogger('silent'))).rejects.toThrow(/set NATS_URL/);
+    await expect(startTestRole('gateway', dataDir)).rejects.toThrow(/set NATS_URL/);
   });
 });

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, type SluiceConfig } from '../core/config.ts';
 import { createLogger } from '../core/log.ts';
-import { startServe, type RunningSluice } from '../bin/app.ts';
+import { startServe, startSluice, type Role, type RunningSluice } from '../bin/app.ts';
 import type { Storage } from '../storage/storage.ts';
 
 export interface TestSluice extends RunningSluice {
@@ -26,9 +26,9 @@ export interface TestSluice extends RunningSluice {
   stop(): Promise<void>;
 }
 
-export async function startTestSluice(overrides: Record<string, unknown> = {}): Promise<TestSluice> {
-  const dataDir = await mkdtemp(join(tmpdir(), 'sluice-test-'));
-  const config = loadConfig(
+/** A config for tests: free ports, quiet logs (SLUICE_TEST_LOG_LEVEL to see them), the environment ignored. */
+export function testConfig(dataDir: string, overrides: Record<string, unknown> = {}): Readonly<SluiceConfig> {
+  return loadConfig(
     {},
     {
       dataDir,
@@ -39,6 +39,17 @@ export async function startTestSluice(overrides: Record<string, unknown> = {}): 
       ...overrides,
     },
   );
+}
+
+/** Starts one role of Sluice in this process with a test config. */
+export function startTestRole(role: Role, dataDir: string, overrides: Record<string, unknown> = {}): Promise<RunningSluice> {
+  const config = testConfig(dataDir, overrides);
+  return startSluice(role, config, createLogger(config.logLevel, 'stderr'));
+}
+
+export async function startTestSluice(overrides: Record<string, unknown> = {}): Promise<TestSluice> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'sluice-test-'));
+  const config = testConfig(dataDir, overrides);
   const app = await startServe(config, createLogger(config.logLevel, 'stderr'));
   const storage = app.storage!;
   const source = await app.sources.createSource('test');
