@@ -2,12 +2,24 @@
  * Admin operations behind the CLI. When `sluice serve` owns the data dir, the CLI reaches them
  * through its control socket (RemoteAdmin); otherwise it opens the data dir itself (LocalAdmin).
  * Either way the same code runs: chDB binds one data dir per process, so there is exactly one
- * owner at a time.
+ * owner at a time. Arguments are plain JSON values (they cross the socket).
  */
-import type { SourceRegistry } from '../gateway/sources.ts';
+import type { AgentConfigs } from '../gateway/agent-configs.ts';
+import type { InstallTokens } from '../gateway/install-tokens.ts';
+import { NotFoundError, type SourceRegistry } from '../gateway/sources.ts';
 import { migrate } from '../storage/migrate.ts';
 import type { SchemaOptions } from '../storage/schema.ts';
-import { assertReadOnlySql, type Storage } from '../storage/storage.ts';
+import { assertReadOnlySql, quoteIdentifier, quoteString, type Storage } from '../storage/storage.ts';
+
+export interface DeployFilter {
+  sourceId?: string;
+  service?: string;
+  environment?: string;
+  /** Epoch nanoseconds, as decimal strings (JSON has no bigint). */
+  sinceNanos: string;
+  untilNanos: string;
+  limit: number;
+}
 
 export interface Admin {
   createSource(name: string): Promise<unknown>;
@@ -17,42 +29,132 @@ export interface Admin {
   /** Read-only SQL; returns JSONEachRow text. */
   query(sql: string): Promise<string>;
   migrate(): Promise<unknown>;
+  setAgentConfig(sourceId: string, config: unknown): Promise<unknown>;
+  getAgentConfig(sourceId: string): Promise<unknown>;
+  createInstallToken(sourceId: string): Promise<unknown>;
+  listDeploys(filter: DeployFilter): Promise<unknown[]>;
+  /** The latest heartbeat of each agent, newest first. */
+  listAgents(sourceId?: string): Promise<unknown[]>;
 }
 
-export const ADMIN_METHODS = ['createSource', 'listSources', 'addKey', 'revokeKey', 'query', 'migrate'] as const;
+export const ADMIN_METHODS = [
+  'createSource', 'listSources', 'addKey', 'revokeKey', 'query', 'migrate',
+  'setAgentConfig', 'getAgentConfig', 'createInstallToken', 'listDeploys', 'listAgents',
+] as const;
+
+export interface LocalAdminParts {
+  sources: SourceRegistry;
+  configs: AgentConfigs;
+  installTokens: InstallTokens;
+  /** Opens storage on first use: most commands do not need the engine. */
+  storage: () => Promise<Storage>;
+  database: string;
+  schema: SchemaOptions;
+  /** Base URL of the ingest HTTP port, for install URLs. */
+  publicUrl: string;
+}
 
 export class LocalAdmin implements Admin {
-  constructor(
-    private readonly sources: SourceRegistry,
-    /** Opens storage on first use: most commands do not need the engine. */
-    private readonly storage: () => Promise<Storage>,
-    private readonly database: string,
-    private readonly schema: SchemaOptions = {},
-  ) {}
+  constructor(private readonly parts: LocalAdminParts) {}
 
   createSource(name: string) {
-    if (!name.trim()) throw new Error('a source needs a name');
-    return this.sources.createSource(name.trim());
+    if (typeof name !== 'string' || !name.trim()) throw new Error('a source needs a name');
+    return this.parts.sources.createSource(name.trim());
   }
 
   listSources() {
-    return this.sources.listSources();
+    return this.parts.sources.listSources();
   }
 
   addKey(sourceId: string) {
-    return this.sources.addKey(sourceId);
+    return this.parts.sources.addKey(String(sourceId));
   }
 
   revokeKey(keyIdOrApiKey: string) {
-    return this.sources.revokeKey(keyIdOrApiKey);
+    return this.parts.sources.revokeKey(String(keyIdOrApiKey));
   }
 
   async query(sql: string): Promise<string> {
     assertReadOnlySql(sql);
-    return (await this.storage()).query(sql, 'JSONEachRow');
+    return (await this.parts.storage()).query(sql, 'JSONEachRow');
   }
 
   async migrate() {
-    return migrate(await this.storage(), this.database, this.schema);
+    return migrate(await this.parts.storage(), this.parts.database, this.parts.schema);
   }
+
+  async setAgentConfig(sourceId: string, config: unknown) {
+    await this.requireSource(sourceId);
+    return this.parts.configs.set(sourceId, config);
+  }
+
+  async getAgentConfig(sourceId: string) {
+    await this.requireSource(sourceId);
+    return (await this.parts.configs.get(sourceId)) ?? { sourceId, version: 0, updatedAt: null, config: {} };
+  }
+
+  async createInstallToken(sourceId: string) {
+    const issued = await this.parts.installTokens.create(String(sourceId));
+    return { ...issued, url: `${this.parts.publicUrl}/install/${issued.token}` };
+  }
+
+  async listDeploys(filter: DeployFilter): Promise<unknown[]> {
+    const conditions = [
+      `Timestamp >= fromUnixTimestamp64Nano(toInt64(${nanosLiteral(filter.sinceNanos)}))`,
+      `Timestamp < fromUnixTimestamp64Nano(toInt64(${nanosLiteral(filter.untilNanos)}))`,
+    ];
+    if (filter.sourceId) conditions.push(`SourceId = ${quoteString(filter.sourceId)}`);
+    if (filter.service) conditions.push(`Service = ${quoteString(filter.service)}`);
+    if (filter.environment) conditions.push(`Environment = ${quoteString(filter.environment)}`);
+    const limit = Number.isSafeInteger(filter.limit) && filter.limit > 0 ? filter.limit : 100;
+    return this.rows(
+      `SELECT toString(toUnixTimestamp64Nano(Timestamp)) AS nanos, SourceId AS sourceId, Service AS service, Version AS version,
+              Environment AS environment, Commit AS commit, DeployedBy AS deployedBy, Description AS description,
+              Url AS url, Attributes AS attributes
+       FROM ${this.table('deploy_markers')} WHERE ${conditions.join(' AND ')}
+       ORDER BY Timestamp DESC LIMIT ${limit}`,
+    );
+  }
+
+  async listAgents(sourceId?: string): Promise<unknown[]> {
+    const where = sourceId ? `WHERE SourceId = ${quoteString(sourceId)}` : '';
+    return this.rows(
+      `SELECT SourceId AS sourceId, AgentId AS agentId, toString(toUnixTimestamp64Nano(max(LastSeen))) AS nanos,
+              argMax(Host, LastSeen) AS host, argMax(Version, LastSeen) AS version, argMax(Os, LastSeen) AS os,
+              argMax(Arch, LastSeen) AS arch, argMax(Status, LastSeen) AS status,
+              toString(toUnixTimestamp64Nano(argMax(StartedAt, LastSeen))) AS startedNanos, argMax(Attributes, LastSeen) AS attributes
+       FROM ${this.table('agent_heartbeats')} ${where}
+       GROUP BY SourceId, AgentId ORDER BY max(LastSeen) DESC`,
+    );
+  }
+
+  private async requireSource(sourceId: string): Promise<void> {
+    if (typeof sourceId !== 'string' || !(await this.parts.sources.getSource(sourceId))) throw new NotFoundError(`no source ${sourceId}`);
+  }
+
+  private table(name: string): string {
+    return `${quoteIdentifier(this.parts.database)}.${quoteIdentifier(name)}`;
+  }
+
+  /** JSONEachRow rows with their epoch-nanosecond columns turned into RFC 3339 times. */
+  private async rows(sql: string): Promise<unknown[]> {
+    const text = await (await this.parts.storage()).query(sql, 'JSONEachRow');
+    return text.split('\n').filter(Boolean).map((line) => {
+      const { nanos, startedNanos, ...row } = JSON.parse(line) as Record<string, unknown>;
+      const time = (value: unknown) => (value === null || value === undefined ? null : nanosToIso(BigInt(value as string)));
+      const key = 'agentId' in row ? 'lastSeen' : 'timestamp';
+      return { [key]: time(nanos), ...row, ...(startedNanos !== undefined ? { startedAt: time(startedNanos) } : {}) };
+    });
+  }
+}
+
+function nanosLiteral(value: string): string {
+  if (!/^\d{1,19}$/.test(String(value))) throw new Error(`not epoch nanoseconds: ${value}`);
+  return String(value);
+}
+
+/** RFC 3339 with all nine fractional digits. */
+export function nanosToIso(nanos: bigint): string {
+  const iso = new Date(Number(nanos / 1_000_000n)).toISOString();
+  return `${iso.slice(0, 19)}.${String(nanos % 1_000_000_000n).padStart(9, '0')}Z`;
 }

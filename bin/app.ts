@@ -18,6 +18,8 @@ import { clientIpResolver } from '../gateway/client-ip.ts';
 import { OtlpGrpcServer } from '../gateway/grpc/server.ts';
 import { createHttpServer } from '../gateway/http/index.ts';
 import { ingestRoutes, opsRoutes } from '../gateway/routes.ts';
+import { AgentConfigs } from '../gateway/agent-configs.ts';
+import { InstallTokens } from '../gateway/install-tokens.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
 import { LocalAdmin } from './admin.ts';
 import {
@@ -28,6 +30,7 @@ import {
   createStateStore,
   createStorage,
   maxChunkBytes,
+  publicUrl,
   schemaOptions,
 } from './components.ts';
 import { ControlServer } from './control.ts';
@@ -42,6 +45,8 @@ export interface RunningSluice {
   /** Undefined for `gateway`, which stores nothing itself. */
   storage: Storage | undefined;
   sources: SourceRegistry;
+  configs: AgentConfigs;
+  installTokens: InstallTokens;
   metrics: SluiceMetrics;
   shutdown(): Promise<void>;
 }
@@ -70,6 +75,10 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     const sources = new SourceRegistry(state);
     await sources.start();
     stops.push(() => sources.shutdown());
+    const configs = new AgentConfigs(state);
+    await configs.start();
+    stops.push(() => configs.shutdown());
+    const installTokens = new InstallTokens(state, sources);
 
     let storage: Storage | undefined;
     if (withStorage) {
@@ -89,6 +98,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     }
 
     let grpcPort = 0;
+    let httpPort = 0;
     let handler = opsRoutes(metrics, log);
     if (withFrontEnd) {
       const pool = new PipelinePool({
@@ -108,7 +118,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
       const limiter = await createLimiter(config, log);
       stops.push(() => limiter.shutdown());
       const guards = { auth: sources, limiter, clientIp: clientIpResolver(config.limits.trustedProxies) };
-      handler = ingestRoutes({ ...guards, ingest, metrics, log });
+      handler = ingestRoutes({ ...guards, ingest, metrics, log, configs, installTokens, publicUrl: () => publicUrl(config, httpPort) });
 
       const grpc = new OtlpGrpcServer({ ...guards, ingest, metrics, log, maxBodyBytes: config.limits.maxBodyBytes });
       grpcPort = await grpc.listen(config.host, config.grpc.port);
@@ -116,22 +126,30 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     }
     // Every role answers health and /metrics; the front end also takes ingestion.
     const http = createHttpServer(config.http.engine, handler, { maxBodyBytes: config.limits.maxBodyBytes }, log);
-    const httpPort = await http.listen(config.host, config.http.port);
+    httpPort = await http.listen(config.host, config.http.port);
     stops.push(() => http.close());
 
     if (ownsDataDir) {
       // The CLI reaches this process's storage and state through the control socket.
-      const admin = new LocalAdmin(sources, async () => {
-        if (!storage) throw new Error('this process has no storage');
-        return storage;
-      }, config.storage.database, schemaOptions(config));
+      const admin = new LocalAdmin({
+        sources,
+        configs,
+        installTokens,
+        storage: async () => {
+          if (!storage) throw new Error('this process has no storage');
+          return storage;
+        },
+        database: config.storage.database,
+        schema: schemaOptions(config),
+        publicUrl: publicUrl(config, httpPort),
+      });
       const control = new ControlServer(config.dataDir, admin);
       await control.start();
       stops.push(() => control.shutdown());
     }
 
     log.info({ role, host: config.host, httpPort, grpcPort, dataDir: config.dataDir, cluster: !!nc, engine: config.http.engine }, 'sluice is serving');
-    return { httpPort, grpcPort, storage, sources, metrics, shutdown };
+    return { httpPort, grpcPort, storage, sources, configs, installTokens, metrics, shutdown };
   } catch (err) {
     await shutdown();
     throw err;

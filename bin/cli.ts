@@ -2,14 +2,18 @@
  * The `sluice` command line. Output for machines (JSON, JSONEachRow) goes to stdout; logs and
  * errors go to stderr.
  */
+import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import { parseTimestamp } from '../pipeline/agent/time.ts';
 import { ConfigError, loadConfig, type SluiceConfig } from '../core/config.ts';
 import { createLogger } from '../core/log.ts';
+import { AgentConfigs } from '../gateway/agent-configs.ts';
+import { InstallTokens } from '../gateway/install-tokens.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
 import type { Storage } from '../storage/storage.ts';
-import { LocalAdmin, type Admin } from './admin.ts';
+import { LocalAdmin, type Admin, type DeployFilter } from './admin.ts';
 import { startSluice, type Role } from './app.ts';
-import { connectNats, createStateStore, createStorage, schemaOptions } from './components.ts';
+import { connectNats, createStateStore, createStorage, publicUrl, schemaOptions } from './components.ts';
 import { controlSocketAlive, controlSocketPath, remoteAdmin } from './control.ts';
 import { lockDataDir } from './lock.ts';
 
@@ -24,6 +28,13 @@ const USAGE = `usage: sluice <command>
   sources add-key --source ID        issue another API key for a source
   sources revoke-key --key KEY_ID    revoke a key (by its id, or the key itself)
   query "SQL"                        run a read-only SQL query, print JSONEachRow
+  agent-config set --source ID --file F   push the JSON object in F to the source's agents
+  agent-config get --source ID       show the config the source's agents get
+  install-tokens create --source ID  issue a 24-hour install token; prints it and its URL
+  deploys list [--source ID] [--service S] [--environment E] [--since T] [--until T] [--limit N]
+                                     deployment markers, newest first (T: RFC 3339, epoch ns, or 30m/24h/7d ago;
+                                     default: the last 7 days)
+  agents list [--source ID]          the latest heartbeat of each agent
 
 Configuration comes from SLUICE_* environment variables (see README.md).`;
 
@@ -49,6 +60,10 @@ async function withAdmin<T>(config: Readonly<SluiceConfig>, fn: (admin: Admin) =
     cleanups.push(() => state.shutdown());
     const sources = new SourceRegistry(state);
     await sources.start();
+    cleanups.push(() => sources.shutdown());
+    const configs = new AgentConfigs(state);
+    await configs.start();
+    cleanups.push(() => configs.shutdown());
     let storage: Storage | undefined;
     const openStorage = async () => {
       if (!storage) {
@@ -60,7 +75,15 @@ async function withAdmin<T>(config: Readonly<SluiceConfig>, fn: (admin: Admin) =
       }
       return storage;
     };
-    return await fn(new LocalAdmin(sources, openStorage, config.storage.database, schemaOptions(config)));
+    return await fn(new LocalAdmin({
+      sources,
+      configs,
+      installTokens: new InstallTokens(state, sources),
+      storage: openStorage,
+      database: config.storage.database,
+      schema: schemaOptions(config),
+      publicUrl: publicUrl(config),
+    }));
   } finally {
     for (const cleanup of cleanups.reverse()) await cleanup();
   }
@@ -70,11 +93,44 @@ function print(value: unknown): void {
   process.stdout.write(typeof value === 'string' ? value : JSON.stringify(value, null, 2) + '\n');
 }
 
+/** The string options of a subcommand; `required` ones must be present and non-empty. */
+function options<R extends string, O extends string>(args: string[], required: readonly R[], optional: readonly O[] = []): Record<R, string> & Partial<Record<O, string>> {
+  let values: Record<string, unknown>;
+  try {
+    const spec = Object.fromEntries([...required, ...optional].map((name) => [name, { type: 'string' as const }]));
+    values = parseArgs({ args, options: spec, strict: true }).values;
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  for (const name of required) {
+    if (typeof values[name] !== 'string' || values[name] === '') throw new UsageError(`missing --${name}`);
+  }
+  return values as Record<R, string> & Partial<Record<O, string>>;
+}
+
 function option(args: string[], name: string): string {
-  const { values } = parseArgs({ args, options: { [name]: { type: 'string' } }, strict: true });
-  const value = values[name];
-  if (typeof value !== 'string' || value === '') throw new UsageError(`missing --${name}`);
-  return value;
+  return options(args, [name])[name];
+}
+
+const DURATION_UNITS: Record<string, number> = { s: 1e3, m: 60e3, h: 3600e3, d: 86400e3 };
+
+/** A --since/--until value: RFC 3339, epoch nanoseconds, or a duration ago (30m, 24h, 7d). */
+function timeOption(name: string, value: string | undefined, fallbackMs: number): string {
+  if (value === undefined) return String(BigInt(fallbackMs) * 1_000_000n);
+  const ago = /^(\d+)([smhd])$/.exec(value);
+  if (ago) return String(BigInt(Date.now() - Number(ago[1]) * DURATION_UNITS[ago[2]!]!) * 1_000_000n);
+  const nanos = parseTimestamp(value);
+  if (nanos === undefined) throw new UsageError(`--${name}: not RFC 3339, epoch nanoseconds or a duration like 24h`);
+  return String(nanos);
+}
+
+async function readJsonFile(path: string): Promise<unknown> {
+  const text = await readFile(path === '-' ? '/dev/stdin' : path, 'utf8');
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`${path} is not JSON: ${(err as Error).message}`);
+  }
 }
 
 async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void> {
@@ -135,6 +191,50 @@ export async function main(argv: string[]): Promise<number> {
         }
       }
       throw new UsageError(`unknown sources command: ${sub ?? '(none)'}`);
+    case 'agent-config':
+      if (sub === 'set') {
+        const { source, file } = options(rest, ['source', 'file']);
+        const value = await readJsonFile(file);
+        print(await withAdmin(config, (admin) => admin.setAgentConfig(source, value)));
+        return 0;
+      }
+      if (sub === 'get') {
+        const source = option(rest, 'source');
+        print(await withAdmin(config, (admin) => admin.getAgentConfig(source)));
+        return 0;
+      }
+      throw new UsageError(`unknown agent-config command: ${sub ?? '(none)'}`);
+    case 'install-tokens':
+      if (sub === 'create') {
+        const source = option(rest, 'source');
+        print(await withAdmin(config, (admin) => admin.createInstallToken(source)));
+        return 0;
+      }
+      throw new UsageError(`unknown install-tokens command: ${sub ?? '(none)'}`);
+    case 'deploys':
+      if (sub === 'list') {
+        const values = options(rest, [], ['source', 'service', 'environment', 'since', 'until', 'limit']);
+        const limit = values.limit === undefined ? 100 : Number(values.limit);
+        if (!Number.isSafeInteger(limit) || limit < 1) throw new UsageError('--limit: a whole number >= 1');
+        const filter: DeployFilter = {
+          sourceId: values.source,
+          service: values.service,
+          environment: values.environment,
+          sinceNanos: timeOption('since', values.since, Date.now() - 7 * 86400e3),
+          untilNanos: timeOption('until', values.until, Date.now() + 60e3),
+          limit,
+        };
+        print(await withAdmin(config, (admin) => admin.listDeploys(filter)));
+        return 0;
+      }
+      throw new UsageError(`unknown deploys command: ${sub ?? '(none)'}`);
+    case 'agents':
+      if (sub === 'list') {
+        const { source } = options(rest, [], ['source']);
+        print(await withAdmin(config, (admin) => admin.listAgents(source)));
+        return 0;
+      }
+      throw new UsageError(`unknown agents command: ${sub ?? '(none)'}`);
   }
   throw new UsageError(`unknown command: ${command}`);
 }

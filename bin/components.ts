@@ -20,6 +20,11 @@ import { ClickhouseServerStorage } from '../storage/clickhouse.ts';
 import { TABLE_COLUMNS, type SchemaOptions, type TableName } from '../storage/schema.ts';
 import type { Storage } from '../storage/storage.ts';
 
+/** Base URL agents reach the ingest HTTP port at: SLUICE_PUBLIC_URL, else this host. */
+export function publicUrl(config: Readonly<SluiceConfig>, port = config.http.port): string {
+  return (config.http.publicUrl || `http://localhost:${port}`).replace(/\/+$/, '');
+}
+
 /** How `sluice migrate` (and an embedded start) creates the tables. */
 export function schemaOptions(config: Readonly<SluiceConfig>): SchemaOptions {
   const options: SchemaOptions = {};

@@ -36,10 +36,10 @@ export class ControlServer {
       });
       req.on('end', async () => {
         try {
-          const { method, args } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { method: string; args: string[] };
+          const { method, args } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { method: string; args: unknown };
           if (!isAdminMethod(method)) throw new Error(`unknown admin method ${method}`);
-          const call = this.admin[method] as (...values: string[]) => Promise<unknown>;
-          const result = await call.apply(this.admin, (args ?? []).map(String));
+          const call = this.admin[method] as (...values: unknown[]) => Promise<unknown>;
+          const result = await call.apply(this.admin, Array.isArray(args) ? args : []);
           res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result }));
         } catch (err) {
           res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: (err as Error).message }));
@@ -65,7 +65,7 @@ export class ControlServer {
 
 /** The CLI's side: an Admin whose every call goes over the control socket. */
 export function remoteAdmin(socketPath: string): Admin {
-  const call = (method: string, ...args: string[]) =>
+  const call = (method: string, ...args: unknown[]) =>
     new Promise<any>((resolve, reject) => {
       const req = request({ socketPath, path: '/', method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
         const chunks: Buffer[] = [];
@@ -83,7 +83,7 @@ export function remoteAdmin(socketPath: string): Admin {
       req.on('error', reject);
       req.end(JSON.stringify({ method, args }));
     });
-  return Object.fromEntries(ADMIN_METHODS.map((method) => [method, (...args: string[]) => call(method, ...args)])) as unknown as Admin;
+  return Object.fromEntries(ADMIN_METHODS.map((method) => [method, (...args: unknown[]) => call(method, ...args)])) as unknown as Admin;
 }
 
 /** True if a server answers on the socket (a stale socket file from a crash does not). */

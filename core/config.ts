@@ -12,7 +12,7 @@ export interface SluiceConfig {
   dataDir: string;
   host: string;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-  http: { port: number; engine: 'uws' | 'node' };
+  http: { port: number; engine: 'uws' | 'node'; publicUrl: string };
   grpc: { port: number };
   limits: {
     maxBodyBytes: number;
@@ -54,6 +54,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'logLevel', env: 'SLUICE_LOG_LEVEL', type: 'string', default: 'info', doc: 'pino log level: fatal, error, warn, info, debug, trace or silent.', schema: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] } },
   { path: 'http.port', env: 'SLUICE_OTLP_HTTP_PORT', type: 'integer', default: 4318, doc: 'OTLP/HTTP and agent API port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'http.engine', env: 'SLUICE_HTTP_ENGINE', type: 'string', default: 'uws', doc: 'HTTP engine: uws (uWebSockets.js) or node (node:http; also the automatic fallback when uws cannot load).', schema: { enum: ['uws', 'node'] } },
+  { path: 'http.publicUrl', env: 'SLUICE_PUBLIC_URL', type: 'string', default: '', doc: 'URL agents reach the HTTP port at (https://ingest.example.com), written into install manifests; default http://localhost:<port>.', schema: { pattern: '^(|https?://[^\\s"\'\\\\<>`]+)$' } },
   { path: 'grpc.port', env: 'SLUICE_OTLP_GRPC_PORT', type: 'integer', default: 4317, doc: 'OTLP/gRPC port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'limits.maxBodyBytes', env: 'SLUICE_MAX_BODY_BYTES', type: 'integer', default: 10 * MiB, doc: 'Cap on the compressed and on the decompressed request body, in bytes (10 MiB).', schema: { minimum: 1024 } },
   { path: 'limits.ratePerMinute', env: 'SLUICE_RATE_LIMIT_PER_MINUTE', type: 'integer', default: 600, doc: 'Ingestion requests per minute per source IP (token bucket refill rate).', schema: { minimum: 1 } },

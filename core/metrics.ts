@@ -5,6 +5,8 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 export type Signal = 'traces' | 'logs' | 'metrics';
+/** The `signal` label: an OTLP signal or an agent API payload. */
+export type SignalLabel = Signal | 'agent_logs' | 'agent_metrics' | 'heartbeats' | 'deploys';
 
 export interface ConsumerFigures {
   totals: Record<string, number>;

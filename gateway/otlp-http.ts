@@ -42,13 +42,18 @@ function formatOf(contentType: string | undefined): Format | undefined {
   return mediaType ? CONTENT_TYPES[mediaType] : undefined;
 }
 
-/** Rate limit, then authenticate: refuses with 429 or 401. Returns the source id. */
-export async function admit(guards: IngestGuards, request: HttpRequest): Promise<string> {
+/** Takes a token from the client IP's bucket; refuses with 429 when it is empty. */
+export async function rateLimit(guards: Pick<IngestGuards, 'limiter' | 'clientIp'>, request: HttpRequest): Promise<void> {
   const ip = guards.clientIp(request.remoteAddress, request.headers['x-forwarded-for']);
   const decision = await guards.limiter.take(ip);
   if (!decision.allowed) {
     throw new SluiceError('rate_limited', 'too many requests from this IP', { retryAfterSeconds: decision.retryAfterSeconds });
   }
+}
+
+/** Rate limit, then authenticate: refuses with 429 or 401. Returns the source id. */
+export async function admit(guards: IngestGuards, request: HttpRequest): Promise<string> {
+  await rateLimit(guards, request);
   return requireSource(guards.auth, request.headers['x-api-key'], request.headers.authorization);
 }
 

@@ -6,6 +6,8 @@ import { SluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
 import type { SluiceMetrics } from '../core/metrics.ts';
 import type { HttpHandler, HttpRequest, HttpResponse } from './http/adapter.ts';
+import { agentRoutes, type AgentHttpDeps } from './agent-http.ts';
+import { openApiDocument } from './openapi.ts';
 import { errorResponse, otlpHttpHandler, type OtlpHttpDeps } from './otlp-http.ts';
 
 type RouteHandler = (request: HttpRequest) => Promise<HttpResponse>;
@@ -26,13 +28,18 @@ function opsTable(metrics: SluiceMetrics): RouteTable {
   };
 }
 
-/** The ingest port of a front end: OTLP/HTTP plus health and metrics. */
-export function ingestRoutes(deps: OtlpHttpDeps): HttpHandler {
+/** The ingest port of a front end: OTLP/HTTP, the agent API, its OpenAPI document, health and metrics. */
+export function ingestRoutes(deps: OtlpHttpDeps & AgentHttpDeps): HttpHandler {
+  const openApi = JSON.stringify(openApiDocument());
   return router(
     {
       '/v1/traces': { POST: otlpHttpHandler('traces', deps) },
       '/v1/metrics': { POST: otlpHttpHandler('metrics', deps) },
       '/v1/logs': { POST: otlpHttpHandler('logs', deps) },
+      ...agentRoutes(deps),
+      '/api/v1/openapi.json': {
+        GET: async () => ({ status: 200, headers: { 'content-type': 'application/json' }, body: openApi }),
+      },
       ...opsTable(deps.metrics),
     },
     deps.log,
@@ -44,9 +51,11 @@ export function opsRoutes(metrics: SluiceMetrics, log: Logger): HttpHandler {
   return router(opsTable(metrics), log);
 }
 
+/** Routes by exact path; a key ending in `/*` takes any one last segment (e.g. `/install/*`). */
 function router(routes: RouteTable, log: Logger): HttpHandler {
   return async (request) => {
-    const methods = routes[request.path];
+    const lastSlash = request.path.lastIndexOf('/');
+    const methods = routes[request.path] ?? (lastSlash > 0 && lastSlash < request.path.length - 1 ? routes[`${request.path.slice(0, lastSlash)}/*`] : undefined);
     if (!methods) return errorResponse(new SluiceError('not_found', `no route for ${request.path}`), 'json', log);
     const handler = methods[request.method] ?? (request.method === 'HEAD' ? methods.GET : undefined);
     if (!handler) {

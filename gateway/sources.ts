@@ -21,6 +21,8 @@ export interface ApiKeyRecord {
   /** Hex SHA-256 of the key. */
   hash: string;
   createdAt: string;
+  /** What the key was issued for, when not by hand (e.g. "install token itk_…"). */
+  label?: string;
   revokedAt?: string;
 }
 
@@ -85,7 +87,12 @@ export class SourceRegistry {
     return this.store.get<Source>(SOURCES, id);
   }
 
-  async addKey(sourceId: string): Promise<IssuedKey> {
+  /** Whether a key (by id) exists and is not revoked, as this gateway last heard. */
+  keyActive(keyId: string): boolean {
+    return this.hashById.has(keyId);
+  }
+
+  async addKey(sourceId: string, label?: string): Promise<IssuedKey> {
     if (!(await this.getSource(sourceId))) throw new NotFoundError(`no source ${sourceId}`);
     const apiKey = KEY_PREFIX + randomBytes(32).toString('base64url');
     const record: ApiKeyRecord = {
@@ -93,8 +100,10 @@ export class SourceRegistry {
       sourceId,
       hash: hashApiKey(apiKey),
       createdAt: new Date().toISOString(),
+      ...(label ? { label } : {}),
     };
     await this.store.put(API_KEYS, record.id, record);
+    this.index(record.id, record);
     return { keyId: record.id, sourceId, apiKey };
   }
 

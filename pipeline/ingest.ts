@@ -4,11 +4,13 @@
  * resolves once they are durable. It knows formats and rows, not HTTP or gRPC.
  */
 import { SluiceError } from '../core/errors.ts';
-import type { SluiceMetrics } from '../core/metrics.ts';
+import type { SignalLabel, SluiceMetrics } from '../core/metrics.ts';
 import type { Bus } from '../bus/bus.ts';
 import type { ContentEncoding } from './decompress.ts';
 import type { Signal } from './otlp/index.ts';
 import type { PipelinePool } from './pool.ts';
+import type { AgentKind } from './agent/schemas.ts';
+import type { PipelineTask } from './tasks.ts';
 
 export interface OtlpIngestRequest {
   signal: Signal;
@@ -17,6 +19,21 @@ export interface OtlpIngestRequest {
   body: Uint8Array;
   sourceId: string;
 }
+
+export interface AgentIngestRequest {
+  payload: AgentKind;
+  encoding: ContentEncoding;
+  body: Uint8Array;
+  sourceId: string;
+}
+
+/** The metrics label of each agent payload. */
+const AGENT_SIGNAL: Record<AgentKind, SignalLabel> = {
+  logs: 'agent_logs',
+  metrics: 'agent_metrics',
+  heartbeat: 'heartbeats',
+  deploy: 'deploys',
+};
 
 export interface IngestOutcome {
   accepted: number;
@@ -39,14 +56,23 @@ export class IngestService {
     private readonly onInternalError: (detail: string) => void = () => {},
   ) {}
 
-  async ingestOtlp(request: OtlpIngestRequest): Promise<IngestOutcome> {
-    const { signal } = request;
-    const result = await this.pool.run({
-      kind: 'otlp',
+  ingestOtlp(request: OtlpIngestRequest): Promise<IngestOutcome> {
+    return this.run(request.signal, { kind: 'otlp', ...request, maxBytes: this.options.maxBodyBytes, maxChunkBytes: this.options.maxChunkBytes });
+  }
+
+  /** An agent API request: validated whole (a bad batch stores nothing), then published. */
+  ingestAgent(request: AgentIngestRequest): Promise<IngestOutcome> {
+    return this.run(AGENT_SIGNAL[request.payload], {
+      kind: 'agent',
       ...request,
       maxBytes: this.options.maxBodyBytes,
       maxChunkBytes: this.options.maxChunkBytes,
+      receivedAt: String(BigInt(Date.now()) * 1_000_000n),
     });
+  }
+
+  private async run(signal: SignalLabel, task: PipelineTask): Promise<IngestOutcome> {
+    const result = await this.pool.run(task);
     if (!result.ok) {
       if (result.detail) this.onInternalError(result.detail);
       throw new SluiceError(result.code, result.message);

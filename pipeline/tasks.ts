@@ -7,6 +7,8 @@ import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { toSluiceError, type ErrorCode } from '../core/errors.ts';
 import { decompress, type ContentEncoding } from './decompress.ts';
 import { transcodeOtlp, type Signal, type TableRows } from './otlp/index.ts';
+import { transcodeAgent } from './agent/rows.ts';
+import type { AgentKind } from './agent/schemas.ts';
 
 export interface OtlpTask {
   kind: 'otlp';
@@ -21,7 +23,20 @@ export interface OtlpTask {
   maxChunkBytes: number;
 }
 
-export type PipelineTask = OtlpTask;
+/** An agent API request: JSON of one of the agent payload kinds. */
+export interface AgentTask {
+  kind: 'agent';
+  payload: AgentKind;
+  encoding: ContentEncoding;
+  body: Uint8Array;
+  sourceId: string;
+  maxBytes: number;
+  maxChunkBytes: number;
+  /** When the gateway received the request, epoch nanoseconds as a decimal string. */
+  receivedAt: string;
+}
+
+export type PipelineTask = OtlpTask | AgentTask;
 
 export interface TaskSuccess {
   ok: true;
@@ -44,7 +59,10 @@ export type TaskResult = TaskSuccess | TaskFailure;
 export async function runTask(task: PipelineTask): Promise<unknown> {
   try {
     const body = await decompress(task.encoding, task.body, task.maxBytes);
-    const result: TaskSuccess = { ok: true, ...transcodeOtlp(task.signal, task.format, body, task.sourceId, task.maxChunkBytes) };
+    const rows = task.kind === 'otlp'
+      ? transcodeOtlp(task.signal, task.format, body, task.sourceId, task.maxChunkBytes)
+      : transcodeAgent(task.payload, body, task.sourceId, task.maxChunkBytes, BigInt(task.receivedAt));
+    const result: TaskSuccess = { ok: true, ...rows };
     // The row buffers move back to the main thread without a copy.
     return move({
       get [transferableSymbol]() { return result.tables.map((t) => t.data.buffer); },

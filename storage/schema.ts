@@ -19,7 +19,11 @@ export type TableName =
   | 'otel_metrics_sum'
   | 'otel_metrics_histogram'
   | 'otel_metrics_exp_histogram'
-  | 'otel_metrics_summary';
+  | 'otel_metrics_summary'
+  | AgentTableName;
+
+/** Tables of the agent API (pipeline/agent): Sluice's own layout, not the exporter's. */
+export type AgentTableName = 'agent_logs' | 'agent_metrics' | 'agent_heartbeats' | 'deploy_markers';
 
 export interface Migration {
   version: number;
@@ -90,6 +94,12 @@ export const TABLE_COLUMNS: Readonly<Record<TableName, readonly string[]>> = {
     'Attributes', 'StartTimeUnix', 'TimeUnix', 'Count', 'Sum',
     'ValueAtQuantiles.Quantile', 'ValueAtQuantiles.Value', 'Flags',
   ],
+  agent_logs: ['SourceId', 'Timestamp', 'ObservedTimestamp', 'Host', 'Service', 'Level', 'SeverityNumber', 'Message', 'Attributes'],
+  agent_metrics: ['SourceId', 'Timestamp', 'Host', 'Service', 'MetricName', 'MetricType', 'Unit', 'Value', 'Attributes'],
+  agent_heartbeats: ['SourceId', 'AgentId', 'LastSeen', 'Host', 'Version', 'Os', 'Arch', 'Status', 'StartedAt', 'Attributes'],
+  deploy_markers: [
+    'SourceId', 'Timestamp', 'Service', 'Version', 'Environment', 'Commit', 'DeployedBy', 'Description', 'Url', 'Attributes',
+  ],
 };
 
 const MAP = 'Map(LowCardinality(String), String)';
@@ -129,9 +139,13 @@ export function onClusterClause(options: SchemaOptions): string {
   return options.cluster === undefined ? '' : ` ON CLUSTER ${quoteIdentifier(options.cluster)}`;
 }
 
-/** The table engine for the options: one replica set per shard when replicated. */
-export function tableEngine(options: SchemaOptions): string {
-  return options.replicated ? `ReplicatedMergeTree('${REPLICA_PATH}', '{replica}')` : 'MergeTree';
+/**
+ * The table engine for the options: one replica set per shard when replicated. `family` picks
+ * a MergeTree variant (Replacing...) and `args` its own parameters.
+ */
+export function tableEngine(options: SchemaOptions, family = 'MergeTree', args = ''): string {
+  if (options.replicated) return `Replicated${family}('${REPLICA_PATH}', '{replica}'${args ? `, ${args}` : ''})`;
+  return args ? `${family}(${args})` : family;
 }
 
 /**
@@ -152,10 +166,16 @@ interface TableSql {
   settings: string;
 }
 
-function tableSql(db: string, table: string, options: SchemaOptions, ttl?: { column: string; days: number | undefined }): TableSql {
+function tableSql(
+  db: string,
+  table: string,
+  options: SchemaOptions,
+  ttl?: { column: string; days: number | undefined },
+  engine = tableEngine(options),
+): TableSql {
   return {
     create: `CREATE TABLE IF NOT EXISTS ${quoteIdentifier(db)}.${quoteIdentifier(table)}${onClusterClause(options)}`,
-    engine: tableEngine(options),
+    engine,
     ttl: ttl?.days === undefined ? '' : `TTL ${ttl.column} + toIntervalDay(${ttl.days})\n`,
     settings: options.replicated ? REPLICATED_SETTINGS : SETTINGS,
   };
@@ -311,7 +331,7 @@ ORDER BY (SourceId, ServiceName, MetricName, toStartOfHour(TimeUnix), cityHash64
 ${t.ttl}${t.settings}`;
 }
 
-const METRIC_TYPE_COLUMNS: Record<Exclude<TableName, 'otel_traces' | 'otel_logs'>, string> = {
+const METRIC_TYPE_COLUMNS: Record<Exclude<TableName, 'otel_traces' | 'otel_logs' | AgentTableName>, string> = {
   otel_metrics_gauge: `    Value Float64 CODEC(ZSTD(1)),
     Flags UInt32 CODEC(ZSTD(1)),
     ${EXEMPLARS_NESTED}`,
@@ -351,6 +371,87 @@ const METRIC_TYPE_COLUMNS: Record<Exclude<TableName, 'otel_traces' | 'otel_logs'
     Flags UInt32 CODEC(ZSTD(1)),`,
 };
 
+/** Agent log entries (POST /api/v1/ingest): one row per entry. */
+function agentLogsTable(t: TableSql): string {
+  return `${t.create} (
+    SourceId LowCardinality(String) CODEC(ZSTD(1)),
+    Timestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
+    ObservedTimestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
+    Host LowCardinality(String) CODEC(ZSTD(1)),
+    Service LowCardinality(String) CODEC(ZSTD(1)),
+    Level LowCardinality(String) CODEC(ZSTD(1)),
+    SeverityNumber UInt8,
+    Message String CODEC(ZSTD(1)),
+    Attributes ${MAP} CODEC(ZSTD(1)),
+    INDEX idx_attr_key mapKeys(Attributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_attr_value mapValues(Attributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_lower_message lower(Message) TYPE tokenbf_v1(32768, 3, 0) GRANULARITY 8
+) ENGINE = ${t.engine}
+PARTITION BY toDate(Timestamp)
+ORDER BY (SourceId, Service, Host, Timestamp)
+${t.ttl}${t.settings}`;
+}
+
+/** Agent metric points (POST /api/v1/metrics/ingest). */
+function agentMetricsTable(t: TableSql): string {
+  return `${t.create} (
+    SourceId LowCardinality(String) CODEC(ZSTD(1)),
+    Timestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
+    Host LowCardinality(String) CODEC(ZSTD(1)),
+    Service LowCardinality(String) CODEC(ZSTD(1)),
+    MetricName LowCardinality(String) CODEC(ZSTD(1)),
+    MetricType LowCardinality(String) CODEC(ZSTD(1)),
+    Unit LowCardinality(String) CODEC(ZSTD(1)),
+    Value Float64 CODEC(ZSTD(1)),
+    Attributes ${MAP} CODEC(ZSTD(1)),
+    INDEX idx_attr_key mapKeys(Attributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_attr_value mapValues(Attributes) TYPE bloom_filter(0.01) GRANULARITY 1
+) ENGINE = ${t.engine}
+PARTITION BY toDate(Timestamp)
+ORDER BY (SourceId, MetricName, Host, Timestamp)
+${t.ttl}${t.settings}`;
+}
+
+/**
+ * Agent heartbeats: every report is a row; ReplacingMergeTree keeps, per agent, the one with
+ * the latest LastSeen when parts merge (read the latest state with FINAL or argMax).
+ */
+function agentHeartbeatsTable(t: TableSql): string {
+  return `${t.create} (
+    SourceId LowCardinality(String) CODEC(ZSTD(1)),
+    AgentId String CODEC(ZSTD(1)),
+    LastSeen DateTime64(9) CODEC(Delta(8), ZSTD(1)),
+    Host LowCardinality(String) CODEC(ZSTD(1)),
+    Version LowCardinality(String) CODEC(ZSTD(1)),
+    Os LowCardinality(String) CODEC(ZSTD(1)),
+    Arch LowCardinality(String) CODEC(ZSTD(1)),
+    Status LowCardinality(String) CODEC(ZSTD(1)),
+    StartedAt Nullable(DateTime64(9)),
+    Attributes ${MAP} CODEC(ZSTD(1))
+) ENGINE = ${t.engine}
+ORDER BY (SourceId, AgentId)
+${t.ttl}${t.settings}`;
+}
+
+/** Deployment markers (POST /api/v1/webhooks/deploy), read by time range to overlay charts. */
+function deployMarkersTable(t: TableSql): string {
+  return `${t.create} (
+    SourceId LowCardinality(String) CODEC(ZSTD(1)),
+    Timestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
+    Service LowCardinality(String) CODEC(ZSTD(1)),
+    Version String CODEC(ZSTD(1)),
+    Environment LowCardinality(String) CODEC(ZSTD(1)),
+    Commit String CODEC(ZSTD(1)),
+    DeployedBy String CODEC(ZSTD(1)),
+    Description String CODEC(ZSTD(1)),
+    Url String CODEC(ZSTD(1)),
+    Attributes ${MAP} CODEC(ZSTD(1))
+) ENGINE = ${t.engine}
+PARTITION BY toYYYYMM(Timestamp)
+ORDER BY (SourceId, Timestamp, Service)
+${t.ttl}${t.settings}`;
+}
+
 /** Applied in order by storage/migrate.ts; every statement is idempotent (IF NOT EXISTS). */
 export const MIGRATIONS: readonly Migration[] = [
   {
@@ -369,6 +470,20 @@ export const MIGRATIONS: readonly Migration[] = [
         traceIdTsView(q('otel_traces_trace_id_ts_mv'), onClusterClause(options), q('otel_traces_trace_id_ts'), q('otel_traces')),
         logsTable(tableSql(db, 'otel_logs', options, { column: 'toDateTime(Timestamp)', days: days('otel_logs') })),
         ...metrics,
+      ];
+    },
+  },
+  {
+    version: 2,
+    name: 'agent api tables',
+    statements(db, options) {
+      const days = (table: TableName) => options.ttlDays?.[table];
+      const timeTtl = (table: TableName, column = 'Timestamp') => ({ column: `toDateTime(${column})`, days: days(table) });
+      return [
+        agentLogsTable(tableSql(db, 'agent_logs', options, timeTtl('agent_logs'))),
+        agentMetricsTable(tableSql(db, 'agent_metrics', options, timeTtl('agent_metrics'))),
+        agentHeartbeatsTable(tableSql(db, 'agent_heartbeats', options, timeTtl('agent_heartbeats', 'LastSeen'), tableEngine(options, 'ReplacingMergeTree', 'LastSeen'))),
+        deployMarkersTable(tableSql(db, 'deploy_markers', options, timeTtl('deploy_markers'))),
       ];
     },
   },
