@@ -14,6 +14,7 @@ import { IngestService } from '../pipeline/ingest.ts';
 import { PipelinePool } from '../pipeline/pool.ts';
 import { storageSink } from '../storage/sink.ts';
 import type { Storage } from '../storage/storage.ts';
+import type { StateStore } from '../state/store.ts';
 import { clientIpResolver } from '../gateway/client-ip.ts';
 import { OtlpGrpcServer } from '../gateway/grpc/server.ts';
 import { createHttpServer } from '../gateway/http/index.ts';
@@ -44,6 +45,7 @@ export interface RunningSluice {
   grpcPort: number;
   /** Undefined for `gateway`, which stores nothing itself. */
   storage: Storage | undefined;
+  state: StateStore;
   sources: SourceRegistry;
   configs: AgentConfigs;
   installTokens: InstallTokens;
@@ -149,7 +151,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     }
 
     log.info({ role, host: config.host, httpPort, grpcPort, dataDir: config.dataDir, cluster: !!nc, engine: config.http.engine }, 'sluice is serving');
-    return { httpPort, grpcPort, storage, sources, configs, installTokens, metrics, shutdown };
+    return { httpPort, grpcPort, storage, state, sources, configs, installTokens, metrics, shutdown };
   } catch (err) {
     await shutdown();
     throw err;

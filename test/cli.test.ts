@@ -3,7 +3,7 @@
  * on the same data dir, and configuration errors.
  */
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -101,6 +101,44 @@ describe('sluice CLI', () => {
       expect(status).toBe(401);
       const added = JSON.parse((await sluice(['sources', 'add-key', '--source', created.id])).stdout);
       expect(added.apiKey).toMatch(/^slk_/);
+    });
+
+    it('pushes an agent config, issues an install token, lists deploy markers and agents', async () => {
+      const base = `http://127.0.0.1:${httpPort}`;
+      const source = JSON.parse((await sluice(['sources', 'create', '--name', 'fleet'])).stdout);
+      const file = join(dataDir, 'agent-config.json');
+      await writeFile(file, JSON.stringify({ logLevel: 'debug', paths: ['/var/log/app.log'] }));
+      const set = JSON.parse((await sluice(['agent-config', 'set', '--source', source.id, '--file', file])).stdout);
+      expect(set).toMatchObject({ sourceId: source.id, version: 1, config: { logLevel: 'debug' } });
+      const served = await fetch(`${base}/api/v1/agent/config`, { headers: { 'x-api-key': source.apiKey } });
+      expect((await served.json()).config).toEqual({ logLevel: 'debug', paths: ['/var/log/app.log'] });
+      expect(JSON.parse((await sluice(['agent-config', 'get', '--source', source.id])).stdout).version).toBe(1);
+      await writeFile(file, '[1, 2]');
+      const notObject = await sluice(['agent-config', 'set', '--source', source.id, '--file', file]).catch((err) => err);
+      expect(notObject.stderr).toContain('must be a JSON object');
+
+      const token = JSON.parse((await sluice(['install-tokens', 'create', '--source', source.id])).stdout);
+      expect(token.url).toBe(`http://localhost:${httpPort}/install/${token.token}`);
+      expect((await fetch(`${base}/install/${token.token}?format=env`)).status).toBe(200);
+      const unknown = await sluice(['install-tokens', 'create', '--source', 'nope']).catch((err) => err);
+      expect(unknown.stderr).toContain('no source nope');
+
+      const post = (path: string, body: unknown) =>
+        fetch(base + path, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': source.apiKey }, body: JSON.stringify(body) });
+      expect((await post('/api/v1/webhooks/deploy', { service: 'api', version: '1.0', timestamp: '2026-11-20T10:00:00Z' })).status).toBe(200);
+      expect((await post('/api/v1/webhooks/deploy', { service: 'api', version: '1.1', environment: 'prod' })).status).toBe(200);
+      expect((await post('/api/v1/heartbeat', { agentId: 'a-1', version: '0.9', host: 'h1' })).status).toBe(200);
+      const recent = JSON.parse((await sluice(['deploys', 'list', '--source', source.id, '--since', '1h'])).stdout);
+      expect(recent.map((d: { version: string }) => d.version)).toEqual(['1.1']);
+      const all = JSON.parse((await sluice(['deploys', 'list', '--source', source.id, '--since', '2026-11-01T00:00:00Z'])).stdout);
+      expect(all.map((d: { version: string }) => d.version)).toEqual(['1.1', '1.0']);
+      expect(all[1].timestamp).toBe('2026-11-20T10:00:00.000000000Z');
+      const window = JSON.parse((await sluice(['deploys', 'list', '--since', '2026-11-20T09:00:00Z', '--until', '2026-11-20T11:00:00Z'])).stdout);
+      expect(window.map((d: { version: string }) => d.version)).toEqual(['1.0']);
+      const agents = JSON.parse((await sluice(['agents', 'list', '--source', source.id])).stdout);
+      expect(agents).toEqual([expect.objectContaining({ agentId: 'a-1', version: '0.9', host: 'h1', sourceId: source.id, startedAt: null })]);
+      const badTime = await sluice(['deploys', 'list', '--since', 'last week']).catch((err) => err);
+      expect(badTime.code).toBe(2);
     });
 
     it('never logs API keys', () => {

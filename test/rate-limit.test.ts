@@ -39,6 +39,25 @@ describe('rate limit', () => {
     expect(response.status).toBe(429);
   });
 
+  it('the agent API and install manifests share the same per-IP bucket', async () => {
+    const headers = { 'content-type': 'application/json', 'x-api-key': sluice.apiKey };
+    const requests = [
+      fetch(sluice.baseUrl + '/api/v1/ingest', { method: 'POST', headers, body: '{"entries":[{"message":"m"}]}' }),
+      fetch(sluice.baseUrl + '/api/v1/metrics/ingest', { method: 'POST', headers, body: '{"metrics":[]}' }),
+      fetch(sluice.baseUrl + '/api/v1/heartbeat', { method: 'POST', headers, body: '{"agentId":"a","version":"1"}' }),
+      fetch(sluice.baseUrl + '/api/v1/webhooks/deploy', { method: 'POST', headers, body: '{"service":"s","version":"1"}' }),
+      fetch(sluice.baseUrl + '/api/v1/agent/config', { headers }),
+      fetch(sluice.baseUrl + '/install/sit_' + 'x'.repeat(43)),
+    ];
+    for (const response of await Promise.all(requests)) {
+      expect(response.status).toBe(429);
+      expect(Number(response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(await response.json()).toMatchObject({ error: 'rate_limited', statusCode: 429 });
+    }
+    const [row] = await sluice.rows<{ n: number }>('SELECT count() AS n FROM otel.agent_logs');
+    expect(Number(row!.n)).toBe(0);
+  });
+
   it('health is not rate limited', async () => {
     expect((await fetch(sluice.baseUrl + '/api/v1/health')).status).toBe(200);
   });
