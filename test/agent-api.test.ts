@@ -26,7 +26,7 @@ function post(path: string, body: unknown, headers: Record<string, string> = {})
   return fetch(sluice.baseUrl + path, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-api-key': sluice.apiKey, ...headers },
-    body: payload,
+    body: payload as BodyInit,
   });
 }
 
