@@ -180,3 +180,52 @@ export function traceBodies(types: TraceTypes, count: number, spansPerRequest: n
   const gzip = bodies.reduce((sum, b) => sum + b.length, 0);
   return { bodies, spansPerRequest, rawBytes: Math.round(raw / count), gzipBytes: Math.round(gzip / count) };
 }
+
+const LEVELS = ['info', 'info', 'info', 'info', 'debug', 'debug', 'warn', 'error'];
+const LOG_TEMPLATES = [
+  (r: Rand) => `GET ${pick(r, ROUTES)} ${pick(r, [200, 200, 200, 404, 500])} ${int(r, 1, 900)}ms bytes=${int(r, 200, 90_000)}`,
+  (r: Rand) => `order ${int(r, 100_000, 999_999)} placed for customer ${hex(r, 6)}: ${int(r, 1, 9)} items, total ${int(r, 5, 900)}.${int(r, 10, 99)} EUR`,
+  (r: Rand) => `connection pool ${pick(r, ['pg', 'redis', 'http'])} at ${int(r, 1, 64)}/64, waited ${int(r, 0, 250)}ms`,
+  (r: Rand) => `retrying ${pick(r, SERVICES)} call after ${pick(r, ['timeout', 'ECONNRESET', '503'])} (attempt ${int(r, 1, 5)} of 5)`,
+];
+
+export interface AgentLogPayload {
+  bodies: Buffer[];
+  entriesPerRequest: number;
+  rawBytes: number;
+  gzipBytes: number;
+}
+
+/**
+ * Agent log batches as an agent ships them: one host and service per batch, entries with an
+ * RFC 3339 nanosecond timestamp, a level, a message and 5 attributes; JSON, gzipped.
+ */
+export function agentLogBodies(count: number, entriesPerRequest: number, seed = 7): AgentLogPayload {
+  const rand = rng(seed);
+  const start = Date.parse('2026-11-22T10:00:00Z');
+  const bodies: Buffer[] = [];
+  let rawBytes = 0;
+  for (let b = 0; b < count; b++) {
+    const entries = Array.from({ length: entriesPerRequest }, (_, i) => ({
+      timestamp: new Date(start + b * 1000 + i).toISOString().replace('Z', `${String(int(rand, 0, 999_999)).padStart(6, '0')}Z`),
+      level: pick(rand, LEVELS),
+      message: pick(rand, LOG_TEMPLATES)(rand),
+      attributes: {
+        'thread': `worker-${int(rand, 1, 16)}`,
+        'trace_id': hex(rand, 16),
+        'http.route': pick(rand, ROUTES),
+        'duration_ms': int(rand, 1, 900),
+        'retry': rand() < 0.05,
+      },
+    }));
+    const raw = Buffer.from(JSON.stringify({ host: `node-${int(rand, 1, 40)}`, service: pick(rand, SERVICES), entries }));
+    rawBytes += raw.length;
+    bodies.push(gzipSync(raw));
+  }
+  return {
+    bodies,
+    entriesPerRequest,
+    rawBytes: rawBytes / count,
+    gzipBytes: bodies.reduce((n, body) => n + body.length, 0) / count,
+  };
+}

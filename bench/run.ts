@@ -10,7 +10,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 import autocannon, { type Result } from 'autocannon';
-import { loadTraceTypes, traceBodies } from './payload.ts';
+import { agentLogBodies, loadTraceTypes, traceBodies } from './payload.ts';
 import { cpuSeconds, machineBusySeconds, startTarget, TARGETS, type RunningTarget, type TargetName } from './target.ts';
 
 /** A request mix: the same for every target. */
@@ -18,8 +18,14 @@ interface Scenario {
   path: string;
   headers: Record<string, string>;
   bodies: Buffer[];
-  /** Spans (or log records, data points) carried by one request. */
+  /** Spans (or log entries) carried by one request. */
   itemsPerRequest: number;
+  /** What an item is, for the report: spans, entries. */
+  unit: string;
+  /** The table the items land in, counted to verify the run. */
+  table: string;
+  /** Targets that speak this scenario's API (default: all). */
+  targets?: readonly TargetName[];
   description: string;
 }
 
@@ -31,9 +37,28 @@ const SCENARIOS: Record<string, () => Scenario> = {
       headers: { 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip' },
       bodies: payload.bodies,
       itemsPerRequest: payload.spansPerRequest,
+      unit: 'spans',
+      table: 'otel_traces',
       description:
         `OTLP/HTTP POST /v1/traces, protobuf + gzip, ${payload.spansPerRequest} spans × 20 attributes per request, ` +
         `${payload.bodies.length} distinct bodies, ${(payload.rawBytes / 1024).toFixed(1)} KB raw / ` +
+        `${(payload.gzipBytes / 1024).toFixed(1)} KB gzip each`,
+    };
+  },
+  'agent-log-json-gzip': () => {
+    const payload = agentLogBodies(64, 1000);
+    return {
+      path: '/api/v1/ingest',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      bodies: payload.bodies,
+      itemsPerRequest: payload.entriesPerRequest,
+      unit: 'entries',
+      table: 'agent_logs',
+      // The naive receiver speaks OTLP traces only.
+      targets: ['sluice', 'sluice-node'],
+      description:
+        `agent API POST /api/v1/ingest, JSON + gzip, ${payload.entriesPerRequest} log entries × 5 attributes per request, ` +
+        `${payload.bodies.length} distinct bodies, ${(payload.rawBytes / 1024).toFixed(1)} KB JSON / ` +
         `${(payload.gzipBytes / 1024).toFixed(1)} KB gzip each`,
     };
   },
@@ -90,10 +115,10 @@ function load(target: RunningTarget, scenario: Scenario, duration: number, conne
 }
 
 /** Reads the stored count until it stops changing: cut-off requests may still be committing. */
-async function settledCount(target: RunningTarget): Promise<number> {
+async function settledCount(target: RunningTarget, table: string): Promise<number> {
   let last = -1;
   for (let i = 0; i < 40; i++) {
-    const count = await target.countSpans();
+    const count = await target.countRows(table);
     if (count === last) return count;
     last = count;
     await new Promise((resolve) => setTimeout(resolve, 500));
@@ -104,23 +129,23 @@ async function settledCount(target: RunningTarget): Promise<number> {
 interface Row {
   target: string;
   reqPerSec: number;
-  spansPerSec: number;
+  itemsPerSec: number;
   p50Ms: number;
   p99Ms: number;
   /** non-2xx responses plus socket errors and timeouts. */
   errors: number;
   statusCodes: Record<string, number>;
-  /** Server CPU (user + system, all threads) per million acknowledged spans. */
-  cpuSecondsPerMillionSpans: number;
+  /** Server CPU (user + system, all threads) per million acknowledged items. */
+  cpuSecondsPerMillionItems: number;
   /** Server CPU seconds / wall seconds: how many cores it kept busy. */
   serverCores: number;
   /** This process (autocannon) CPU seconds / wall seconds. */
   loadgenCores: number;
   /** Every other process on the machine: above ~0.1 the figures are disturbed. */
   otherCores: number;
-  /** Spans acknowledged with 2xx (warm-up included) and spans the target says it stored. */
-  acknowledgedSpans: number;
-  storedSpans: number;
+  /** Items acknowledged with 2xx (warm-up included) and items the target says it stored. */
+  acknowledgedItems: number;
+  storedItems: number;
   verified: boolean;
   error?: string;
 }
@@ -142,28 +167,28 @@ async function measure(name: TargetName, scenario: Scenario, opts: Options): Pro
     const loadgen = (ours.user + ours.system) / 1e6;
 
     const ok = result['2xx'];
-    const spans = ok * scenario.itemsPerRequest;
-    const acknowledgedSpans = ((warm?.['2xx'] ?? 0) + ok) * scenario.itemsPerRequest;
-    const storedSpans = await settledCount(target);
+    const items = ok * scenario.itemsPerRequest;
+    const acknowledgedItems = ((warm?.['2xx'] ?? 0) + ok) * scenario.itemsPerRequest;
+    const storedItems = await settledCount(target, scenario.table);
     // Requests cut off when a run ends may be stored without being acknowledged: at most one
     // in flight per connection, per run.
     const slack = 2 * opts.connections * scenario.itemsPerRequest;
-    const verified = storedSpans >= acknowledgedSpans && storedSpans <= acknowledgedSpans + slack;
-    log(`${ok} requests 2xx, ${storedSpans} spans stored for ${acknowledgedSpans} acknowledged: ${verified ? 'ok' : 'MISMATCH'}`);
+    const verified = storedItems >= acknowledgedItems && storedItems <= acknowledgedItems + slack;
+    log(`${ok} requests 2xx, ${storedItems} ${scenario.unit} stored for ${acknowledgedItems} acknowledged: ${verified ? 'ok' : 'MISMATCH'}`);
     return {
       target: name,
       reqPerSec: result.requests.total / result.duration,
-      spansPerSec: spans / result.duration,
+      itemsPerSec: items / result.duration,
       p50Ms: result.latency.p50,
       p99Ms: result.latency.p99,
       errors: result.non2xx + result.errors,
       statusCodes: Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, s]) => [code, s.count])),
-      cpuSecondsPerMillionSpans: spans ? cpu / (spans / 1e6) : NaN,
+      cpuSecondsPerMillionItems: items ? cpu / (items / 1e6) : NaN,
       serverCores: cpu / result.duration,
       loadgenCores: loadgen / result.duration,
       otherCores: Math.max(0, machine - cpu - loadgen) / result.duration,
-      acknowledgedSpans,
-      storedSpans,
+      acknowledgedItems,
+      storedItems,
       verified,
     };
   } finally {
@@ -173,14 +198,14 @@ async function measure(name: TargetName, scenario: Scenario, opts: Options): Pro
 
 const fixed = (n: number, digits = 0) => (Number.isFinite(n) ? n.toFixed(digits) : '–');
 
-function markdown(scenario: string, description: string, opts: Options, rows: Row[]): string {
+function markdown(scenario: string, { description, unit }: Scenario, opts: Options, rows: Row[]): string {
   const lines = [
     `## ${scenario}`,
     '',
     `${description}. autocannon, ${opts.connections} connections, ${opts.duration} s per target after ${opts.warmup} s warm-up; ` +
       `${availableParallelism()} cores shared by load generator and server; Node ${process.version}.`,
     '',
-    '| target | req/s | spans/s | p50 ms | p99 ms | errors | CPU-s / M spans | server cores | load-gen cores | other cores | stored = acked |',
+    `| target | req/s | ${unit}/s | p50 ms | p99 ms | errors | CPU-s / M ${unit} | server cores | load-gen cores | other cores | stored = acked |`,
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
   ];
   for (const r of rows) {
@@ -189,8 +214,8 @@ function markdown(scenario: string, description: string, opts: Options, rows: Ro
       continue;
     }
     lines.push(
-      `| ${r.target} | ${fixed(r.reqPerSec)} | ${fixed(r.spansPerSec)} | ${fixed(r.p50Ms)} | ${fixed(r.p99Ms)} | ${r.errors} | ` +
-        `${fixed(r.cpuSecondsPerMillionSpans, 2)} | ${fixed(r.serverCores, 2)} | ${fixed(r.loadgenCores, 2)} | ${fixed(r.otherCores, 2)} | ${r.verified ? 'yes' : `NO (${r.storedSpans} / ${r.acknowledgedSpans})`} |`,
+      `| ${r.target} | ${fixed(r.reqPerSec)} | ${fixed(r.itemsPerSec)} | ${fixed(r.p50Ms)} | ${fixed(r.p99Ms)} | ${r.errors} | ` +
+        `${fixed(r.cpuSecondsPerMillionItems, 2)} | ${fixed(r.serverCores, 2)} | ${fixed(r.loadgenCores, 2)} | ${fixed(r.otherCores, 2)} | ${r.verified ? 'yes' : `NO (${r.storedItems} / ${r.acknowledgedItems})`} |`,
     );
   }
   if (rows.some((r) => r.otherCores > 0.1)) {
@@ -200,8 +225,8 @@ function markdown(scenario: string, description: string, opts: Options, rows: Ro
   const ratios = rows.filter((r) => r.target !== 'naive' && !r.error && naive);
   if (ratios.length) lines.push('');
   for (const r of ratios) {
-    const ratio = naive!.cpuSecondsPerMillionSpans / r.cpuSecondsPerMillionSpans;
-    lines.push(`- ${r.target}: ${fixed(ratio, 2)}× the spans per CPU-second of naive, ${fixed(r.spansPerSec / naive!.spansPerSec, 2)}× its spans/s.`);
+    const ratio = naive!.cpuSecondsPerMillionItems / r.cpuSecondsPerMillionItems;
+    lines.push(`- ${r.target}: ${fixed(ratio, 2)}× the ${unit} per CPU-second of naive, ${fixed(r.itemsPerSec / naive!.itemsPerSec, 2)}× its ${unit}/s.`);
   }
   return lines.join('\n') + '\n';
 }
@@ -212,7 +237,9 @@ async function main(): Promise<void> {
   process.stderr.write(`${opts.scenario}: ${scenario.description}\n`);
 
   const rows: Row[] = [];
-  for (const name of opts.targets) {
+  const unsupported = opts.targets.filter((name) => scenario.targets && !scenario.targets.includes(name));
+  if (unsupported.length) process.stderr.write(`skipping ${unsupported.join(', ')}: no ${scenario.path} endpoint\n`);
+  for (const name of opts.targets.filter((t) => !unsupported.includes(t))) {
     try {
       rows.push(await measure(name, scenario, opts));
     } catch (err) {
@@ -221,7 +248,7 @@ async function main(): Promise<void> {
     }
   }
 
-  const md = markdown(opts.scenario, scenario.description, opts, rows);
+  const md = markdown(opts.scenario, scenario, opts, rows);
   process.stdout.write('\n' + md);
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   const dir = new URL('results/', import.meta.url);

@@ -57,8 +57,8 @@ export interface RunningTarget {
   url: string;
   /** Headers every request needs (authentication). */
   headers: Record<string, string>;
-  /** Spans stored so far, as the target's own storage reports them. */
-  countSpans(): Promise<number>;
+  /** Rows of a table stored so far, as the target's own storage reports them. */
+  countRows(table: string): Promise<number>;
   /** Stops the server (SIGTERM, then SIGKILL) and deletes its data dir. */
   stop(): Promise<void>;
 }
@@ -116,11 +116,11 @@ export async function startTarget(name: TargetName): Promise<RunningTarget> {
   const tail: string[] = [];
   let child: ChildProcess;
   let headers: Record<string, string> = {};
-  let countSpans: () => Promise<number>;
+  let countRows: (table: string) => Promise<number>;
 
   if (name === 'naive') {
     child = spawn(process.execPath, ['--import', 'tsx', NAIVE, '--port', String(port), '--data-dir', dataDir], { cwd: ROOT });
-    countSpans = async () => Number(await (await fetch(`${url}/count`)).text());
+    countRows = async () => Number(await (await fetch(`${url}/count`)).text()); // its one table: otel_traces
   } else {
     const env = {
       ...process.env,
@@ -136,8 +136,8 @@ export async function startTarget(name: TargetName): Promise<RunningTarget> {
     const { apiKey } = JSON.parse(await sluiceCli(env, 'sources', 'create', '--name', 'bench')) as { apiKey: string };
     headers = { 'x-api-key': apiKey };
     child = spawn(process.execPath, [SLUICE, 'serve'], { cwd: ROOT, env });
-    countSpans = async () => {
-      const out = await sluiceCli(env, 'query', 'SELECT count() AS n FROM otel.otel_traces');
+    countRows = async (table) => {
+      const out = await sluiceCli(env, 'query', `SELECT count() AS n FROM otel.${table}`);
       return Number((JSON.parse(out.split('\n')[0]!) as { n: number | string }).n);
     };
   }
@@ -155,7 +155,7 @@ export async function startTarget(name: TargetName): Promise<RunningTarget> {
     pid: child.pid!,
     url,
     headers,
-    countSpans,
+    countRows,
     async stop() {
       await stopChild(child, tail);
       rmSync(dataDir, { recursive: true, force: true });

@@ -30,7 +30,7 @@ describe('storage schema', () => {
     expect(again).toEqual({ applied: [], current: first.current });
     const tables = rows("SELECT name, engine FROM system.tables WHERE database = 'telemetry_a' ORDER BY name");
     expect(tables.map((t) => t.name)).toEqual([
-      'otel_logs', 'otel_metrics_exp_histogram', 'otel_metrics_gauge', 'otel_metrics_histogram', 'otel_metrics_sum',
+      'agent_heartbeats', 'agent_logs', 'agent_metrics', 'deploy_markers', 'otel_logs', 'otel_metrics_exp_histogram', 'otel_metrics_gauge', 'otel_metrics_histogram', 'otel_metrics_sum',
       'otel_metrics_summary', 'otel_traces', 'otel_traces_trace_id_ts', 'otel_traces_trace_id_ts_mv', 'sluice_schema_migrations',
     ]);
   });
@@ -98,12 +98,16 @@ describe('schema options', () => {
   it('defaults to plain MergeTree on this server, without TTL', async () => {
     const statements = await sent({});
     expect(statements.join('\n')).not.toMatch(/ON CLUSTER|Replicated|\bTTL\b/);
-    for (const table of TABLES) expect(tableDdl(statements, table), table).toMatch(/ENGINE = MergeTree\b/);
+    for (const table of TABLES) {
+      // Heartbeats keep the latest report per agent: a ReplacingMergeTree on LastSeen.
+      const engine = table === 'agent_heartbeats' ? /ENGINE = ReplacingMergeTree\(LastSeen\)\n/ : /ENGINE = MergeTree\b(?!\()/;
+      expect(tableDdl(statements, table), table).toMatch(engine);
+    }
   });
 
   it('adds ON CLUSTER to every CREATE, the database and the ledger included', async () => {
     const statements = await sent(CLUSTER);
-    expect(statements).toHaveLength(MIGRATIONS[0]!.statements('otel', {}).length + 2);
+    expect(statements).toHaveLength(MIGRATIONS.reduce((n, m) => n + m.statements('otel', {}).length, 0) + 2);
     for (const sql of statements) expect(sql).toMatch(/^CREATE (DATABASE|TABLE|MATERIALIZED VIEW) IF NOT EXISTS `otel`(\.`\w+`)? ON CLUSTER `prod`([ (\n]|$)/);
   });
 
@@ -111,7 +115,10 @@ describe('schema options', () => {
     const statements = await sent(REPLICATED);
     for (const table of TABLES) {
       const ddl = tableDdl(statements, table);
-      expect(ddl, table).toContain("ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')");
+      const engine = table === 'agent_heartbeats'
+        ? "ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}', LastSeen)"
+        : "ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')";
+      expect(ddl, table).toContain(engine);
       expect(ddl, table).not.toContain('non_replicated_deduplication_window');
     }
   });
