@@ -94,6 +94,41 @@ describe('cluster mode', () => {
     expect(Number(JSON.parse(duplicates).n)).toBe(0);
   });
 
+  it('the agent API runs through the cluster: batches land once, configs and install tokens reach every gateway', async () => {
+    const source = await gateways[0]!.sources.createSource('agents');
+    await new Promise((r) => setTimeout(r, 200));
+    const post = (gateway: RunningSluice, path: string, body: unknown) =>
+      fetch(`http://127.0.0.1:${gateway.httpPort}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': source.apiKey },
+        body: JSON.stringify(body),
+      });
+    const entries = Array.from({ length: 3000 }, (_, i) => ({ message: `cluster entry ${i}` }));
+    expect((await post(gateways[0]!, '/api/v1/ingest', { host: 'h', entries })).status).toBe(200);
+    expect((await post(gateways[1]!, '/api/v1/heartbeat', { agentId: 'a', version: '2.0' })).status).toBe(200);
+    const count = async (sql: string) => Number(JSON.parse(await consumer.storage!.query(sql)).n);
+    const logs = () => count(`SELECT count() AS n FROM otel.agent_logs WHERE SourceId = '${source.id}'`);
+    const deadline = Date.now() + 20_000;
+    while ((await logs()) < entries.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await logs()).toBe(entries.length);
+    expect(await count(`SELECT uniqExact(Message) AS n FROM otel.agent_logs WHERE SourceId = '${source.id}'`)).toBe(entries.length);
+    expect(await count(`SELECT count() AS n FROM otel.agent_heartbeats WHERE SourceId = '${source.id}'`)).toBe(1);
+
+    await gateways[0]!.configs.set(source.id, { sampling: 0.25 });
+    const served = async () =>
+      (await (await fetch(`http://127.0.0.1:${gateways[1]!.httpPort}/api/v1/agent/config`, { headers: { 'x-api-key': source.apiKey } })).json()).config;
+    const configDeadline = Date.now() + 1000;
+    while ((await served()).sampling !== 0.25 && Date.now() < configDeadline) await new Promise((r) => setTimeout(r, 20));
+    expect(await served()).toEqual({ sampling: 0.25 });
+
+    const issued = await gateways[0]!.installTokens.create(source.id);
+    const manifest = async () => (await fetch(`http://127.0.0.1:${gateways[1]!.httpPort}/install/${issued.token}?format=env`)).status;
+    const tokenDeadline = Date.now() + 1000;
+    while ((await manifest()) !== 200 && Date.now() < tokenDeadline) await new Promise((r) => setTimeout(r, 20));
+    expect(await manifest()).toBe(200);
+  });
+
   it('the consumer answers health and metrics; a gateway refuses to start without NATS_URL', async () => {
     expect((await fetch(`http://127.0.0.1:${consumer.httpPort}/api/v1/health`)).status).toBe(200);
     const metrics = await (await fetch(`http://127.0.0.1:${consumer.httpPort}/metrics`)).text();
