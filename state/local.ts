@@ -43,6 +43,16 @@ export class LocalStateStore implements StateStore {
     this.emit(bucket, { key, value });
   }
 
+  async create<T>(bucket: string, key: string, value: T): Promise<boolean> {
+    const entries = await this.load(bucket);
+    // No await between the check and the set: one process owns the data dir.
+    if (entries.has(key)) return false;
+    entries.set(key, structuredClone(value));
+    await this.persist(bucket, entries);
+    this.emit(bucket, { key, value });
+    return true;
+  }
+
   async delete(bucket: string, key: string): Promise<void> {
     const entries = await this.load(bucket);
     if (!entries.delete(key)) return;

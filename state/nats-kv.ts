@@ -51,6 +51,17 @@ export class NatsKvStateStore implements StateStore {
     await (await this.open(bucket)).put(encodeKey(key), JSON.stringify(value));
   }
 
+  async create<T>(bucket: string, key: string, value: T): Promise<boolean> {
+    try {
+      // KV create is a publish expecting the key's last sequence to be a delete or none.
+      await (await this.open(bucket)).create(encodeKey(key), JSON.stringify(value));
+      return true;
+    } catch (err) {
+      if (/wrong last sequence|key exists/i.test((err as Error).message)) return false;
+      throw err;
+    }
+  }
+
   async delete(bucket: string, key: string): Promise<void> {
     await (await this.open(bucket)).delete(encodeKey(key));
   }

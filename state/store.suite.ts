@@ -52,6 +52,18 @@ export function describeStateStore(driver: string, createStore: () => Promise<St
       expect(seen).toHaveLength(2);
     });
 
+    it('creates a key once: concurrent creates have exactly one winner, and a deleted key can be created again', async () => {
+      const store = await fresh();
+      const results = await Promise.all(Array.from({ length: 8 }, (_, i) => store.create('claims', 'token-1', { by: i })));
+      expect(results.filter(Boolean)).toHaveLength(1);
+      const winner = results.indexOf(true);
+      expect(await store.get('claims', 'token-1')).toEqual({ by: winner });
+      expect(await store.create('claims', 'token-1', { by: 99 })).toBe(false);
+      await store.delete('claims', 'token-1');
+      expect(await store.create('claims', 'token-1', { by: 100 })).toBe(true);
+      expect(await store.get('claims', 'token-1')).toEqual({ by: 100 });
+    });
+
     it('survives concurrent writes to one bucket', async () => {
       const store = await fresh();
       await Promise.all(Array.from({ length: 50 }, (_, i) => store.put('many', `k${i}`, i)));

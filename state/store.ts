@@ -10,6 +10,11 @@ export interface StateStore {
   shutdown(): Promise<void>;
   get<T>(bucket: string, key: string): Promise<T | undefined>;
   put<T>(bucket: string, key: string, value: T): Promise<void>;
+  /**
+   * Puts only if the key holds no value; true if this call created it. Atomic across every
+   * process sharing the store, so it can reserve a unique name or use up a single-use token.
+   */
+  create<T>(bucket: string, key: string, value: T): Promise<boolean>;
   delete(bucket: string, key: string): Promise<void>;
   list<T>(bucket: string): Promise<Array<[string, T]>>;
   /**
