@@ -9,7 +9,8 @@
  * An expired token is deleted when next presented; the key it carried stays valid (agents
  * installed with it keep working) until revoked with `sluice sources revoke-key`.
  */
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { SecretBox } from '../core/secret-box.ts';
 import type { StateStore } from '../state/store.ts';
 import type { SourceRegistry } from './sources.ts';
 
@@ -66,7 +67,7 @@ export class InstallTokens {
       keyId: key.keyId,
       createdAt: new Date(createdAt).toISOString(),
       expiresAt: new Date(createdAt + INSTALL_TOKEN_TTL_MS).toISOString(),
-      sealedKey: seal(token, key.apiKey),
+      sealedKey: sealingBox(token).seal(key.apiKey),
     };
     await this.store.put(INSTALL_TOKENS, lookupKey(token), record);
     return { id, token, sourceId, keyId: key.keyId, expiresAt: record.expiresAt };
@@ -83,7 +84,7 @@ export class InstallTokens {
       await this.store.delete(INSTALL_TOKENS, lookup);
       return undefined;
     }
-    return { tokenId: record.id, sourceId: record.sourceId, apiKey: unseal(token, record.sealedKey), expiresAt: record.expiresAt };
+    return { tokenId: record.id, sourceId: record.sourceId, apiKey: sealingBox(token).open(record.sealedKey), expiresAt: record.expiresAt };
   }
 }
 
@@ -92,21 +93,7 @@ function lookupKey(token: string): string {
   return createHash('sha256').update(`lookup:${token}`).digest('hex');
 }
 
-/** The AES key of a token's sealed API key: derived from the token, for this use only. */
-function sealingKey(token: string): Buffer {
-  return createHash('sha256').update(`seal:${token}`).digest();
-}
-
-function seal(token: string, apiKey: string): string {
-  const iv = randomBytes(12);
-  const cipher = createCipheriv('aes-256-gcm', sealingKey(token), iv);
-  const ciphertext = Buffer.concat([cipher.update(apiKey, 'utf8'), cipher.final()]);
-  return Buffer.concat([iv, ciphertext, cipher.getAuthTag()]).toString('base64url');
-}
-
-function unseal(token: string, sealed: string): string {
-  const bytes = Buffer.from(sealed, 'base64url');
-  const decipher = createDecipheriv('aes-256-gcm', sealingKey(token), bytes.subarray(0, 12));
-  decipher.setAuthTag(bytes.subarray(bytes.length - 16));
-  return Buffer.concat([decipher.update(bytes.subarray(12, bytes.length - 16)), decipher.final()]).toString('utf8');
+/** What seals a token's API key: a key derived from the token, for this use only. */
+function sealingBox(token: string): SecretBox {
+  return new SecretBox(createHash('sha256').update(`seal:${token}`).digest());
 }

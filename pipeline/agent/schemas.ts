@@ -8,8 +8,9 @@
  * entry sets its own; unknown fields are refused (free-form data goes in `attributes`), so a
  * misspelt field is caught, not silently dropped.
  */
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { Ajv, type ValidateFunction } from 'ajv';
 import { badRequest } from '../../core/errors.ts';
+import { firstProblem } from '../../core/validation.ts';
 import { parseTimestamp } from './time.ts';
 
 /** Most entries in one log (or metric) batch; a larger batch is refused whole. */
@@ -225,6 +226,14 @@ export const AGENT_SCHEMAS = {
   deploy: deployMarkerSchema,
 } as const;
 
+/** Every refusal of a timestamp (bad format, epoch digits out of range) reads the same; unknown fields point to attributes. */
+const AGENT_MESSAGES = {
+  format: 'must be RFC 3339 or epoch nanoseconds',
+  minimum: 'must be RFC 3339 or epoch nanoseconds',
+  maximum: 'must be RFC 3339 or epoch nanoseconds',
+  additionalProperties: 'is not a known field (put free-form data in attributes)',
+};
+
 let validators: Record<AgentKind, ValidateFunction> | undefined;
 
 function compile(): Record<AgentKind, ValidateFunction> {
@@ -252,38 +261,13 @@ export function validateAgentPayload<K extends AgentKind>(kind: K, body: unknown
   }
   validators ??= compile();
   const validate = validators[kind];
-  if (!validate(body)) throw badRequest(describeError(validate.errors![0]!));
+  if (!validate(body)) {
+    const { field, message } = firstProblem(validate.errors!, AGENT_MESSAGES);
+    throw badRequest(`${field}: ${message}`);
+  }
   return body as AgentPayloads[K];
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** `/entries/42/timestamp` → `entries[42].timestamp`; the body itself is `body`. */
-function fieldPath(instancePath: string, child?: string): string {
-  const parts = instancePath.split('/').slice(1).map((part) => part.replaceAll('~1', '/').replaceAll('~0', '~'));
-  if (child !== undefined) parts.push(child);
-  let path = '';
-  for (const part of parts) path += /^\d+$/.test(part) ? `[${part}]` : path ? `.${part}` : part;
-  return path || 'body';
-}
-
-function describeError(error: ErrorObject): string {
-  switch (error.keyword) {
-    case 'required':
-      return `${fieldPath(error.instancePath, error.params.missingProperty)}: is required`;
-    case 'additionalProperties':
-      return `${fieldPath(error.instancePath, error.params.additionalProperty)}: is not a known field (put free-form data in attributes)`;
-    case 'format':
-    case 'minimum':
-    case 'maximum':
-      return `${fieldPath(error.instancePath)}: must be RFC 3339 or epoch nanoseconds`;
-    case 'enum':
-      return `${fieldPath(error.instancePath)}: must be one of ${(error.params.allowedValues as unknown[]).join(', ')}`;
-    case 'pattern':
-      return `${fieldPath(error.instancePath)}: must match ${error.params.pattern}`;
-    default:
-      return `${fieldPath(error.instancePath)}: ${error.message}`;
-  }
 }

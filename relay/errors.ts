@@ -1,0 +1,29 @@
+/**
+ * The relay's errors: every one answers `{ "message": string, "statusCode": integer }` (the
+ * relay spec's shape), with extra fields where they help (the field of a validation error).
+ */
+export class RelayError extends Error {
+  constructor(
+    readonly statusCode: number,
+    message: string,
+    /** Extra fields of the response body. */
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'RelayError';
+  }
+}
+
+/** 400 `Validation failed`, naming the field. */
+export function validationFailed(field: string, problem: string): RelayError {
+  return new RelayError(400, 'Validation failed', { field, errors: [{ field, message: problem }] });
+}
+
+/** 404: used for anything of another tenant as well, so its existence does not leak. */
+export function notFound(what: string): RelayError {
+  return new RelayError(404, `${what} not found`);
+}
+
+export const unauthorized = (message = 'Unauthorized') => new RelayError(401, message);
+export const forbidden = (message: string) => new RelayError(403, message);
+export const conflict = (message: string) => new RelayError(409, message);

@@ -1,0 +1,110 @@
+/**
+ * The relay's configuration records, as stored in the state store (one bucket per kind, keyed
+ * by id). Every record but a tenant carries its tenantId: every read is scoped by it.
+ */
+export type Role = 'owner' | 'admin' | 'member';
+export const ROLES: readonly Role[] = ['owner', 'admin', 'member'];
+
+export type CaptchaProvider = 'recaptcha_v2' | 'recaptcha_v3' | 'hcaptcha' | 'turnstile';
+export const CAPTCHA_PROVIDERS: readonly CaptchaProvider[] = ['recaptcha_v2', 'recaptcha_v3', 'hcaptcha', 'turnstile'];
+
+export type Channel = 'email' | 'whatsapp';
+export const CHANNELS: readonly Channel[] = ['email', 'whatsapp'];
+
+interface Stamped {
+  id: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface Tenant extends Stamped {
+  name: string;
+}
+
+export interface User extends Stamped {
+  tenantId: string;
+  /** Lower case; unique across tenants (it is the login). */
+  email: string;
+  name: string;
+  role: Role;
+  active: boolean;
+  passwordHash: string;
+  /** Set for a one-time password: the session may only change the password. */
+  mustChangePassword: boolean;
+  /** Bumped on password change and deactivation: older sessions stop working. */
+  sessionVersion: number;
+}
+
+export interface CaptchaConfig {
+  provider: CaptchaProvider;
+  /** The provider's public site key. */
+  siteKey: string;
+  /** The provider's secret, sealed with the relay's secrets key (relay/secrets.ts). Never returned. */
+  secretSealed: string;
+  /** reCAPTCHA v3 only: the lowest score accepted (0..1). */
+  scoreThreshold?: number;
+}
+
+export interface Site extends Stamped {
+  tenantId: string;
+  name: string;
+  /** Public, generated, unique across tenants. */
+  siteKey: string;
+  active: boolean;
+  allowedOrigins: string[];
+  captcha?: CaptchaConfig;
+}
+
+export interface Recipient {
+  id: string;
+  channel: Channel;
+  address: string;
+  active: boolean;
+}
+
+export interface Webhook {
+  id: string;
+  url: string;
+  /** The signing secret, sealed. Shown once at creation. */
+  secretSealed: string;
+  active: boolean;
+}
+
+export interface Form extends Stamped {
+  tenantId: string;
+  siteId: string;
+  /** Unique within its site. */
+  formKey: string;
+  name: string;
+  active: boolean;
+  /** Template of the notification sent for a submission (default: a plain listing of the data). */
+  templateId?: string;
+  recipients: Recipient[];
+  webhooks: Webhook[];
+}
+
+export interface Template extends Stamped {
+  tenantId: string;
+  name: string;
+  subject: string;
+  html: string;
+}
+
+export interface RelayApiKey extends Stamped {
+  tenantId: string;
+  siteId: string;
+  name: string;
+  /** Hex SHA-256 of the key. */
+  hash: string;
+  /** The first characters of the key, to recognise it in lists. */
+  prefix: string;
+  revokedAt?: string;
+}
+
+export interface HandoverClaim {
+  id: string;
+  tenantId: string;
+  createdBy: string;
+  createdAt: string;
+  expiresAt: string;
+}
