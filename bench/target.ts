@@ -127,6 +127,7 @@ export async function startTarget(name: TargetName): Promise<RunningTarget> {
       SLUICE_DATA_DIR: dataDir,
       SLUICE_OTLP_HTTP_PORT: String(port),
       SLUICE_OTLP_GRPC_PORT: String(await freePort()),
+      SLUICE_RELAY_PORT: '0',
       SLUICE_HTTP_ENGINE: name === 'sluice-node' ? 'node' : 'uws',
       // The default 600 requests/min per IP would throttle the bench.
       SLUICE_RATE_LIMIT_PER_MINUTE: '100000000',

@@ -5,6 +5,9 @@
  * owner at a time. Arguments are plain JSON values (they cross the socket).
  */
 import type { AgentConfigs } from '../gateway/agent-configs.ts';
+import type { RelayAdmin } from '../relay/admin.ts';
+import { runOperatorCommand, type OperatorInput } from '../relay/operator.ts';
+import type { RelayStore } from '../relay/store.ts';
 import type { InstallTokens } from '../gateway/install-tokens.ts';
 import { NotFoundError, type SourceRegistry } from '../gateway/sources.ts';
 import { migrate } from '../storage/migrate.ts';
@@ -35,11 +38,13 @@ export interface Admin {
   listDeploys(filter: DeployFilter): Promise<unknown[]>;
   /** The latest heartbeat of each agent, newest first. */
   listAgents(sourceId?: string): Promise<unknown[]>;
+  /** A `sluice relay ...` command (relay/operator.ts). */
+  relay(command: string, input: OperatorInput): Promise<unknown>;
 }
 
 export const ADMIN_METHODS = [
   'createSource', 'listSources', 'addKey', 'revokeKey', 'query', 'migrate',
-  'setAgentConfig', 'getAgentConfig', 'createInstallToken', 'listDeploys', 'listAgents',
+  'setAgentConfig', 'getAgentConfig', 'createInstallToken', 'listDeploys', 'listAgents', 'relay',
 ] as const;
 
 export interface LocalAdminParts {
@@ -52,6 +57,8 @@ export interface LocalAdminParts {
   schema: SchemaOptions;
   /** Base URL of the ingest HTTP port, for install URLs. */
   publicUrl: string;
+  /** The relay's admin operations and store, opened on first use. */
+  relay: () => Promise<{ admin: RelayAdmin; store: RelayStore }>;
 }
 
 export class LocalAdmin implements Admin {
@@ -126,6 +133,11 @@ export class LocalAdmin implements Admin {
        FROM ${this.table('agent_heartbeats')} ${where}
        GROUP BY SourceId, AgentId ORDER BY max(LastSeen) DESC`,
     );
+  }
+
+  async relay(command: string, input: OperatorInput): Promise<unknown> {
+    const { admin, store } = await this.parts.relay();
+    return runOperatorCommand(admin, store, String(command), input ?? {});
   }
 
   private async requireSource(sourceId: string): Promise<void> {

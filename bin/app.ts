@@ -35,6 +35,7 @@ import {
   schemaOptions,
 } from './components.ts';
 import { ControlServer } from './control.ts';
+import { openRelay, startRelay, type RunningRelay } from '../relay/index.ts';
 import { lockDataDir } from './lock.ts';
 
 export type Role = 'serve' | 'gateway' | 'consume';
@@ -43,6 +44,8 @@ export interface RunningSluice {
   httpPort: number;
   /** 0 when this role has no gRPC front end. */
   grpcPort: number;
+  /** The notification relay, on roles with a front end (cluster: when SLUICE_RELAY_MASTER_KEY is set). */
+  relay: RunningRelay | undefined;
   /** Undefined for `gateway`, which stores nothing itself. */
   storage: Storage | undefined;
   state: StateStore;
@@ -101,6 +104,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
 
     let grpcPort = 0;
     let httpPort = 0;
+    let relay: RunningRelay | undefined;
     let handler = opsRoutes(metrics, log);
     if (withFrontEnd) {
       const pool = new PipelinePool({
@@ -125,6 +129,14 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
       const grpc = new OtlpGrpcServer({ ...guards, ingest, metrics, log, maxBodyBytes: config.limits.maxBodyBytes });
       grpcPort = await grpc.listen(config.host, config.grpc.port);
       stops.push(() => grpc.close());
+
+      if (nc && !config.relay.masterKey) {
+        log.warn('relay disabled: set SLUICE_RELAY_MASTER_KEY (the same on every gateway) to run it in cluster mode');
+      } else {
+        const running = await startRelay(config, state, log);
+        relay = running;
+        stops.push(() => running.shutdown());
+      }
     }
     // Every role answers health and /metrics; the front end also takes ingestion.
     const http = createHttpServer(config.http.engine, handler, { maxBodyBytes: config.limits.maxBodyBytes }, log);
@@ -144,14 +156,15 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         database: config.storage.database,
         schema: schemaOptions(config),
         publicUrl: publicUrl(config, httpPort),
+        relay: async () => relay ?? openRelay(config, state),
       });
       const control = new ControlServer(config.dataDir, admin);
       await control.start();
       stops.push(() => control.shutdown());
     }
 
-    log.info({ role, host: config.host, httpPort, grpcPort, dataDir: config.dataDir, cluster: !!nc, engine: config.http.engine }, 'sluice is serving');
-    return { httpPort, grpcPort, storage, state, sources, configs, installTokens, metrics, shutdown };
+    log.info({ role, host: config.host, httpPort, grpcPort, relayPort: relay?.port ?? 0, dataDir: config.dataDir, cluster: !!nc, engine: config.http.engine }, 'sluice is serving');
+    return { httpPort, grpcPort, relay, storage, state, sources, configs, installTokens, metrics, shutdown };
   } catch (err) {
     await shutdown();
     throw err;

@@ -10,6 +10,10 @@ import { createLogger } from '../core/log.ts';
 import { AgentConfigs } from '../gateway/agent-configs.ts';
 import { InstallTokens } from '../gateway/install-tokens.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
+import { openRelay } from '../relay/index.ts';
+import type { RelayAdmin } from '../relay/admin.ts';
+import type { RelayStore } from '../relay/store.ts';
+import { OPERATOR_COMMANDS, type OperatorInput } from '../relay/operator.ts';
 import type { Storage } from '../storage/storage.ts';
 import { LocalAdmin, type Admin, type DeployFilter } from './admin.ts';
 import { startSluice, type Role } from './app.ts';
@@ -35,6 +39,19 @@ const USAGE = `usage: sluice <command>
                                      deployment markers, newest first (T: RFC 3339, epoch ns, or 30m/24h/7d ago;
                                      default: the last 7 days)
   agents list [--source ID]          the latest heartbeat of each agent
+  relay onboard --tenant NAME --owner EMAIL     create a relay tenant and its owner (prints a one-time password)
+  relay tenants list
+  relay sites create --tenant ID --name N [--origin https://example.com ...]
+  relay sites list --tenant ID | relay sites update --site ID [--name N] [--origin O ...] [--active true|false]
+  relay captcha set --site ID --provider recaptcha_v2|recaptcha_v3|hcaptcha|turnstile --site-key K
+                    --secret-file F (- for stdin) [--score-threshold 0.5]
+  relay forms create --site ID --name N [--key FORM_KEY] | relay forms list --site ID
+  relay recipients add --site ID --form ID --channel email|whatsapp --address A
+  relay webhooks add --site ID --form ID --url URL      (prints the signing secret once)
+  relay api-keys create --site ID --name N              (prints the key once)
+  relay api-keys list --tenant ID | relay api-keys revoke --tenant ID --key KEY_ID
+  relay users create --tenant ID --email E --role owner|admin|member | relay users list --tenant ID
+  relay handover --tenant ID                            (a single-use claim token for the client)
 
 Configuration comes from SLUICE_* environment variables (see README.md).`;
 
@@ -65,6 +82,7 @@ async function withAdmin<T>(config: Readonly<SluiceConfig>, fn: (admin: Admin) =
     await configs.start();
     cleanups.push(() => configs.shutdown());
     let storage: Storage | undefined;
+    let relay: { admin: RelayAdmin; store: RelayStore } | undefined;
     const openStorage = async () => {
       if (!storage) {
         // `sluice migrate` is the one place a server's schema is created: no migration on open.
@@ -83,6 +101,14 @@ async function withAdmin<T>(config: Readonly<SluiceConfig>, fn: (admin: Admin) =
       database: config.storage.database,
       schema: schemaOptions(config),
       publicUrl: publicUrl(config),
+      relay: async () => {
+        if (!relay) {
+          const opened = await openRelay(config, state);
+          cleanups.push(async () => opened.store.shutdown());
+          relay = opened;
+        }
+        return relay;
+      },
     }));
   } finally {
     for (const cleanup of cleanups.reverse()) await cleanup();
@@ -122,6 +148,25 @@ function timeOption(name: string, value: string | undefined, fallbackMs: number)
   const nanos = parseTimestamp(value);
   if (nanos === undefined) throw new UsageError(`--${name}: not RFC 3339, epoch nanoseconds or a duration like 24h`);
   return String(nanos);
+}
+
+const RELAY_OPTIONS = [
+  'tenant', 'owner', 'name', 'site', 'form', 'key', 'channel', 'address', 'url', 'provider', 'site-key', 'secret-file',
+  'score-threshold', 'email', 'role', 'active',
+] as const;
+
+/** The options of a `sluice relay` command; a secret is read from a file (or stdin), never from argv. */
+async function relayOptions(args: string[]): Promise<OperatorInput> {
+  let values: Record<string, string | string[] | undefined>;
+  try {
+    const spec = Object.fromEntries(RELAY_OPTIONS.map((name) => [name, { type: 'string' as const }]));
+    values = parseArgs({ args, options: { ...spec, origin: { type: 'string', multiple: true } }, strict: true }).values;
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const { 'secret-file': secretFile, ...input } = values;
+  if (typeof secretFile === 'string') return { ...input, secret: (await readFile(secretFile === '-' ? '/dev/stdin' : secretFile, 'utf8')).trim() };
+  return input;
 }
 
 async function readJsonFile(path: string): Promise<unknown> {
@@ -228,6 +273,15 @@ export async function main(argv: string[]): Promise<number> {
         return 0;
       }
       throw new UsageError(`unknown deploys command: ${sub ?? '(none)'}`);
+    case 'relay': {
+      const words = [sub, ...rest];
+      const firstOption = words.findIndex((word) => word?.startsWith('--'));
+      const command = (firstOption < 0 ? words : words.slice(0, firstOption)).filter(Boolean).join(' ');
+      if (!OPERATOR_COMMANDS[command]) throw new UsageError(`unknown relay command: ${command || '(none)'}`);
+      const input = await relayOptions(firstOption < 0 ? [] : (words.slice(firstOption) as string[]));
+      print(await withAdmin(config, (admin) => admin.relay(command, input)));
+      return 0;
+    }
     case 'agents':
       if (sub === 'list') {
         const { source } = options(rest, [], ['source']);

@@ -31,6 +31,7 @@ export interface SluiceConfig {
   clickhouse: { url: string; cluster: string; replicated: boolean };
   nats: { url: string; prefix: string; replicas: number; maxStreamBytes: number };
   redis: { url: string };
+  relay: { port: number; masterKey: string; operatorToken: string; allowPrivateWebhooks: boolean };
 }
 
 type OptionType = 'string' | 'integer' | 'boolean' | 'list';
@@ -73,6 +74,10 @@ export const OPTIONS: readonly Option[] = [
   { path: 'nats.replicas', env: 'SLUICE_NATS_REPLICAS', type: 'integer', default: 1, doc: 'Replicas of each JetStream stream and KV bucket (3 on a 3-node cluster).', schema: { minimum: 1, maximum: 5 } },
   { path: 'nats.maxStreamBytes', env: 'SLUICE_NATS_MAX_STREAM_BYTES', type: 'integer', default: 1024 * MiB, doc: 'Bytes each row stream (one per table) may hold while consumers catch up; JetStream reserves it on disk; when full, gateways answer 503.', schema: { minimum: MiB } },
   { path: 'redis.url', env: 'REDIS_URL', type: 'string', default: '', doc: 'Redis for cluster-wide rate limits (redis://host:6379); without it each gateway limits on its own.', schema: { pattern: '^(|rediss?://.+)$' } },
+  { path: 'relay.port', env: 'SLUICE_RELAY_PORT', type: 'integer', default: 8080, doc: 'Notification relay port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
+  { path: 'relay.masterKey', env: 'SLUICE_RELAY_MASTER_KEY', type: 'string', default: '', doc: 'Base64 of 32 random bytes: seals stored relay secrets and signs admin sessions. Embedded default: generated into <dataDir>/relay-master.key. Cluster: required for the relay (the same on every gateway).', schema: { pattern: '^(|[A-Za-z0-9+/]{43}=)$' } },
+  { path: 'relay.operatorToken', env: 'SLUICE_RELAY_OPERATOR_TOKEN', type: 'string', default: '', doc: 'Enables tenant onboarding over HTTP (POST /api/v1/admin/tenants with x-operator-token); empty: CLI only.' },
+  { path: 'relay.allowPrivateWebhooks', env: 'SLUICE_RELAY_ALLOW_PRIVATE_WEBHOOKS', type: 'boolean', default: false, doc: 'Allow webhook URLs on loopback and private addresses (on-premises receivers); refused by default against SSRF.' },
   { path: 'clickhouse.replicated', env: 'SLUICE_CLICKHOUSE_REPLICATED', type: 'boolean', default: false, doc: 'Create ReplicatedMergeTree tables (needs ClickHouse Keeper and {shard}/{replica} macros).' },
 ];
 

@@ -35,6 +35,7 @@ export function testConfig(dataDir: string, overrides: Record<string, unknown> =
       logLevel: process.env.SLUICE_TEST_LOG_LEVEL ?? 'silent',
       'http.port': 0,
       'grpc.port': 0,
+      'relay.port': 0,
       'pipeline.workers': 2,
       ...overrides,
     },

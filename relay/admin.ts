@@ -1,0 +1,534 @@
+/**
+ * The relay's admin operations, for the HTTP admin API and the CLI alike. Every operation
+ * runs for an Actor — a signed-in user of one tenant, or the operator at the command line —
+ * and sees only that tenant: anything of another tenant is "not found", never "forbidden",
+ * so its existence does not leak.
+ *
+ * Rights: member reads; admin also writes sites, forms, recipients, webhooks, templates and
+ * API keys, and manages members and admins; owner also manages owners, the tenant and its
+ * handover. The operator (CLI) may do anything within the tenant it names.
+ */
+import { randomBytes } from 'node:crypto';
+import { checkPassword, hashPassword, oneTimePassword, type Sessions } from './auth.ts';
+import { conflict, forbidden, notFound, RelayError, unauthorized, validationFailed } from './errors.ts';
+import type { CaptchaProvider, Channel, Form, RelayApiKey, Role, Site, Template, Tenant, User } from './model.ts';
+import { E164, isEmailAddress, validateBody } from './schemas.ts';
+import { sha256Hex, type RelayStore } from './store.ts';
+import { checkTemplate, DEFAULT_TEMPLATE, renderHtml, renderSubject } from './templates.ts';
+import type { SecretBox } from '../core/secret-box.ts';
+
+export interface Actor {
+  tenantId: string;
+  role: Role | 'operator';
+  userId?: string;
+}
+
+export const CLAIM_TTL_HOURS = 72;
+const CLAIMS = 'relay_claims';
+const CLAIM_USES = 'relay_claim_uses';
+const API_KEY_PREFIX = 'rk_';
+
+const now = () => new Date().toISOString();
+const id = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
+
+// Public views: never a password hash, a sealed secret or a key hash.
+export function userView({ passwordHash: _p, sessionVersion: _s, ...user }: User) {
+  return user;
+}
+export function siteView({ captcha, ...site }: Site) {
+  if (!captcha) return { ...site, captcha: null };
+  const { secretSealed: _secret, ...visible } = captcha;
+  return { ...site, captcha: { ...visible, secretConfigured: true } };
+}
+export function formView(form: Form) {
+  return { ...form, webhooks: form.webhooks.map(({ secretSealed: _secret, ...hook }) => ({ ...hook, secretConfigured: true })) };
+}
+export function apiKeyView({ hash: _hash, ...key }: RelayApiKey) {
+  return key;
+}
+
+interface OnboardBody { name: string; owner: { email: string; name?: string; password?: string } }
+interface SiteBody { name?: string; allowedOrigins?: string[]; active?: boolean }
+interface CaptchaBody { provider: CaptchaProvider; siteKey: string; secret: string; scoreThreshold?: number }
+interface FormBody { formKey?: string; name?: string; active?: boolean; templateId?: string | null }
+interface RecipientBody { channel: Channel; address: string; active?: boolean }
+interface WebhookBody { url?: string; secret?: string; active?: boolean }
+interface TemplateBody { name?: string; subject?: string; html?: string }
+interface PreviewBody { templateId?: string; subject?: string; html?: string; data?: Record<string, unknown> }
+interface UserBody { email?: string; name?: string; role?: Role; password?: string; active?: boolean }
+interface ClaimBody { token: string; email: string; name?: string; password: string }
+
+export class RelayAdmin {
+  constructor(
+    private readonly store: RelayStore,
+    private readonly secrets: SecretBox,
+    private readonly sessions: Sessions,
+  ) {}
+
+  // ---- tenants and sign-in ---------------------------------------------------------------
+
+  /** Creates a tenant and its first owner (operator only). Without a password, one is made up and returned once. */
+  async onboard(body: unknown) {
+    const { name, owner } = validateBody<OnboardBody>('OnboardTenant', body);
+    const email = owner.email.toLowerCase();
+    if (this.store.userByEmail(email)) throw conflict('A user with this email already exists');
+    const tenant: Tenant = { id: id('ten'), name, createdAt: now(), updatedAt: now() };
+    const password = owner.password ?? oneTimePassword();
+    await this.store.tenants.put(tenant);
+    const user = await this.putNewUser(tenant.id, { email, name: owner.name ?? '', role: 'owner' }, password, owner.password === undefined);
+    return { tenant, owner: userView(user), ...(owner.password === undefined ? { oneTimePassword: password } : {}) };
+  }
+
+  listTenants() {
+    return this.store.tenants.values();
+  }
+
+  getTenant(actor: Actor) {
+    return this.tenant(actor);
+  }
+
+  async updateTenant(actor: Actor, body: unknown) {
+    this.require(actor, 'owner');
+    const { name } = validateBody<{ name: string }>('UpdateTenant', body);
+    return this.store.tenants.put({ ...this.tenant(actor), name, updatedAt: now() });
+  }
+
+  async login(body: unknown) {
+    const { email, password } = validateBody<{ email: string; password: string }>('Login', body);
+    const user = this.store.userByEmail(email);
+    const ok = await checkPassword(user, password);
+    // One answer for an unknown email, a wrong password and a deactivated user.
+    if (!ok || !user || !user.active || !this.store.tenants.get(user.tenantId)) throw unauthorized('Invalid email or password');
+    return { ...(await this.sessions.issue(user)), user: userView(user) };
+  }
+
+  async changePassword(user: User, body: unknown) {
+    const { currentPassword, newPassword } = validateBody<{ currentPassword: string; newPassword: string }>('ChangePassword', body);
+    if (!(await checkPassword(user, currentPassword))) throw unauthorized('Current password is wrong');
+    const updated = await this.store.users.put({
+      ...user,
+      passwordHash: await hashPassword(newPassword),
+      mustChangePassword: false,
+      sessionVersion: user.sessionVersion + 1,
+      updatedAt: now(),
+    });
+    // Every other session ends; this one gets a fresh token.
+    return { ...(await this.sessions.issue(updated)), user: userView(updated) };
+  }
+
+  // ---- sites -----------------------------------------------------------------------------
+
+  async createSite(actor: Actor, body: unknown) {
+    this.require(actor, 'admin');
+    const input = validateBody<SiteBody>('CreateSite', body);
+    const site: Site = {
+      id: id('site'),
+      tenantId: actor.tenantId,
+      name: input.name!,
+      siteKey: `sk_${randomBytes(16).toString('base64url')}`,
+      active: input.active ?? true,
+      allowedOrigins: unique(input.allowedOrigins ?? []),
+      createdAt: now(),
+      updatedAt: now(),
+    };
+    return siteView(await this.store.sites.put(site));
+  }
+
+  listSites(actor: Actor) {
+    return this.store.sites.filter((site) => site.tenantId === actor.tenantId).map(siteView);
+  }
+
+  getSite(actor: Actor, siteId: string) {
+    return siteView(this.site(actor, siteId));
+  }
+
+  async updateSite(actor: Actor, siteId: string, body: unknown) {
+    this.require(actor, 'admin');
+    const site = this.site(actor, siteId);
+    const input = validateBody<SiteBody>('UpdateSite', body);
+    const updated: Site = {
+      ...site,
+      ...(input.name !== undefined ? { name: input.name } : {}),
+      ...(input.active !== undefined ? { active: input.active } : {}),
+      ...(input.allowedOrigins !== undefined ? { allowedOrigins: unique(input.allowedOrigins) } : {}),
+      updatedAt: now(),
+    };
+    return siteView(await this.store.sites.put(updated));
+  }
+
+  async setCaptcha(actor: Actor, siteId: string, body: unknown) {
+    this.require(actor, 'admin');
+    const site = this.site(actor, siteId);
+    const input = validateBody<CaptchaBody>('SetCaptcha', body);
+    if (input.scoreThreshold !== undefined && input.provider !== 'recaptcha_v3') {
+      throw validationFailed('scoreThreshold', 'applies to recaptcha_v3 only');
+    }
+    const captcha = {
+      provider: input.provider,
+      siteKey: input.siteKey,
+      secretSealed: this.secrets.seal(input.secret),
+      ...(input.provider === 'recaptcha_v3' ? { scoreThreshold: input.scoreThreshold ?? 0.5 } : {}),
+    };
+    return siteView(await this.store.sites.put({ ...site, captcha, updatedAt: now() }));
+  }
+
+  async removeCaptcha(actor: Actor, siteId: string) {
+    this.require(actor, 'admin');
+    const { captcha: _removed, ...site } = this.site(actor, siteId);
+    return siteView(await this.store.sites.put({ ...site, updatedAt: now() }));
+  }
+
+  // ---- forms, recipients, webhooks --------------------------------------------------------
+
+  async createForm(actor: Actor, siteId: string, body: unknown) {
+    this.require(actor, 'admin');
+    const site = this.site(actor, siteId);
+    const input = validateBody<FormBody>('CreateForm', body);
+    const formKey = input.formKey ?? `fk_${randomBytes(8).toString('base64url')}`;
+    if (this.store.forms.find((form) => form.siteId === site.id && form.formKey === formKey)) {
+      throw conflict(`A form with formKey ${formKey} already exists on this site`);
+    }
+    if (input.templateId) this.template(actor, input.templateId);
+    const form: Form = {
+      id: id('form'),
+      tenantId: actor.tenantId,
+      siteId: site.id,
+      formKey,
+      name: input.name!,
+      active: input.active ?? true,
+      ...(input.templateId ? { templateId: input.templateId } : {}),
+      recipients: [],
+      webhooks: [],
+      createdAt: now(),
+      updatedAt: now(),
+    };
+    return formView(await this.store.forms.put(form));
+  }
+
+  listForms(actor: Actor, siteId: string) {
+    const site = this.site(actor, siteId);
+    return this.store.forms.filter((form) => form.siteId === site.id).map(formView);
+  }
+
+  getForm(actor: Actor, siteId: string, formId: string) {
+    return formView(this.form(actor, siteId, formId));
+  }
+
+  async updateForm(actor: Actor, siteId: string, formId: string, body: unknown) {
+    this.require(actor, 'admin');
+    const form = this.form(actor, siteId, formId);
+    const input = validateBody<FormBody>('UpdateForm', body);
+    if (input.templateId) this.template(actor, input.templateId);
+    const { templateId: _old, ...rest } = form;
+    const templateId = input.templateId === undefined ? form.templateId : (input.templateId ?? undefined);
+    const updated: Form = {
+      ...rest,
+      ...(input.name !== undefined ? { name: input.name } : {}),
+      ...(input.active !== undefined ? { active: input.active } : {}),
+      ...(templateId ? { templateId } : {}),
+      updatedAt: now(),
+    };
+    return formView(await this.store.forms.put(updated));
+  }
+
+  async addRecipient(actor: Actor, siteId: string, formId: string, body: unknown) {
+    this.require(actor, 'admin');
+    const form = this.form(actor, siteId, formId);
+    const input = validateBody<RecipientBody>('CreateRecipient', body);
+    const address = normaliseAddress(input.channel, input.address);
+    if (form.recipients.some((r) => r.channel === input.channel && r.address === address)) {
+      throw conflict('This recipient is already configured on the form');
+    }
+    const recipient = { id: id('rcp'), channel: input.channel, address, active: input.active ?? true };
+    await this.store.forms.put({ ...form, recipients: [...form.recipients, recipient], updatedAt: now() });
+    return recipient;
+  }
+
+  async updateRecipient(actor: Actor, siteId: string, formId: string, recipientId: string, body: unknown) {
+    this.require(actor, 'admin');
+    const form = this.form(actor, siteId, formId);
+    const { active } = validateBody<{ active: boolean }>('UpdateRecipient', body);
+    const recipient = form.recipients.find((r) => r.id === recipientId);
+    if (!recipient) throw notFound('Recipient');
+    const updated = { ...recipient, active };
+    await this.store.forms.put({ ...form, recipients: form.recipients.map((r) => (r.id === recipientId ? updated : r)), updatedAt: now() });
+    return updated;
+  }
+
+  async removeRecipient(actor: Actor, siteId: string, formId: string, recipientId: string) {
+    this.require(actor, 'admin');
+    const form = this.form(actor, siteId, formId);
+    if (!form.recipients.some((r) => r.id === recipientId)) throw notFound('Recipient');
+    await this.store.forms.put({ ...form, recipients: form.recipients.filter((r) => r.id !== recipientId), updatedAt: now() });
+  }
+
+  /** Adds a webhook; its signing secret is returned this once. */
+  async addWebhook(actor: Actor, siteId: string, formId: string, body: unknown) {
+    this.require(actor, 'admin');
+    const form = this.form(actor, siteId, formId);
+    const input = validateBody<WebhookBody>('CreateWebhook', body);
+    const secret = input.secret ?? `whsec_${randomBytes(24).toString('base64url')}`;
+    const webhook = { id: id('whk'), url: input.url!, secretSealed: this.secrets.seal(secret), active: input.active ?? true };
+    await this.store.forms.put({ ...form, webhooks: [...form.webhooks, webhook], updatedAt: now() });
+    const { secretSealed: _sealed, ...visible } = webhook;
+    return { ...visible, secret };
+  }
+
+  async updateWebhook(actor: Actor, siteId: string, formId: string, webhookId: string, body: unknown) {
+    this.require(actor, 'admin');
+    const form = this.form(actor, siteId, formId);
+    const input = validateBody<WebhookBody>('UpdateWebhook', body);
+    const webhook = form.webhooks.find((w) => w.id === webhookId);
+    if (!webhook) throw notFound('Webhook');
+    const updated = { ...webhook, ...(input.url !== undefined ? { url: input.url } : {}), ...(input.active !== undefined ? { active: input.active } : {}) };
+    await this.store.forms.put({ ...form, webhooks: form.webhooks.map((w) => (w.id === webhookId ? updated : w)), updatedAt: now() });
+    const { secretSealed: _sealed, ...visible } = updated;
+    return { ...visible, secretConfigured: true };
+  }
+
+  async removeWebhook(actor: Actor, siteId: string, formId: string, webhookId: string) {
+    this.require(actor, 'admin');
+    const form = this.form(actor, siteId, formId);
+    if (!form.webhooks.some((w) => w.id === webhookId)) throw notFound('Webhook');
+    await this.store.forms.put({ ...form, webhooks: form.webhooks.filter((w) => w.id !== webhookId), updatedAt: now() });
+  }
+
+  // ---- templates -------------------------------------------------------------------------
+
+  async createTemplate(actor: Actor, body: unknown) {
+    this.require(actor, 'admin');
+    const input = validateBody<Required<TemplateBody>>('CreateTemplate', body);
+    checkTemplate('subject', input.subject);
+    checkTemplate('html', input.html);
+    const template: Template = { id: id('tpl'), tenantId: actor.tenantId, ...pick(input, ['name', 'subject', 'html']), createdAt: now(), updatedAt: now() };
+    return this.store.templates.put(template);
+  }
+
+  listTemplates(actor: Actor) {
+    return this.store.templates.filter((t) => t.tenantId === actor.tenantId);
+  }
+
+  getTemplate(actor: Actor, templateId: string) {
+    return this.template(actor, templateId);
+  }
+
+  async updateTemplate(actor: Actor, templateId: string, body: unknown) {
+    this.require(actor, 'admin');
+    const template = this.template(actor, templateId);
+    const input = validateBody<TemplateBody>('UpdateTemplate', body);
+    if (input.subject !== undefined) checkTemplate('subject', input.subject);
+    if (input.html !== undefined) checkTemplate('html', input.html);
+    return this.store.templates.put({ ...template, ...pick(input, ['name', 'subject', 'html']), updatedAt: now() });
+  }
+
+  /** Renders a stored template, or the given subject and html, with sample data. */
+  previewTemplate(actor: Actor, body: unknown) {
+    const input = validateBody<PreviewBody>('PreviewTemplate', body);
+    const base = input.templateId ? this.template(actor, input.templateId) : DEFAULT_TEMPLATE;
+    const subject = input.subject ?? base.subject;
+    const html = input.html ?? base.html;
+    checkTemplate('subject', subject);
+    checkTemplate('html', html);
+    const data = input.data ?? {};
+    return { subject: renderSubject(subject, data), html: renderHtml(html, data) };
+  }
+
+  // ---- users -----------------------------------------------------------------------------
+
+  /** Creates (invites) a user; without a password, a one-time password is returned once. */
+  async createUser(actor: Actor, body: unknown) {
+    const input = validateBody<UserBody>('CreateUser', body);
+    this.requireUserRights(actor, input.role!);
+    const email = input.email!.toLowerCase();
+    if (this.store.userByEmail(email)) throw conflict('A user with this email already exists');
+    const password = input.password ?? oneTimePassword();
+    const user = await this.putNewUser(actor.tenantId, { email, name: input.name ?? '', role: input.role! }, password, input.password === undefined);
+    return { user: userView(user), ...(input.password === undefined ? { oneTimePassword: password } : {}) };
+  }
+
+  listUsers(actor: Actor) {
+    return this.store.users.filter((user) => user.tenantId === actor.tenantId).map(userView);
+  }
+
+  getUser(actor: Actor, userId: string) {
+    return userView(this.user(actor, userId));
+  }
+
+  async updateUser(actor: Actor, userId: string, body: unknown) {
+    const user = this.user(actor, userId);
+    const input = validateBody<UserBody>('UpdateUser', body);
+    this.requireUserRights(actor, user.role);
+    if (input.role) this.requireUserRights(actor, input.role);
+    const demotesOrRemovesOwner = user.role === 'owner' && ((input.role && input.role !== 'owner') || input.active === false);
+    if (demotesOrRemovesOwner && this.activeOwners(actor.tenantId).length === 1) {
+      throw conflict('A tenant keeps at least one active owner');
+    }
+    const deactivated = input.active === false && user.active;
+    const updated: User = {
+      ...user,
+      ...(input.name !== undefined ? { name: input.name } : {}),
+      ...(input.role !== undefined ? { role: input.role } : {}),
+      ...(input.active !== undefined ? { active: input.active } : {}),
+      sessionVersion: deactivated ? user.sessionVersion + 1 : user.sessionVersion,
+      updatedAt: now(),
+    };
+    return userView(await this.store.users.put(updated));
+  }
+
+  // ---- API keys --------------------------------------------------------------------------
+
+  /** Issues a key bound to one site; the key is returned this once and stored hashed. */
+  async createApiKey(actor: Actor, body: unknown) {
+    this.require(actor, 'admin');
+    const input = validateBody<{ siteId: string; name: string }>('CreateApiKey', body);
+    const site = this.site(actor, input.siteId);
+    const apiKey = API_KEY_PREFIX + randomBytes(32).toString('base64url');
+    const record: RelayApiKey = {
+      id: id('key'),
+      tenantId: actor.tenantId,
+      siteId: site.id,
+      name: input.name,
+      hash: sha256Hex(apiKey),
+      prefix: apiKey.slice(0, API_KEY_PREFIX.length + 6),
+      createdAt: now(),
+      updatedAt: now(),
+    };
+    await this.store.apiKeys.put(record);
+    return { ...apiKeyView(record), apiKey };
+  }
+
+  listApiKeys(actor: Actor) {
+    return this.store.apiKeys.filter((key) => key.tenantId === actor.tenantId).map(apiKeyView);
+  }
+
+  async revokeApiKey(actor: Actor, keyId: string) {
+    this.require(actor, 'admin');
+    const key = this.store.apiKeys.get(keyId);
+    if (!key || key.tenantId !== actor.tenantId) throw notFound('API key');
+    if (key.revokedAt) return apiKeyView(key);
+    return apiKeyView(await this.store.apiKeys.put({ ...key, revokedAt: now(), updatedAt: now() }));
+  }
+
+  // ---- handover --------------------------------------------------------------------------
+
+  /**
+   * A single-use claim token, valid CLAIM_TTL_HOURS, with which the tenant's client becomes
+   * its owner (POST /api/v1/admin/claim). Stored hashed; shown once.
+   */
+  async createHandover(actor: Actor) {
+    this.require(actor, 'owner');
+    const token = `rct_${randomBytes(32).toString('base64url')}`;
+    const claim = {
+      id: id('clm'),
+      tenantId: actor.tenantId,
+      createdBy: actor.userId ?? 'operator',
+      createdAt: now(),
+      expiresAt: new Date(Date.now() + CLAIM_TTL_HOURS * 3600_000).toISOString(),
+    };
+    await this.store.state.put(CLAIMS, sha256Hex(token), claim);
+    return { claimToken: token, expiresAt: claim.expiresAt };
+  }
+
+  /**
+   * Redeems a claim: the claimant becomes an owner, and the owners who handed over become
+   * admins (the new owner decides whether they stay). The token works once: its use is
+   * recorded with an atomic create, so two claims racing cannot both win.
+   */
+  async claim(body: unknown) {
+    const input = validateBody<ClaimBody>('ClaimTenant', body);
+    const lookup = sha256Hex(input.token);
+    const claim = await this.store.state.get<{ id: string; tenantId: string; expiresAt: string }>(CLAIMS, lookup);
+    const invalid = new RelayError(404, 'Claim token not found or expired');
+    if (!claim || Date.parse(claim.expiresAt) <= Date.now() || !this.store.tenants.get(claim.tenantId)) throw invalid;
+    const email = input.email.toLowerCase();
+    if (this.store.userByEmail(email)) throw conflict('A user with this email already exists');
+    if (!(await this.store.state.create(CLAIM_USES, claim.id, { usedAt: now(), email }))) throw invalid;
+    await this.store.state.delete(CLAIMS, lookup);
+    for (const owner of this.activeOwners(claim.tenantId)) await this.store.users.put({ ...owner, role: 'admin', updatedAt: now() });
+    const user = await this.putNewUser(claim.tenantId, { email, name: input.name ?? '', role: 'owner' }, input.password, false);
+    return { tenant: this.store.tenants.get(claim.tenantId), ...(await this.sessions.issue(user)), user: userView(user) };
+  }
+
+  // ---- helpers ---------------------------------------------------------------------------
+
+  private async putNewUser(tenantId: string, fields: { email: string; name: string; role: Role }, password: string, oneTime: boolean): Promise<User> {
+    const user: User = {
+      id: id('usr'),
+      tenantId,
+      ...fields,
+      active: true,
+      passwordHash: await hashPassword(password),
+      mustChangePassword: oneTime,
+      sessionVersion: 1,
+      createdAt: now(),
+      updatedAt: now(),
+    };
+    return this.store.users.put(user);
+  }
+
+  private activeOwners(tenantId: string): User[] {
+    return this.store.users.filter((user) => user.tenantId === tenantId && user.role === 'owner' && user.active);
+  }
+
+  /** Throws 403 unless the actor has at least `needed` rights. */
+  private require(actor: Actor, needed: 'admin' | 'owner'): void {
+    if (actor.role === 'operator' || actor.role === 'owner') return;
+    if (needed === 'admin' && actor.role === 'admin') return;
+    throw forbidden(needed === 'owner' ? 'Only an owner may do this' : 'Members have read-only access');
+  }
+
+  /** Owners manage everyone; admins manage members and admins; members manage no one. */
+  private requireUserRights(actor: Actor, targetRole: Role): void {
+    this.require(actor, targetRole === 'owner' ? 'owner' : 'admin');
+  }
+
+  private tenant(actor: Actor): Tenant {
+    const tenant = this.store.tenants.get(actor.tenantId);
+    if (!tenant) throw notFound('Tenant');
+    return tenant;
+  }
+
+  private site(actor: Actor, siteId: string): Site {
+    const site = this.store.sites.get(siteId);
+    if (!site || site.tenantId !== actor.tenantId) throw notFound('Site');
+    return site;
+  }
+
+  private form(actor: Actor, siteId: string, formId: string): Form {
+    const site = this.site(actor, siteId);
+    const form = this.store.forms.get(formId);
+    if (!form || form.siteId !== site.id || form.tenantId !== actor.tenantId) throw notFound('Form');
+    return form;
+  }
+
+  private template(actor: Actor, templateId: string): Template {
+    const template = this.store.templates.get(templateId);
+    if (!template || template.tenantId !== actor.tenantId) throw notFound('Template');
+    return template;
+  }
+
+  private user(actor: Actor, userId: string): User {
+    const user = this.store.users.get(userId);
+    if (!user || user.tenantId !== actor.tenantId) throw notFound('User');
+    return user;
+  }
+}
+
+function unique(values: string[]): string[] {
+  return [...new Set(values)];
+}
+
+function pick<T extends object, K extends keyof T>(value: T, keys: K[]): Pick<T, K> {
+  return Object.fromEntries(keys.filter((k) => value[k] !== undefined).map((k) => [k, value[k]])) as Pick<T, K>;
+}
+
+/** An email address lower-cased; a WhatsApp number as E.164. Refuses anything else. */
+function normaliseAddress(channel: Channel, address: string): string {
+  if (channel === 'email') {
+    if (!isEmailAddress(address)) throw validationFailed('address', 'must be one email address');
+    return address.toLowerCase();
+  }
+  if (!E164.test(address)) throw validationFailed('address', 'must be an E.164 number: + then 8 to 15 digits');
+  return address;
+}
+

@@ -1,0 +1,206 @@
+/**
+ * The relay's HTTP API on its own port (SLUICE_RELAY_PORT): JSON only, every path under
+ * /api/v1, every error `{ "message", "statusCode" }`. This file has the admin API; each
+ * route checks the session, then calls RelayAdmin, which enforces tenant and role.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type { Logger } from '../core/log.ts';
+import type { HttpHandler, HttpRequest, HttpResponse } from '../gateway/http/adapter.ts';
+import type { Limiter } from '../gateway/limiter.ts';
+import type { ClientIpResolver } from '../gateway/client-ip.ts';
+import { userView, type Actor, type RelayAdmin } from './admin.ts';
+import type { Sessions } from './auth.ts';
+import { forbidden, RelayError } from './errors.ts';
+import type { User } from './model.ts';
+
+export interface RelayHttpDeps {
+  admin: RelayAdmin;
+  sessions: Sessions;
+  /** Guards login, claim and onboarding against guessing (per client IP). */
+  signInLimiter: Limiter;
+  clientIp: ClientIpResolver;
+  /** SLUICE_RELAY_OPERATOR_TOKEN: enables POST /api/v1/admin/tenants when set. */
+  operatorToken: string;
+  openApi: () => unknown;
+  log: Logger;
+}
+
+interface Call {
+  request: HttpRequest;
+  params: Record<string, string>;
+  /** The parsed JSON body (POST, PUT, PATCH). */
+  body: unknown;
+}
+
+type Access = 'public' | 'signin' | 'operator' | 'session' | 'session-any';
+interface Route {
+  method: string;
+  pattern: string;
+  access: Access;
+  /** Returns the response body (201 for POST unless `status` says otherwise). */
+  run: (call: Call, actor: Actor & { user?: User }) => unknown;
+  status?: number;
+}
+
+const JSON_TYPE = 'application/json';
+
+function routes(deps: RelayHttpDeps): Route[] {
+  const { admin } = deps;
+  const r = (method: string, pattern: string, access: Access, run: Route['run'], status?: number): Route => ({ method, pattern, access, run, status });
+  const p = (call: Call, name: string) => call.params[name]!;
+  return [
+    r('GET', '/api/v1/health', 'public', () => ({ status: 'ok', service: 'sluice-relay' })),
+    r('GET', '/api/v1/openapi.json', 'public', () => deps.openApi()),
+    r('POST', '/api/v1/admin/tenants', 'operator', (c) => admin.onboard(c.body)),
+    r('POST', '/api/v1/admin/login', 'signin', (c) => admin.login(c.body), 200),
+    r('POST', '/api/v1/admin/claim', 'signin', (c) => admin.claim(c.body), 200),
+    r('GET', '/api/v1/admin/me', 'session-any', (_c, a) => ({ user: userView(a.user!), tenant: admin.getTenant(a) })),
+    r('POST', '/api/v1/admin/me/password', 'session-any', (c, a) => admin.changePassword(a.user!, c.body), 200),
+    r('GET', '/api/v1/admin/tenant', 'session', (_c, a) => admin.getTenant(a)),
+    r('PATCH', '/api/v1/admin/tenant', 'session', (c, a) => admin.updateTenant(a, c.body)),
+    r('POST', '/api/v1/admin/tenant/handover', 'session', (_c, a) => admin.createHandover(a)),
+    r('GET', '/api/v1/admin/sites', 'session', (_c, a) => admin.listSites(a)),
+    r('POST', '/api/v1/admin/sites', 'session', (c, a) => admin.createSite(a, c.body)),
+    r('GET', '/api/v1/admin/sites/:siteId', 'session', (c, a) => admin.getSite(a, p(c, 'siteId'))),
+    r('PATCH', '/api/v1/admin/sites/:siteId', 'session', (c, a) => admin.updateSite(a, p(c, 'siteId'), c.body)),
+    r('PUT', '/api/v1/admin/sites/:siteId/captcha', 'session', (c, a) => admin.setCaptcha(a, p(c, 'siteId'), c.body), 200),
+    r('DELETE', '/api/v1/admin/sites/:siteId/captcha', 'session', (c, a) => admin.removeCaptcha(a, p(c, 'siteId'))),
+    r('GET', '/api/v1/admin/sites/:siteId/forms', 'session', (c, a) => admin.listForms(a, p(c, 'siteId'))),
+    r('POST', '/api/v1/admin/sites/:siteId/forms', 'session', (c, a) => admin.createForm(a, p(c, 'siteId'), c.body)),
+    r('GET', '/api/v1/admin/sites/:siteId/forms/:formId', 'session', (c, a) => admin.getForm(a, p(c, 'siteId'), p(c, 'formId'))),
+    r('PATCH', '/api/v1/admin/sites/:siteId/forms/:formId', 'session', (c, a) => admin.updateForm(a, p(c, 'siteId'), p(c, 'formId'), c.body)),
+    r('POST', '/api/v1/admin/sites/:siteId/forms/:formId/recipients', 'session', (c, a) => admin.addRecipient(a, p(c, 'siteId'), p(c, 'formId'), c.body)),
+    r('PATCH', '/api/v1/admin/sites/:siteId/forms/:formId/recipients/:recipientId', 'session', (c, a) =>
+      admin.updateRecipient(a, p(c, 'siteId'), p(c, 'formId'), p(c, 'recipientId'), c.body)),
+    r('DELETE', '/api/v1/admin/sites/:siteId/forms/:formId/recipients/:recipientId', 'session', (c, a) =>
+      admin.removeRecipient(a, p(c, 'siteId'), p(c, 'formId'), p(c, 'recipientId')), 204),
+    r('POST', '/api/v1/admin/sites/:siteId/forms/:formId/webhooks', 'session', (c, a) => admin.addWebhook(a, p(c, 'siteId'), p(c, 'formId'), c.body)),
+    r('PATCH', '/api/v1/admin/sites/:siteId/forms/:formId/webhooks/:webhookId', 'session', (c, a) =>
+      admin.updateWebhook(a, p(c, 'siteId'), p(c, 'formId'), p(c, 'webhookId'), c.body)),
+    r('DELETE', '/api/v1/admin/sites/:siteId/forms/:formId/webhooks/:webhookId', 'session', (c, a) =>
+      admin.removeWebhook(a, p(c, 'siteId'), p(c, 'formId'), p(c, 'webhookId')), 204),
+    r('GET', '/api/v1/admin/templates', 'session', (_c, a) => admin.listTemplates(a)),
+    r('POST', '/api/v1/admin/templates', 'session', (c, a) => admin.createTemplate(a, c.body)),
+    r('POST', '/api/v1/admin/templates/preview', 'session', (c, a) => admin.previewTemplate(a, c.body), 200),
+    r('GET', '/api/v1/admin/templates/:templateId', 'session', (c, a) => admin.getTemplate(a, p(c, 'templateId'))),
+    r('PATCH', '/api/v1/admin/templates/:templateId', 'session', (c, a) => admin.updateTemplate(a, p(c, 'templateId'), c.body)),
+    r('GET', '/api/v1/admin/users', 'session', (_c, a) => admin.listUsers(a)),
+    r('POST', '/api/v1/admin/users', 'session', (c, a) => admin.createUser(a, c.body)),
+    r('GET', '/api/v1/admin/users/:userId', 'session', (c, a) => admin.getUser(a, p(c, 'userId'))),
+    r('PATCH', '/api/v1/admin/users/:userId', 'session', (c, a) => admin.updateUser(a, p(c, 'userId'), c.body)),
+    r('GET', '/api/v1/admin/api-keys', 'session', (_c, a) => admin.listApiKeys(a)),
+    r('POST', '/api/v1/admin/api-keys', 'session', (c, a) => admin.createApiKey(a, c.body)),
+    r('DELETE', '/api/v1/admin/api-keys/:keyId', 'session', (c, a) => admin.revokeApiKey(a, p(c, 'keyId')), 200),
+  ];
+}
+
+/** The routes as data, for the OpenAPI document. */
+export function relayRouteList(): Array<{ method: string; pattern: string; access: Access }> {
+  return routes({} as RelayHttpDeps).map(({ method, pattern, access }) => ({ method, pattern, access }));
+}
+
+function match(pattern: string, path: string): Record<string, string> | undefined {
+  const want = pattern.split('/');
+  const got = path.split('/');
+  if (want.length !== got.length) return undefined;
+  const params: Record<string, string> = {};
+  for (let i = 0; i < want.length; i++) {
+    if (want[i]!.startsWith(':')) {
+      if (!got[i]) return undefined;
+      try {
+        params[want[i]!.slice(1)] = decodeURIComponent(got[i]!);
+      } catch {
+        return undefined;
+      }
+    } else if (want[i] !== got[i]) {
+      return undefined;
+    }
+  }
+  return params;
+}
+
+export function relayHandler(deps: RelayHttpDeps): HttpHandler {
+  const table = routes(deps);
+  return async (request) => {
+    try {
+      const matching = table.map((route) => ({ route, params: match(route.pattern, request.path) })).filter((m) => m.params);
+      if (matching.length === 0) throw new RelayError(404, `Cannot ${request.method} ${request.path}`);
+      const found = matching.find((m) => m.route.method === request.method || (request.method === 'HEAD' && m.route.method === 'GET'));
+      if (!found) {
+        const response = errorResponse(new RelayError(405, `${request.method} is not allowed on ${request.path}`), deps.log);
+        response.headers!.allow = [...new Set(matching.map((m) => m.route.method))].join(', ');
+        return response;
+      }
+      const { route } = found;
+      const params = found.params!;
+      const actor = await admit(deps, route.access, request);
+      const body = ['POST', 'PUT', 'PATCH'].includes(route.method) ? await jsonBody(request) : undefined;
+      const result = await route.run({ request, params, body }, actor);
+      const status = route.status ?? (route.method === 'POST' ? 201 : 200);
+      if (status === 204) return { status: 204 };
+      return { status, headers: { 'content-type': JSON_TYPE, 'cache-control': 'no-store' }, body: JSON.stringify(result) };
+    } catch (err) {
+      return errorResponse(err, deps.log);
+    }
+  };
+}
+
+async function admit(deps: RelayHttpDeps, access: Access, request: HttpRequest): Promise<Actor & { user?: User }> {
+  switch (access) {
+    case 'public':
+      return { tenantId: '', role: 'member' };
+    case 'signin':
+    case 'operator': {
+      const decision = await deps.signInLimiter.take(deps.clientIp(request.remoteAddress, request.headers['x-forwarded-for']));
+      if (!decision.allowed) throw new RelayError(429, 'ThrottlerException: Too Many Requests', { retryAfterSeconds: decision.retryAfterSeconds });
+      if (access === 'operator') checkOperator(deps.operatorToken, request.headers['x-operator-token']);
+      return { tenantId: '', role: 'member' };
+    }
+    case 'session':
+    case 'session-any': {
+      const user = await deps.sessions.authenticate(request.headers.authorization);
+      if (access === 'session' && user.mustChangePassword) {
+        throw forbidden('Password change required: POST /api/v1/admin/me/password with the one-time password as currentPassword');
+      }
+      return { tenantId: user.tenantId, role: user.role, userId: user.id, user };
+    }
+  }
+}
+
+function checkOperator(configured: string, presented: string | undefined): void {
+  if (!configured) throw forbidden('Onboarding over HTTP is disabled: set SLUICE_RELAY_OPERATOR_TOKEN, or use `sluice relay onboard`');
+  const a = Buffer.from(configured);
+  const b = Buffer.from(presented ?? '');
+  if (a.length !== b.length || !timingSafeEqual(a, b)) throw new RelayError(401, 'Invalid operator token');
+}
+
+async function jsonBody(request: HttpRequest): Promise<unknown> {
+  const mediaType = request.headers['content-type']?.split(';')[0]?.trim().toLowerCase();
+  if (mediaType !== JSON_TYPE) throw new RelayError(415, 'Content-Type must be application/json');
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(await request.body());
+  } catch (err) {
+    if (err instanceof Error && err.name === 'SluiceError') throw err;
+    throw new RelayError(400, 'Body is not valid UTF-8');
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new RelayError(400, 'Body is not valid JSON');
+  }
+}
+
+function errorResponse(err: unknown, log: Logger): HttpResponse {
+  let error: RelayError;
+  if (err instanceof RelayError) error = err;
+  else if (err instanceof Error && err.name === 'SluiceError' && 'httpStatus' in err) error = new RelayError(err.httpStatus as number, err.message);
+  else {
+    log.error({ err }, 'relay request failed unexpectedly');
+    error = new RelayError(500, 'Internal server error');
+  }
+  const { retryAfterSeconds, ...details } = error.details as { retryAfterSeconds?: number };
+  const headers: Record<string, string> = { 'content-type': JSON_TYPE };
+  if (retryAfterSeconds !== undefined) headers['retry-after'] = String(retryAfterSeconds);
+  return { status: error.statusCode, headers, body: JSON.stringify({ message: error.message, statusCode: error.statusCode, ...details }) };
+}

@@ -1,0 +1,80 @@
+/**
+ * What the operator can do from the command line (`sluice relay ...`): enough to script a
+ * tenant, a site, a form, its recipients and webhooks, and an API key without the HTTP API.
+ * Every operation runs as the operator actor of one tenant, named by --tenant or found from
+ * the --site given.
+ */
+import { notFound, RelayError, validationFailed } from './errors.ts';
+import type { Actor, RelayAdmin } from './admin.ts';
+import type { RelayStore } from './store.ts';
+
+export type OperatorInput = Record<string, string | string[] | boolean | undefined>;
+
+const str = (input: OperatorInput, name: string): string => {
+  const value = input[name];
+  if (typeof value !== 'string' || value === '') throw validationFailed(name, `--${name} is required`);
+  return value;
+};
+
+function actorFor(store: RelayStore, input: OperatorInput): Actor {
+  if (typeof input.tenant === 'string' && input.tenant) {
+    if (!store.tenants.get(input.tenant)) throw notFound('Tenant');
+    return { tenantId: input.tenant, role: 'operator' };
+  }
+  if (typeof input.site === 'string' && input.site) {
+    const site = store.sites.get(input.site);
+    if (!site) throw notFound('Site');
+    return { tenantId: site.tenantId, role: 'operator' };
+  }
+  throw validationFailed('tenant', 'give --tenant (or --site)');
+}
+
+type Operation = (admin: RelayAdmin, actor: () => Actor, input: OperatorInput) => unknown;
+
+export const OPERATOR_COMMANDS: Record<string, Operation> = {
+  onboard: (admin, _actor, input) => admin.onboard({ name: str(input, 'tenant'), owner: { email: str(input, 'owner') } }),
+  'tenants list': (admin) => admin.listTenants(),
+  'sites create': (admin, actor, input) =>
+    admin.createSite(actor(), { name: str(input, 'name'), ...(input.origin ? { allowedOrigins: [input.origin].flat() } : {}) }),
+  'sites list': (admin, actor) => admin.listSites(actor()),
+  'sites update': (admin, actor, input) =>
+    admin.updateSite(actor(), str(input, 'site'), {
+      ...(input.name ? { name: input.name } : {}),
+      ...(input.origin ? { allowedOrigins: [input.origin].flat() } : {}),
+      ...(input.active !== undefined ? { active: input.active === 'true' || input.active === true } : {}),
+    }),
+  'captcha set': (admin, actor, input) =>
+    admin.setCaptcha(actor(), str(input, 'site'), {
+      provider: str(input, 'provider'),
+      siteKey: str(input, 'site-key'),
+      secret: str(input, 'secret'),
+      ...(input['score-threshold'] ? { scoreThreshold: Number(input['score-threshold']) } : {}),
+    }),
+  'forms create': (admin, actor, input) =>
+    admin.createForm(actor(), str(input, 'site'), { name: str(input, 'name'), ...(input.key ? { formKey: input.key } : {}) }),
+  'forms list': (admin, actor, input) => admin.listForms(actor(), str(input, 'site')),
+  'recipients add': (admin, actor, input) =>
+    admin.addRecipient(actor(), str(input, 'site'), str(input, 'form'), { channel: str(input, 'channel'), address: str(input, 'address') }),
+  'webhooks add': (admin, actor, input) => admin.addWebhook(actor(), str(input, 'site'), str(input, 'form'), { url: str(input, 'url') }),
+  'api-keys create': (admin, actor, input) => admin.createApiKey(actor(), { siteId: str(input, 'site'), name: str(input, 'name') }),
+  'api-keys list': (admin, actor) => admin.listApiKeys(actor()),
+  'api-keys revoke': (admin, actor, input) => admin.revokeApiKey(actor(), str(input, 'key')),
+  'users create': (admin, actor, input) => admin.createUser(actor(), { email: str(input, 'email'), role: str(input, 'role') }),
+  'users list': (admin, actor) => admin.listUsers(actor()),
+  handover: (admin, actor) => admin.createHandover(actor()),
+};
+
+export async function runOperatorCommand(admin: RelayAdmin, store: RelayStore, command: string, input: OperatorInput): Promise<unknown> {
+  const operation = OPERATOR_COMMANDS[command];
+  if (!operation) throw new Error(`unknown relay command: ${command}`);
+  try {
+    return await operation(admin, () => actorFor(store, input), input);
+  } catch (err) {
+    // The CLI shows one line: put the field of a validation error into it.
+    if (err instanceof RelayError && err.details.errors) {
+      const [first] = err.details.errors as Array<{ field: string; message: string }>;
+      throw new Error(`${err.message}: ${first!.field} ${first!.message}`);
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * The admin API's request bodies as JSON Schemas. The same objects validate requests (ajv) and
+ * make the relay's OpenAPI document (relay/openapi.ts). A refusal is 400 `Validation failed`
+ * naming the first bad field.
+ */
+import { Ajv, type ValidateFunction } from 'ajv';
+import { firstProblem } from '../core/validation.ts';
+import { validationFailed } from './errors.ts';
+import { CAPTCHA_PROVIDERS, CHANNELS, ROLES } from './model.ts';
+
+const name = { type: 'string', minLength: 1, maxLength: 200 } as const;
+const email = { type: 'string', format: 'email-address', maxLength: 254, description: 'One plain address, at most 254 characters.' } as const;
+const password = { type: 'string', minLength: 12, maxLength: 256, description: 'At least 12 characters.' } as const;
+const origin = { type: 'string', format: 'origin', maxLength: 300, description: 'scheme://host[:port], no path, no trailing slash.' } as const;
+const webhookUrl = { type: 'string', format: 'webhook-url', maxLength: 2048, description: 'http(s) URL of a public host (no credentials; loopback and private addresses refused).' } as const;
+const key = (what: string) => ({ type: 'string', pattern: '^[A-Za-z0-9_-]{1,100}$', description: `${what}: letters, digits, _ and -, at most 100.` }) as const;
+
+function object(properties: Record<string, unknown>, required: string[] = [], extra: Record<string, unknown> = {}) {
+  return { type: 'object', additionalProperties: false, properties, required, ...extra } as const;
+}
+
+export const ADMIN_SCHEMAS = {
+  OnboardTenant: object({ name, owner: object({ email, name, password }, ['email']) }, ['name', 'owner']),
+  UpdateTenant: object({ name }, ['name']),
+  Login: object({ email: { type: 'string', maxLength: 254 }, password: { type: 'string', maxLength: 256 } }, ['email', 'password']),
+  ChangePassword: object({ currentPassword: { type: 'string', maxLength: 256 }, newPassword: password }, ['currentPassword', 'newPassword']),
+  CreateSite: object({ name, allowedOrigins: { type: 'array', maxItems: 50, items: origin }, active: { type: 'boolean' } }, ['name']),
+  UpdateSite: object({ name, allowedOrigins: { type: 'array', maxItems: 50, items: origin }, active: { type: 'boolean' } }, [], { minProperties: 1 }),
+  SetCaptcha: object(
+    {
+      provider: { enum: [...CAPTCHA_PROVIDERS] },
+      siteKey: { type: 'string', minLength: 1, maxLength: 200, description: "The provider's public site key." },
+      secret: { type: 'string', minLength: 1, maxLength: 500, description: "The provider's secret key: stored encrypted, never returned." },
+      scoreThreshold: { type: 'number', minimum: 0, maximum: 1, description: 'recaptcha_v3 only (default 0.5).' },
+    },
+    ['provider', 'siteKey', 'secret'],
+  ),
+  CreateForm: object({ formKey: key('formKey (default: generated)'), name, active: { type: 'boolean' }, templateId: { type: 'string', maxLength: 100 } }, ['name']),
+  UpdateForm: object({ name, active: { type: 'boolean' }, templateId: { type: ['string', 'null'], maxLength: 100 } }, [], { minProperties: 1 }),
+  CreateRecipient: object(
+    { channel: { enum: [...CHANNELS] }, address: { type: 'string', minLength: 1, maxLength: 254, description: 'email: one address; whatsapp: E.164 (+ and 8 to 15 digits).' }, active: { type: 'boolean' } },
+    ['channel', 'address'],
+  ),
+  UpdateRecipient: object({ active: { type: 'boolean' } }, ['active']),
+  CreateWebhook: object({ url: webhookUrl, secret: { type: 'string', minLength: 16, maxLength: 256, description: 'Signing secret (default: generated and shown once).' }, active: { type: 'boolean' } }, ['url']),
+  UpdateWebhook: object({ url: webhookUrl, active: { type: 'boolean' } }, [], { minProperties: 1 }),
+  CreateTemplate: object({ name, subject: { type: 'string', minLength: 1, maxLength: 500 }, html: { type: 'string', minLength: 1, maxLength: 100_000 } }, ['name', 'subject', 'html']),
+  UpdateTemplate: object({ name, subject: { type: 'string', minLength: 1, maxLength: 500 }, html: { type: 'string', minLength: 1, maxLength: 100_000 } }, [], { minProperties: 1 }),
+  PreviewTemplate: object(
+    {
+      templateId: { type: 'string', maxLength: 100, description: 'A stored template; or give subject and html.' },
+      subject: { type: 'string', maxLength: 500 },
+      html: { type: 'string', maxLength: 100_000 },
+      data: { type: 'object', description: 'Sample submission data.' },
+    },
+  ),
+  CreateUser: object({ email, name, role: { enum: [...ROLES] }, password }, ['email', 'role']),
+  UpdateUser: object({ name, role: { enum: [...ROLES] }, active: { type: 'boolean' } }, [], { minProperties: 1 }),
+  CreateApiKey: object({ siteId: { type: 'string', maxLength: 100 }, name }, ['siteId', 'name']),
+  ClaimTenant: object({ token: { type: 'string', maxLength: 200 }, email, name, password }, ['token', 'email', 'password']),
+} as const;
+
+export type AdminSchemaName = keyof typeof ADMIN_SCHEMAS;
+
+const EMAIL = /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
+export const E164 = /^\+[1-9]\d{7,14}$/;
+
+export function isEmailAddress(value: string): boolean {
+  return value.length <= 254 && EMAIL.test(value);
+}
+
+/** scheme://host[:port] exactly as a browser sends it in Origin. */
+export function isOrigin(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return (url.protocol === 'https:' || url.protocol === 'http:') && url.origin === value;
+  } catch {
+    return false;
+  }
+}
+
+let validators: Map<AdminSchemaName, ValidateFunction> | undefined;
+let webhookUrlCheck: (url: string) => boolean = () => true;
+
+/** Sets how webhook URLs are judged (relay/webhook-url.ts); called once at start. */
+export function setWebhookUrlCheck(check: (url: string) => boolean): void {
+  webhookUrlCheck = check;
+}
+
+/** Validates a body; throws 400 `Validation failed` naming the first bad field. */
+export function validateBody<T>(schema: AdminSchemaName, body: unknown): T {
+  if (!validators) {
+    const ajv = new Ajv({ allErrors: false, strict: true, strictTypes: false });
+    ajv.addFormat('email-address', { type: 'string', validate: isEmailAddress });
+    ajv.addFormat('origin', { type: 'string', validate: isOrigin });
+    ajv.addFormat('webhook-url', { type: 'string', validate: (url: string) => webhookUrlCheck(url) });
+    validators = new Map(Object.entries(ADMIN_SCHEMAS).map(([key, value]) => [key as AdminSchemaName, ajv.compile(value)]));
+  }
+  const validate = validators.get(schema)!;
+  if (!validate(body)) {
+    const problem = firstProblem(validate.errors!);
+    throw validationFailed(problem.field, formatMessage(validate.errors![0]!.params.format, problem.message));
+  }
+  return body as T;
+}
+
+function formatMessage(format: string | undefined, fallback: string): string {
+  switch (format) {
+    case 'email-address': return 'must be one email address';
+    case 'origin': return 'must be an origin: scheme://host[:port], no path, no trailing slash';
+    case 'webhook-url': return 'must be an http(s) URL of a public host, without credentials';
+    default: return fallback;
+  }
+}
