@@ -3,14 +3,14 @@ import { pino, type Logger } from 'pino';
 
 export type { Logger };
 
-export function createLogger(level: string, destination: 'stdout' | 'stderr' = 'stdout'): Logger {
-  return pino(
-    {
-      level,
-      base: { service: 'sluice' },
-      // Keys can appear in headers; redact them wherever a request object is logged.
-      redact: ['headers["x-api-key"]', 'headers.authorization', 'apiKey', 'key'],
-    },
-    pino.destination({ fd: destination === 'stdout' ? 1 : 2, sync: false }),
-  );
+/** Keys, passwords and provider secrets: redacted wherever an object carrying them is logged. */
+const REDACT = [
+  'headers["x-api-key"]', 'headers.authorization', 'headers["x-operator-token"]', 'apiKey', 'key',
+  'password', 'currentPassword', 'newPassword', 'secret', '*.password', '*.secret', '*.apiKey',
+];
+
+/** A logger to stdout or stderr, or to any stream (tests read what was logged). */
+export function createLogger(level: string, destination: 'stdout' | 'stderr' | pino.DestinationStream = 'stdout'): Logger {
+  const stream = typeof destination === 'string' ? pino.destination({ fd: destination === 'stdout' ? 1 : 2, sync: false }) : destination;
+  return pino({ level, base: { service: 'sluice' }, redact: REDACT }, stream);
 }

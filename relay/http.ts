@@ -174,14 +174,16 @@ function checkOperator(configured: string, presented: string | undefined): void 
   if (a.length !== b.length || !timingSafeEqual(a, b)) throw new RelayError(401, 'Invalid operator token');
 }
 
+/** The JSON body; undefined for an empty body without a Content-Type (a POST that takes none). */
 async function jsonBody(request: HttpRequest): Promise<unknown> {
-  const mediaType = request.headers['content-type']?.split(';')[0]?.trim().toLowerCase();
-  if (mediaType !== JSON_TYPE) throw new RelayError(415, 'Content-Type must be application/json');
+  const raw = await request.body();
+  const contentType = request.headers['content-type'];
+  if (raw.length === 0 && !contentType) return undefined;
+  if (contentType?.split(';')[0]?.trim().toLowerCase() !== JSON_TYPE) throw new RelayError(415, 'Content-Type must be application/json');
   let text: string;
   try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(await request.body());
-  } catch (err) {
-    if (err instanceof Error && err.name === 'SluiceError') throw err;
+    text = new TextDecoder('utf-8', { fatal: true }).decode(raw);
+  } catch {
     throw new RelayError(400, 'Body is not valid UTF-8');
   }
   try {

@@ -1,0 +1,381 @@
+/**
+ * The relay's admin API on a running `sluice serve`: each resource's create, read, update and
+ * deactivate; validation; sessions and roles; tenant isolation; secrets never shown or logged;
+ * API keys hashed and revocable; the handover claim.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startServe, type RunningSluice } from '../bin/app.ts';
+import { createLogger } from '../core/log.ts';
+import { sha256Hex } from '../relay/store.ts';
+import { testConfig } from './harness.ts';
+
+const OPERATOR_TOKEN = `op_${randomBytes(16).toString('hex')}`;
+const CAPTCHA_SECRET = `captcha-secret-${randomBytes(8).toString('hex')}`;
+let app: RunningSluice;
+let dataDir: string;
+let base: string;
+const logged: string[] = [];
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), 'sluice-relay-'));
+  // Sign-in attempts are limited per client IP: each test signs in from an address of its own.
+  const config = testConfig(dataDir, { 'relay.operatorToken': OPERATOR_TOKEN, 'limits.trustedProxies': ['127.0.0.1'], logLevel: 'trace' });
+  const sink = new Writable({ write(chunk, _encoding, done) { logged.push(String(chunk)); done(); } });
+  app = await startServe(config, createLogger('trace', sink));
+  base = `http://127.0.0.1:${app.relay!.port}/api/v1`;
+});
+afterAll(async () => {
+  await app?.shutdown();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+const randomIp = () => `198.51.100.${1 + Math.floor(Math.random() * 250)}`;
+
+async function call(method: string, path: string, options: { token?: string; body?: unknown; headers?: Record<string, string> } = {}) {
+  const response = await fetch(base + path, {
+    method,
+    headers: {
+      'x-forwarded-for': randomIp(),
+      ...(options.body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
+      ...options.headers,
+    },
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : undefined, text, headers: response.headers };
+}
+
+interface Account { tenantId: string; userId: string; token: string; email: string }
+
+/** Onboards a tenant over HTTP and signs its owner in with a password of their own. */
+async function onboard(name: string): Promise<Account> {
+  const email = `owner-${randomBytes(4).toString('hex')}@${name.toLowerCase().replace(/\W/g, '')}.test`;
+  const created = await call('POST', '/admin/tenants', { body: { name, owner: { email } }, headers: { 'x-operator-token': OPERATOR_TOKEN } });
+  expect(created.status).toBe(201);
+  const login = await call('POST', '/admin/login', { body: { email, password: created.body.oneTimePassword } });
+  expect(login.status).toBe(200);
+  const changed = await call('POST', '/admin/me/password', { token: login.body.token, body: { currentPassword: created.body.oneTimePassword, newPassword: 'a long new password' } });
+  expect(changed.status).toBe(200);
+  return { tenantId: created.body.tenant.id, userId: created.body.owner.id, token: changed.body.token, email };
+}
+
+function expectValidation(result: { status: number; body: { message: string; field: string } }, field: string) {
+  expect(result.status).toBe(400);
+  expect(result.body.message).toBe('Validation failed');
+  expect(result.body.field).toBe(field);
+}
+
+describe('onboarding and sessions', () => {
+  it('onboards only with the operator token, and the one-time password only allows changing it', async () => {
+    expect((await call('POST', '/admin/tenants', { body: { name: 'x', owner: { email: 'a@b.test' } } })).status).toBe(401);
+    expect((await call('POST', '/admin/tenants', { body: { name: 'x', owner: { email: 'a@b.test' } }, headers: { 'x-operator-token': 'op_wrong' } })).status).toBe(401);
+    const created = await call('POST', '/admin/tenants', { body: { name: 'First', owner: { email: 'First.Owner@first.test' } }, headers: { 'x-operator-token': OPERATOR_TOKEN } });
+    expect(created.status).toBe(201);
+    expect(created.body.owner).toMatchObject({ email: 'first.owner@first.test', role: 'owner', mustChangePassword: true });
+    expect(created.body.owner.passwordHash).toBeUndefined();
+    const login = await call('POST', '/admin/login', { body: { email: 'first.owner@first.test', password: created.body.oneTimePassword } });
+    expect(login.status).toBe(200);
+    const blocked = await call('GET', '/admin/sites', { token: login.body.token });
+    expect(blocked.status).toBe(403);
+    expect(blocked.body.message).toMatch(/^Password change required/);
+    expect((await call('GET', '/admin/me', { token: login.body.token })).status).toBe(200);
+    const weak = await call('POST', '/admin/me/password', { token: login.body.token, body: { currentPassword: created.body.oneTimePassword, newPassword: 'short' } });
+    expectValidation(weak, 'newPassword');
+    const changed = await call('POST', '/admin/me/password', { token: login.body.token, body: { currentPassword: created.body.oneTimePassword, newPassword: 'a much better password' } });
+    expect(changed.status).toBe(200);
+    expect((await call('GET', '/admin/sites', { token: changed.body.token })).status).toBe(200);
+    // The password change ended the older session.
+    expect((await call('GET', '/admin/me', { token: login.body.token })).status).toBe(401);
+    expect((await call('POST', '/admin/login', { body: { email: 'first.owner@first.test', password: created.body.oneTimePassword } })).status).toBe(401);
+  });
+
+  it('refuses a wrong password and an unknown email alike, and signs in by the new password', async () => {
+    const account = await onboard('Signin');
+    const wrong = await call('POST', '/admin/login', { body: { email: account.email, password: 'not the password' } });
+    const unknown = await call('POST', '/admin/login', { body: { email: 'nobody@nowhere.test', password: 'not the password' } });
+    expect(wrong).toMatchObject({ status: 401, body: { message: 'Invalid email or password', statusCode: 401 } });
+    expect(unknown.body).toEqual(wrong.body);
+    expect((await call('POST', '/admin/login', { body: { email: account.email.toUpperCase(), password: 'a long new password' } })).status).toBe(200);
+  });
+
+  it('answers 401 without a session, and for a forged or expired-looking token', async () => {
+    expect(await call('GET', '/admin/sites')).toMatchObject({ status: 401, body: { statusCode: 401 } });
+    expect((await call('GET', '/admin/sites', { token: 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl' })).status).toBe(401);
+  });
+
+  it('limits sign-in attempts per client IP', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 11; i++) {
+      statuses.push((await call('POST', '/admin/login', { body: { email: 'x@y.test', password: 'wrong' }, headers: { 'x-forwarded-for': '203.0.113.9' } })).status);
+    }
+    expect(statuses.slice(0, 10).every((s) => s === 401)).toBe(true);
+    const limited = await call('POST', '/admin/login', { body: { email: 'x@y.test', password: 'wrong' }, headers: { 'x-forwarded-for': '203.0.113.9' } });
+    expect(limited.status).toBe(429);
+    expect(limited.body).toEqual({ message: 'ThrottlerException: Too Many Requests', statusCode: 429 });
+  });
+});
+
+describe('sites, CAPTCHA, forms, recipients, webhooks', () => {
+  let owner: Account;
+  let siteId: string;
+  let formId: string;
+
+  beforeAll(async () => {
+    owner = await onboard('Builder');
+  });
+
+  it('creates, reads, updates and deactivates a site, validating origins', async () => {
+    const created = await call('POST', '/admin/sites', { token: owner.token, body: { name: 'Marketing', allowedOrigins: ['https://www.example.com', 'http://localhost:3000'] } });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ name: 'Marketing', active: true, captcha: null, allowedOrigins: ['https://www.example.com', 'http://localhost:3000'] });
+    expect(created.body.siteKey).toMatch(/^sk_[A-Za-z0-9_-]+$/);
+    expect(created.body.siteKey.length).toBeLessThanOrEqual(100);
+    siteId = created.body.id;
+    expect((await call('GET', `/admin/sites/${siteId}`, { token: owner.token })).body.name).toBe('Marketing');
+    for (const bad of ['https://www.example.com/', 'https://www.example.com/path', 'ftp://example.com', 'www.example.com', 'https://user@example.com']) {
+      expectValidation(await call('POST', '/admin/sites', { token: owner.token, body: { name: 'x', allowedOrigins: ['https://ok.example.com', bad] } }), 'allowedOrigins[1]');
+    }
+    expectValidation(await call('POST', '/admin/sites', { token: owner.token, body: {} }), 'name');
+    expectValidation(await call('POST', '/admin/sites', { token: owner.token, body: { name: 'x', colour: 'red' } }), 'colour');
+    const updated = await call('PATCH', `/admin/sites/${siteId}`, { token: owner.token, body: { name: 'Marketing EU', allowedOrigins: ['https://www.example.eu'] } });
+    expect(updated.body).toMatchObject({ name: 'Marketing EU', allowedOrigins: ['https://www.example.eu'], siteKey: created.body.siteKey });
+    expect((await call('PATCH', `/admin/sites/${siteId}`, { token: owner.token, body: { active: false } })).body.active).toBe(false);
+    expect((await call('PATCH', `/admin/sites/${siteId}`, { token: owner.token, body: { active: true } })).body.active).toBe(true);
+    expect((await call('GET', '/admin/sites', { token: owner.token })).body.map((s: { id: string }) => s.id)).toEqual([siteId]);
+  });
+
+  it('stores a CAPTCHA secret encrypted and never returns or logs it', async () => {
+    const set = await call('PUT', `/admin/sites/${siteId}/captcha`, { token: owner.token, body: { provider: 'recaptcha_v3', siteKey: '6Lc-public', secret: CAPTCHA_SECRET, scoreThreshold: 0.7 } });
+    expect(set.status).toBe(200);
+    expect(set.body.captcha).toEqual({ provider: 'recaptcha_v3', siteKey: '6Lc-public', scoreThreshold: 0.7, secretConfigured: true });
+    expectValidation(await call('PUT', `/admin/sites/${siteId}/captcha`, { token: owner.token, body: { provider: 'hcaptcha', siteKey: 'k', secret: 's', scoreThreshold: 0.5 } }), 'scoreThreshold');
+    expectValidation(await call('PUT', `/admin/sites/${siteId}/captcha`, { token: owner.token, body: { provider: 'recaptcha_v4', siteKey: 'k', secret: 's' } }), 'provider');
+    const texts = [set.text, (await call('GET', `/admin/sites/${siteId}`, { token: owner.token })).text, (await call('GET', '/admin/sites', { token: owner.token })).text];
+    for (const text of texts) expect(text).not.toContain(CAPTCHA_SECRET);
+    const stateDir = join(dataDir, 'state');
+    for (const file of await readdir(stateDir)) expect(await readFile(join(stateDir, file), 'utf8'), file).not.toContain(CAPTCHA_SECRET);
+    expect(app.relay!.store.sites.get(siteId)!.captcha!.secretSealed).not.toContain(CAPTCHA_SECRET);
+    expect(logged.join('')).not.toContain(CAPTCHA_SECRET);
+    expect(logged.length).toBeGreaterThan(0);
+    const removed = await call('DELETE', `/admin/sites/${siteId}/captcha`, { token: owner.token });
+    expect(removed.body.captcha).toBeNull();
+  });
+
+  it('creates forms with unique keys, and updates and deactivates them', async () => {
+    const created = await call('POST', `/admin/sites/${siteId}/forms`, { token: owner.token, body: { name: 'Contact', formKey: 'contact' } });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ formKey: 'contact', active: true, recipients: [], webhooks: [] });
+    formId = created.body.id;
+    expect((await call('POST', `/admin/sites/${siteId}/forms`, { token: owner.token, body: { name: 'Again', formKey: 'contact' } })).status).toBe(409);
+    expectValidation(await call('POST', `/admin/sites/${siteId}/forms`, { token: owner.token, body: { name: 'Bad', formKey: 'has space' } }), 'formKey');
+    expectValidation(await call('POST', `/admin/sites/${siteId}/forms`, { token: owner.token, body: { name: 'Long', formKey: 'k'.repeat(101) } }), 'formKey');
+    const generated = await call('POST', `/admin/sites/${siteId}/forms`, { token: owner.token, body: { name: 'Newsletter' } });
+    expect(generated.body.formKey).toMatch(/^fk_/);
+    expect((await call('PATCH', `/admin/sites/${siteId}/forms/${formId}`, { token: owner.token, body: { active: false } })).body.active).toBe(false);
+    expect((await call('PATCH', `/admin/sites/${siteId}/forms/${formId}`, { token: owner.token, body: { active: true, name: 'Contact us' } })).body).toMatchObject({ active: true, name: 'Contact us' });
+    expect((await call('GET', `/admin/sites/${siteId}/forms`, { token: owner.token })).body).toHaveLength(2);
+  });
+
+  it('configures recipients per channel, validated and toggled', async () => {
+    const path = `/admin/sites/${siteId}/forms/${formId}/recipients`;
+    const email = await call('POST', path, { token: owner.token, body: { channel: 'email', address: 'Sales@Example.com' } });
+    expect(email.body).toMatchObject({ channel: 'email', address: 'sales@example.com', active: true });
+    const whatsapp = await call('POST', path, { token: owner.token, body: { channel: 'whatsapp', address: '+4915112345678', active: false } });
+    expect(whatsapp.body).toMatchObject({ channel: 'whatsapp', active: false });
+    for (const bad of ['a@b.com, c@d.com', 'Sales <sales@example.com>', 'sales@example.com\r\nBcc: x@y.com', 'not-an-address']) {
+      expectValidation(await call('POST', path, { token: owner.token, body: { channel: 'email', address: bad } }), 'address');
+    }
+    for (const bad of ['4915112345678', '+0151123456', '+12345', '+1234567890123456']) {
+      expectValidation(await call('POST', path, { token: owner.token, body: { channel: 'whatsapp', address: bad } }), 'address');
+    }
+    expectValidation(await call('POST', path, { token: owner.token, body: { channel: 'webhook', address: 'https://x.test' } }), 'channel');
+    expect((await call('POST', path, { token: owner.token, body: { channel: 'email', address: 'sales@example.com' } })).status).toBe(409);
+    expect((await call('PATCH', `${path}/${whatsapp.body.id}`, { token: owner.token, body: { active: true } })).body.active).toBe(true);
+    expect((await call('DELETE', `${path}/${email.body.id}`, { token: owner.token })).status).toBe(204);
+    const form = await call('GET', `/admin/sites/${siteId}/forms/${formId}`, { token: owner.token });
+    expect(form.body.recipients.map((r: { channel: string }) => r.channel)).toEqual(['whatsapp']);
+  });
+
+  it('adds webhooks to public hosts only, showing the signing secret once', async () => {
+    const path = `/admin/sites/${siteId}/forms/${formId}/webhooks`;
+    for (const url of ['http://127.0.0.1/hook', 'http://localhost:8080/x', 'http://10.1.2.3/x', 'http://169.254.169.254/latest/meta-data', 'http://[::1]/x', 'https://user:pw@hooks.example.com/x', 'file:///etc/passwd', 'http://192.168.1.1/x']) {
+      expectValidation(await call('POST', path, { token: owner.token, body: { url } }), 'url');
+    }
+    const created = await call('POST', path, { token: owner.token, body: { url: 'https://hooks.example.com/forms' } });
+    expect(created.status).toBe(201);
+    expect(created.body.secret).toMatch(/^whsec_/);
+    const form = await call('GET', `/admin/sites/${siteId}/forms/${formId}`, { token: owner.token });
+    expect(form.text).not.toContain(created.body.secret);
+    expect(form.body.webhooks).toEqual([{ id: created.body.id, url: 'https://hooks.example.com/forms', active: true, secretConfigured: true }]);
+    expect((await call('PATCH', `${path}/${created.body.id}`, { token: owner.token, body: { active: false } })).body.active).toBe(false);
+  });
+
+  it('creates and previews templates with the data HTML-escaped', async () => {
+    const created = await call('POST', '/admin/templates', { token: owner.token, body: { name: 'Lead', subject: 'New lead: {{ name }}', html: '<h1>{{ name }}</h1><p>From {{ meta.page }}</p>' } });
+    expect(created.status).toBe(201);
+    expectValidation(await call('POST', '/admin/templates', { token: owner.token, body: { name: 'Bad', subject: 's', html: '<p>{{ name </p>' } }), 'html');
+    const data = { name: '<img src=x onerror=alert(1)>', meta: { page: '/pricing?a=1&b=2' } };
+    const preview = await call('POST', '/admin/templates/preview', { token: owner.token, body: { templateId: created.body.id, data } });
+    expect(preview.status).toBe(200);
+    expect(preview.body.html).toBe('<h1>&lt;img src=x onerror=alert(1)&gt;</h1><p>From /pricing?a=1&amp;b=2</p>');
+    const injected = await call('POST', '/admin/templates/preview', { token: owner.token, body: { subject: 'Hi {{ name }}', html: '{{ @fields }}', data: { name: 'x\r\nBcc: victim@example.com' } } });
+    expect(injected.body.subject).toBe('Hi x Bcc: victim@example.com');
+    expect(injected.body.html).toContain('<th align="left">name</th>');
+    const updated = await call('PATCH', `/admin/templates/${created.body.id}`, { token: owner.token, body: { subject: 'Lead: {{ name }}' } });
+    expect(updated.body).toMatchObject({ subject: 'Lead: {{ name }}', html: created.body.html });
+    expect((await call('PATCH', `/admin/sites/${siteId}/forms/${formId}`, { token: owner.token, body: { templateId: created.body.id } })).body.templateId).toBe(created.body.id);
+  });
+
+  it('issues site-bound API keys shown once, stored hashed, revoked within a second', async () => {
+    const created = await call('POST', '/admin/api-keys', { token: owner.token, body: { siteId, name: 'backend' } });
+    expect(created.status).toBe(201);
+    const { apiKey } = created.body;
+    expect(apiKey).toMatch(/^rk_[A-Za-z0-9_-]{43}$/);
+    expect(created.body).toMatchObject({ siteId, name: 'backend', prefix: apiKey.slice(0, 9) });
+    expect(created.body.hash).toBeUndefined();
+    const listed = await call('GET', '/admin/api-keys', { token: owner.token });
+    expect(listed.text).not.toContain(apiKey);
+    expect(listed.text).not.toContain(sha256Hex(apiKey));
+    const stored = await readFile(join(dataDir, 'state', 'relay_api_keys.json'), 'utf8');
+    expect(stored).toContain(sha256Hex(apiKey));
+    expect(stored).not.toContain(apiKey);
+    expect(app.relay!.store.apiKeyFor(apiKey)?.siteId).toBe(siteId);
+    expect((await call('DELETE', `/admin/api-keys/${created.body.id}`, { token: owner.token })).body.revokedAt).toEqual(expect.any(String));
+    const started = Date.now();
+    while (app.relay!.store.apiKeyFor(apiKey) && Date.now() - started < 1000) await new Promise((r) => setTimeout(r, 10));
+    expect(app.relay!.store.apiKeyFor(apiKey)).toBeUndefined();
+    expect((await call('POST', '/admin/api-keys', { token: owner.token, body: { siteId: 'site_nope', name: 'x' } })).status).toBe(404);
+  });
+});
+
+describe('users and roles', () => {
+  it('lets owners and admins manage users, members only read, and keeps one active owner', async () => {
+    const owner = await onboard('Roles');
+    const site = await call('POST', '/admin/sites', { token: owner.token, body: { name: 'Shop' } });
+    const signIn = async (role: 'admin' | 'member') => {
+      const email = `${role}-${randomBytes(3).toString('hex')}@roles.test`;
+      const created = await call('POST', '/admin/users', { token: owner.token, body: { email, role, password: `${role} password 123` } });
+      expect(created.status).toBe(201);
+      expect(created.body.oneTimePassword).toBeUndefined();
+      const login = await call('POST', '/admin/login', { body: { email, password: `${role} password 123` } });
+      return { id: created.body.user.id as string, token: login.body.token as string };
+    };
+    const admin = await signIn('admin');
+    const member = await signIn('member');
+
+    expect((await call('GET', `/admin/sites/${site.body.id}`, { token: member.token })).status).toBe(200);
+    const refused = await call('POST', '/admin/sites', { token: member.token, body: { name: 'x' } });
+    expect(refused).toMatchObject({ status: 403, body: { message: 'Members have read-only access', statusCode: 403 } });
+    expect((await call('POST', '/admin/api-keys', { token: member.token, body: { siteId: site.body.id, name: 'x' } })).status).toBe(403);
+    expect((await call('POST', '/admin/sites', { token: admin.token, body: { name: 'By admin' } })).status).toBe(201);
+    expect((await call('POST', '/admin/users', { token: admin.token, body: { email: 'o2@roles.test', role: 'owner' } })).status).toBe(403);
+    expect((await call('PATCH', `/admin/users/${member.id}`, { token: admin.token, body: { role: 'owner' } })).status).toBe(403);
+    expect((await call('PATCH', '/admin/tenant', { token: admin.token, body: { name: 'Renamed' } })).status).toBe(403);
+    const invited = await call('POST', '/admin/users', { token: admin.token, body: { email: 'new.member@roles.test', role: 'member' } });
+    expect(invited.body.oneTimePassword).toEqual(expect.any(String));
+    expect(invited.body.user.mustChangePassword).toBe(true);
+    expect((await call('POST', '/admin/users', { token: owner.token, body: { email: 'new.member@roles.test', role: 'member' } })).status).toBe(409);
+
+    expect((await call('PATCH', `/admin/users/${owner.userId}`, { token: owner.token, body: { role: 'admin' } })).status).toBe(409);
+    expect((await call('PATCH', '/admin/tenant', { token: owner.token, body: { name: 'Roles Ltd' } })).body.name).toBe('Roles Ltd');
+    // Deactivating a user ends their sessions at once.
+    expect((await call('PATCH', `/admin/users/${member.id}`, { token: owner.token, body: { active: false } })).body.active).toBe(false);
+    expect((await call('GET', '/admin/sites', { token: member.token })).status).toBe(401);
+    expect((await call('GET', '/admin/users', { token: owner.token })).body).toHaveLength(4);
+  });
+});
+
+describe('tenant isolation', () => {
+  it('gives a user of another tenant 404 for everything, and lists only its own', async () => {
+    const a = await onboard('Alpha');
+    const b = await onboard('Beta');
+    const site = (await call('POST', '/admin/sites', { token: a.token, body: { name: 'A site' } })).body;
+    const form = (await call('POST', `/admin/sites/${site.id}/forms`, { token: a.token, body: { name: 'A form' } })).body;
+    const recipient = (await call('POST', `/admin/sites/${site.id}/forms/${form.id}/recipients`, { token: a.token, body: { channel: 'email', address: 'a@alpha.test' } })).body;
+    const template = (await call('POST', '/admin/templates', { token: a.token, body: { name: 't', subject: 's', html: 'h' } })).body;
+    const key = (await call('POST', '/admin/api-keys', { token: a.token, body: { siteId: site.id, name: 'k' } })).body;
+    const attempts: Array<[string, string, unknown?]> = [
+      ['GET', `/admin/sites/${site.id}`],
+      ['PATCH', `/admin/sites/${site.id}`, { active: false }],
+      ['PUT', `/admin/sites/${site.id}/captcha`, { provider: 'turnstile', siteKey: 'k', secret: 's' }],
+      ['GET', `/admin/sites/${site.id}/forms`],
+      ['GET', `/admin/sites/${site.id}/forms/${form.id}`],
+      ['PATCH', `/admin/sites/${site.id}/forms/${form.id}`, { active: false }],
+      ['POST', `/admin/sites/${site.id}/forms/${form.id}/recipients`, { channel: 'email', address: 'b@beta.test' }],
+      ['PATCH', `/admin/sites/${site.id}/forms/${form.id}/recipients/${recipient.id}`, { active: false }],
+      ['GET', `/admin/templates/${template.id}`],
+      ['POST', '/admin/api-keys', { siteId: site.id, name: 'stolen' }],
+      ['DELETE', `/admin/api-keys/${key.id}`],
+      ['GET', `/admin/users/${a.userId}`],
+      ['PATCH', `/admin/users/${a.userId}`, { active: false }],
+    ];
+    for (const [method, path, body] of attempts) {
+      const result = await call(method, path, { token: b.token, body });
+      expect(result.status, `${method} ${path}`).toBe(404);
+    }
+    // Nothing changed, and B's lists hold only B's things.
+    expect(app.relay!.store.sites.get(site.id)!.active).toBe(true);
+    expect(app.relay!.store.apiKeyFor(key.apiKey)).toBeDefined();
+    expect((await call('GET', '/admin/sites', { token: b.token })).body).toEqual([]);
+    expect((await call('GET', '/admin/api-keys', { token: b.token })).body).toEqual([]);
+    expect((await call('GET', '/admin/users', { token: b.token })).body.map((u: { email: string }) => u.email)).toEqual([b.email]);
+  });
+});
+
+describe('handover', () => {
+  it('hands the tenant to its client once; the agency stays as admin', async () => {
+    const agency = await onboard('Agency');
+    const handover = await call('POST', '/admin/tenant/handover', { token: agency.token });
+    expect(handover.status).toBe(201);
+    expect(handover.body.claimToken).toMatch(/^rct_/);
+    const claims = await Promise.all(
+      [1, 2, 3].map((i) => call('POST', '/admin/claim', { body: { token: handover.body.claimToken, email: `client${i}@client.test`, password: 'client password 1' } })),
+    );
+    expect(claims.map((c) => c.status).sort()).toEqual([200, 404, 404]);
+    const winner = claims.find((c) => c.status === 200)!;
+    expect(winner.body.user).toMatchObject({ role: 'owner', tenantId: agency.tenantId });
+    expect(claims.find((c) => c.status === 404)!.body.message).toBe('Claim token not found or expired');
+    const users = await call('GET', '/admin/users', { token: winner.body.token });
+    expect(users.body.find((u: { id: string }) => u.id === agency.userId).role).toBe('admin');
+    expect((await call('POST', '/admin/tenant/handover', { token: agency.token })).status).toBe(403);
+    expect((await call('POST', '/admin/claim', { body: { token: handover.body.claimToken, email: 'late@client.test', password: 'client password 1' } })).status).toBe(404);
+  });
+
+  it('refuses an expired claim token', async () => {
+    const agency = await onboard('Expiring');
+    const { body } = await call('POST', '/admin/tenant/handover', { token: agency.token });
+    const key = sha256Hex(body.claimToken);
+    const claim = await app.state.get<{ expiresAt: string }>('relay_claims', key);
+    await app.state.put('relay_claims', key, { ...claim, expiresAt: new Date(Date.now() - 1000).toISOString() });
+    expect((await call('POST', '/admin/claim', { body: { token: body.claimToken, email: 'c@expired.test', password: 'client password 1' } })).status).toBe(404);
+  });
+});
+
+describe('the relay HTTP surface', () => {
+  it('answers unknown paths, wrong methods, non-JSON and broken JSON with the error shape', async () => {
+    expect(await call('GET', '/nope')).toMatchObject({ status: 404, body: { message: 'Cannot GET /api/v1/nope', statusCode: 404 } });
+    const wrongMethod = await call('PUT', '/admin/sites');
+    expect(wrongMethod.status).toBe(405);
+    expect(wrongMethod.headers.get('allow')).toBe('GET, POST');
+    const notJson = await fetch(`${base}/admin/login`, { method: 'POST', headers: { 'content-type': 'text/plain', 'x-forwarded-for': randomIp() }, body: 'x' });
+    expect(notJson.status).toBe(415);
+    const broken = await fetch(`${base}/admin/login`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': randomIp() }, body: '{"email":' });
+    expect(await broken.json()).toEqual({ message: 'Body is not valid JSON', statusCode: 400 });
+    expect((await call('GET', '/health')).body).toEqual({ status: 'ok', service: 'sluice-relay' });
+  });
+
+  it('describes the admin API in its OpenAPI document, with the validating schemas', async () => {
+    const { body } = await call('GET', '/openapi.json');
+    expect(body.openapi).toBe('3.1.0');
+    expect(body.paths['/api/v1/admin/sites/{siteId}/forms/{formId}/recipients'].post.requestBody.content['application/json'].schema.$ref).toBe('#/components/schemas/CreateRecipient');
+    expect(body.components.schemas.CreateSite.properties.allowedOrigins.items.format).toBe('origin');
+    for (const [, name] of JSON.stringify(body).matchAll(/"#\/components\/schemas\/(\w+)"/g)) expect(body.components.schemas[name!], name).toBeDefined();
+    expect(Object.keys(body.paths).length).toBeGreaterThan(20);
+  });
+});
