@@ -141,6 +141,37 @@ describe('sluice CLI', () => {
       expect(badTime.code).toBe(2);
     });
 
+    it('scripts a relay tenant, site, form, recipients, webhook and API key', async () => {
+      const relay = async (...args: string[]) => JSON.parse((await sluice(['relay', ...args])).stdout);
+      const onboarded = await relay('onboard', '--tenant', 'Acme', '--owner', 'owner@acme.test');
+      expect(onboarded).toMatchObject({ tenant: { name: 'Acme' }, owner: { email: 'owner@acme.test', role: 'owner' }, oneTimePassword: expect.any(String) });
+      const tenant = onboarded.tenant.id;
+      const site = await relay('sites', 'create', '--tenant', tenant, '--name', 'Marketing', '--origin', 'https://www.acme.test', '--origin', 'https://acme.test');
+      expect(site.allowedOrigins).toEqual(['https://www.acme.test', 'https://acme.test']);
+      const secretFile = join(dataDir, 'captcha-secret');
+      await writeFile(secretFile, 'cli-captcha-secret\n');
+      const withCaptcha = await relay('captcha', 'set', '--site', site.id, '--provider', 'turnstile', '--site-key', '0x4AAA', '--secret-file', secretFile);
+      expect(withCaptcha.captcha).toEqual({ provider: 'turnstile', siteKey: '0x4AAA', secretConfigured: true });
+      const form = await relay('forms', 'create', '--site', site.id, '--name', 'Contact', '--key', 'contact');
+      await relay('recipients', 'add', '--site', site.id, '--form', form.id, '--channel', 'email', '--address', 'sales@acme.test');
+      await relay('recipients', 'add', '--site', site.id, '--form', form.id, '--channel', 'whatsapp', '--address', '+4915112345678');
+      const webhook = await relay('webhooks', 'add', '--site', site.id, '--form', form.id, '--url', 'https://hooks.acme.test/forms');
+      expect(webhook.secret).toMatch(/^whsec_/);
+      const key = await relay('api-keys', 'create', '--site', site.id, '--name', 'backend');
+      expect(key.apiKey).toMatch(/^rk_/);
+      const forms = await relay('forms', 'list', '--site', site.id);
+      expect(forms[0].recipients.map((r: { address: string }) => r.address)).toEqual(['sales@acme.test', '+4915112345678']);
+      const bad = await sluice(['relay', 'sites', 'create', '--tenant', tenant, '--name', 'x', '--origin', 'https://acme.test/']).catch((err) => err);
+      expect(bad.stderr).toContain('Validation failed: allowedOrigins[0] must be an origin');
+      const login = await fetch(`http://127.0.0.1:${JSON.parse(logs.find((l) => l.includes('sluice is serving'))!).relayPort}/api/v1/admin/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: 'owner@acme.test', password: onboarded.oneTimePassword }),
+      });
+      expect(login.status).toBe(200);
+      expect(logs.join('\n')).not.toContain('cli-captcha-secret');
+    });
+
     it('never logs API keys', () => {
       expect(logs.join('\n')).not.toContain(created.apiKey);
     });

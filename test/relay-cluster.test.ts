@@ -1,0 +1,83 @@
+/**
+ * The relay on two cluster gateways (state on the real NATS KV, one master key): a session
+ * issued by one gateway works on the other, configuration made on one is served by the other,
+ * and an API key revoked on one is refused by the other within a second.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningSluice } from '../bin/app.ts';
+import { startTestRole } from './harness.ts';
+
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+const prefix = `T${randomBytes(4).toString('hex').toUpperCase()}`;
+let dataDir: string;
+let gateways: RunningSluice[] = [];
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), 'sluice-relay-cluster-'));
+  const overrides = {
+    'pipeline.workers': 1,
+    'nats.url': NATS_URL,
+    'nats.prefix': prefix,
+    'nats.maxStreamBytes': 16 * 1024 * 1024,
+    'relay.masterKey': randomBytes(32).toString('base64'),
+  };
+  gateways = [await startTestRole('gateway', dataDir, overrides), await startTestRole('gateway', dataDir, overrides)];
+});
+
+afterAll(async () => {
+  for (const gateway of gateways.reverse()) await gateway.shutdown();
+  const nc = await connect({ servers: NATS_URL });
+  const jsm = await jetstreamManager(nc);
+  for await (const stream of jsm.streams.list()) {
+    if (stream.config.name.startsWith(prefix) || stream.config.name.startsWith(`KV_${prefix.toLowerCase()}`)) await jsm.streams.delete(stream.config.name);
+  }
+  await nc.close();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+async function until<T>(fn: () => T | Promise<T>, ok: (value: T) => boolean, ms = 1000): Promise<T> {
+  const deadline = Date.now() + ms;
+  let value = await fn();
+  while (!ok(value) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 10));
+    value = await fn();
+  }
+  return value;
+}
+
+describe('relay in cluster mode', () => {
+  it('shares tenants, sessions and API keys across gateways; a revoked key is refused everywhere within a second', async () => {
+    const [one, two] = gateways as [RunningSluice, RunningSluice];
+    expect(one.relay).toBeDefined();
+    const url = (gateway: RunningSluice, path: string) => `http://127.0.0.1:${gateway.relay!.port}/api/v1${path}`;
+    const onboarded = (await one.relay!.admin.onboard({ name: 'Cluster Co', owner: { email: 'owner@cluster.test', password: 'cluster password 1' } })) as { tenant: { id: string } };
+    // The owner appears on the other gateway through the KV watch, and signs in there.
+    await until(() => two.relay!.store.userByEmail('owner@cluster.test'), Boolean);
+    const login = await fetch(url(two, '/admin/login'), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'owner@cluster.test', password: 'cluster password 1' }) });
+    expect(login.status).toBe(200);
+    const { token } = await login.json();
+    const authed = (method: string, body?: unknown) => ({
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    // Session from gateway two, used on gateway one.
+    const site = await (await fetch(url(one, '/admin/sites'), authed('POST', { name: 'Shop' }))).json();
+    expect(site.tenantId).toBe(onboarded.tenant.id);
+    const siteOnTwo = await until(async () => (await fetch(url(two, `/admin/sites/${site.id}`), authed('GET'))).status, (s) => s === 200);
+    expect(siteOnTwo).toBe(200);
+
+    const key = await (await fetch(url(two, '/admin/api-keys'), authed('POST', { siteId: site.id, name: 'backend' }))).json();
+    expect(await until(() => one.relay!.store.apiKeyFor(key.apiKey)?.siteId, (v) => v === site.id)).toBe(site.id);
+    expect((await fetch(url(one, `/admin/api-keys/${key.id}`), authed('DELETE'))).status).toBe(200);
+    // until() gives up after a second: still known by then fails the test.
+    await until(() => two.relay!.store.apiKeyFor(key.apiKey), (v) => v === undefined);
+    expect(two.relay!.store.apiKeyFor(key.apiKey)).toBeUndefined();
+  });
+});
