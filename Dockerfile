@@ -6,6 +6,6 @@ RUN npm ci --omit=dev --no-audit --no-fund
 COPY . .
 ENV SLUICE_HOST=0.0.0.0 SLUICE_DATA_DIR=/data
 VOLUME /data
-EXPOSE 4317 4318
+EXPOSE 4317 4318 8080
 ENTRYPOINT ["node", "bin/sluice.mjs"]
 CMD ["serve"]
