@@ -26,6 +26,9 @@ export interface Actor {
 export const CLAIM_TTL_HOURS = 72;
 const CLAIMS = 'relay_claims';
 const CLAIM_USES = 'relay_claim_uses';
+/** Unique names, reserved with an atomic create so two gateways cannot both take one. */
+const EMAILS = 'relay_emails';
+const FORM_KEYS = 'relay_form_keys';
 const API_KEY_PREFIX = 'rk_';
 
 const now = () => new Date().toISOString();
@@ -74,8 +77,9 @@ export class RelayAdmin {
     if (this.store.userByEmail(email)) throw conflict('A user with this email already exists');
     const tenant: Tenant = { id: id('ten'), name, createdAt: now(), updatedAt: now() };
     const password = owner.password ?? oneTimePassword();
-    await this.store.tenants.put(tenant);
+    // The owner first: a taken email then leaves no tenant behind.
     const user = await this.putNewUser(tenant.id, { email, name: owner.name ?? '', role: 'owner' }, password, owner.password === undefined);
+    await this.store.tenants.put(tenant);
     return { tenant, owner: userView(user), ...(owner.password === undefined ? { oneTimePassword: password } : {}) };
   }
 
@@ -185,12 +189,14 @@ export class RelayAdmin {
     const site = this.site(actor, siteId);
     const input = validateBody<FormBody>('CreateForm', body);
     const formKey = input.formKey ?? `fk_${randomBytes(8).toString('base64url')}`;
-    if (this.store.forms.find((form) => form.siteId === site.id && form.formKey === formKey)) {
+    if (input.templateId) this.template(actor, input.templateId);
+    const formId = id('form');
+    const taken = this.store.forms.find((form) => form.siteId === site.id && form.formKey === formKey);
+    if (taken || !(await this.store.state.create(FORM_KEYS, sha256Hex(`${site.id}/${formKey}`), { formId }))) {
       throw conflict(`A form with formKey ${formKey} already exists on this site`);
     }
-    if (input.templateId) this.template(actor, input.templateId);
     const form: Form = {
-      id: id('form'),
+      id: formId,
       tenantId: actor.tenantId,
       siteId: site.id,
       formKey,
@@ -319,6 +325,15 @@ export class RelayAdmin {
     if (input.subject !== undefined) checkTemplate('subject', input.subject);
     if (input.html !== undefined) checkTemplate('html', input.html);
     return this.store.templates.put({ ...template, ...pick(input, ['name', 'subject', 'html']), updatedAt: now() });
+  }
+
+  /** Deletes a template no form uses (a form's template would otherwise vanish under it). */
+  async deleteTemplate(actor: Actor, templateId: string) {
+    this.require(actor, 'admin');
+    const template = this.template(actor, templateId);
+    const users = this.store.forms.filter((form) => form.templateId === template.id);
+    if (users.length > 0) throw conflict(`The template is used by ${users.length} form(s): set their templateId to another template or null first`);
+    await this.store.templates.delete(template.id);
   }
 
   /** Renders a stored template, or the given subject and html, with sample data. */
@@ -451,9 +466,14 @@ export class RelayAdmin {
 
   // ---- helpers ---------------------------------------------------------------------------
 
+  /** Creates a user; 409 if the email is taken (reserved atomically, across gateways). */
   private async putNewUser(tenantId: string, fields: { email: string; name: string; role: Role }, password: string, oneTime: boolean): Promise<User> {
+    const userId = id('usr');
+    if (this.store.userByEmail(fields.email) || !(await this.store.state.create(EMAILS, sha256Hex(fields.email), { userId }))) {
+      throw conflict('A user with this email already exists');
+    }
     const user: User = {
-      id: id('usr'),
+      id: userId,
       tenantId,
       ...fields,
       active: true,

@@ -84,6 +84,7 @@ function routes(deps: RelayHttpDeps): Route[] {
     r('POST', '/api/v1/admin/templates/preview', 'session', (c, a) => admin.previewTemplate(a, c.body), 200),
     r('GET', '/api/v1/admin/templates/:templateId', 'session', (c, a) => admin.getTemplate(a, p(c, 'templateId'))),
     r('PATCH', '/api/v1/admin/templates/:templateId', 'session', (c, a) => admin.updateTemplate(a, p(c, 'templateId'), c.body)),
+    r('DELETE', '/api/v1/admin/templates/:templateId', 'session', (c, a) => admin.deleteTemplate(a, p(c, 'templateId')), 204),
     r('GET', '/api/v1/admin/users', 'session', (_c, a) => admin.listUsers(a)),
     r('POST', '/api/v1/admin/users', 'session', (c, a) => admin.createUser(a, c.body)),
     r('GET', '/api/v1/admin/users/:userId', 'session', (c, a) => admin.getUser(a, p(c, 'userId'))),

@@ -230,6 +230,18 @@ describe('sites, CAPTCHA, forms, recipients, webhooks', () => {
     const updated = await call('PATCH', `/admin/templates/${created.body.id}`, { token: owner.token, body: { subject: 'Lead: {{ name }}' } });
     expect(updated.body).toMatchObject({ subject: 'Lead: {{ name }}', html: created.body.html });
     expect((await call('PATCH', `/admin/sites/${siteId}/forms/${formId}`, { token: owner.token, body: { templateId: created.body.id } })).body.templateId).toBe(created.body.id);
+    // A template in use cannot be deleted; once the form lets go of it, it can.
+    expect((await call('DELETE', `/admin/templates/${created.body.id}`, { token: owner.token })).status).toBe(409);
+    expect((await call('PATCH', `/admin/sites/${siteId}/forms/${formId}`, { token: owner.token, body: { templateId: null } })).body.templateId).toBeUndefined();
+    expect((await call('DELETE', `/admin/templates/${created.body.id}`, { token: owner.token })).status).toBe(204);
+    expect((await call('GET', `/admin/templates/${created.body.id}`, { token: owner.token })).status).toBe(404);
+  });
+
+  it('takes each formKey and email once, even when requests race', async () => {
+    const racing = await Promise.all(Array.from({ length: 5 }, () => call('POST', `/admin/sites/${siteId}/forms`, { token: owner.token, body: { name: 'Race', formKey: 'race' } })));
+    expect(racing.map((r) => r.status).sort()).toEqual([201, 409, 409, 409, 409]);
+    const users = await Promise.all(Array.from({ length: 5 }, () => call('POST', '/admin/users', { token: owner.token, body: { email: 'twice@builder.test', role: 'member' } })));
+    expect(users.map((r) => r.status).sort()).toEqual([201, 409, 409, 409, 409]);
   });
 
   it('issues site-bound API keys shown once, stored hashed, revoked within a second', async () => {
