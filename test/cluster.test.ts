@@ -9,13 +9,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSluice } from '../bin/app.ts';
-import { startTestRole } from './harness.ts';
+import { removeNatsPrefixes, startTestRole } from './harness.ts';
 import { exportOnce, exporterFor } from './otel-clients.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -44,12 +42,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const app of running.reverse()) await app.shutdown();
-  const nc = await connect({ servers: NATS_URL });
-  const jsm = await jetstreamManager(nc);
-  for await (const stream of jsm.streams.list()) {
-    if (stream.config.name.startsWith(prefix) || stream.config.name.startsWith(`KV_${prefix.toLowerCase()}`)) await jsm.streams.delete(stream.config.name);
-  }
-  await nc.close();
+  await removeNatsPrefixes(NATS_URL, [prefix]);
   await rm(dataDir, { recursive: true, force: true });
 });
 

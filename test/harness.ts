@@ -4,6 +4,8 @@
  * process, and chDB binds one data dir per process).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, type SluiceConfig } from '../core/config.ts';
@@ -82,5 +84,19 @@ export async function eventually<T>(fn: () => Promise<T> | T, timeoutMs = 10_000
     if (value) return value;
     if (Date.now() > deadline) throw new Error('condition not met in time');
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+/** Deletes the JetStream streams and KV buckets a test run made under its prefixes. */
+export async function removeNatsPrefixes(url: string, prefixes: string[]): Promise<void> {
+  const nc = await connect({ servers: url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    for await (const stream of jsm.streams.list()) {
+      const name = stream.config.name;
+      if (prefixes.some((p) => name.startsWith(p) || name.startsWith(`KV_${p.toLowerCase()}`))) await jsm.streams.delete(name);
+    }
+  } finally {
+    await nc.close();
   }
 }
