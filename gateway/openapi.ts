@@ -154,6 +154,7 @@ export function openApiDocument(): Json {
         },
       },
       '/api/v1/openapi.json': { get: { tags: ['Operations'], summary: 'This document', responses: { 200: { description: 'OpenAPI 3.1.' } } } },
+      '/api/v1/docs': { get: { tags: ['Operations'], summary: 'This document as a web page', responses: { 200: { description: 'HTML.' } } } },
     },
     components: {
       securitySchemes: {

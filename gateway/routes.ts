@@ -6,6 +6,7 @@ import { SluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
 import type { SluiceMetrics } from '../core/metrics.ts';
 import type { HttpHandler, HttpRequest, HttpResponse } from './http/adapter.ts';
+import { renderApiDocs } from '../core/api-docs.ts';
 import { agentRoutes, type AgentHttpDeps } from './agent-http.ts';
 import { openApiDocument } from './openapi.ts';
 import { errorResponse, otlpHttpHandler, type OtlpHttpDeps } from './otlp-http.ts';
@@ -30,7 +31,9 @@ function opsTable(metrics: SluiceMetrics): RouteTable {
 
 /** The ingest port of a front end: OTLP/HTTP, the agent API, its OpenAPI document, health and metrics. */
 export function ingestRoutes(deps: OtlpHttpDeps & AgentHttpDeps): HttpHandler {
-  const openApi = JSON.stringify(openApiDocument());
+  const document = openApiDocument();
+  const openApi = JSON.stringify(document);
+  const docs = renderApiDocs(document);
   return router(
     {
       '/v1/traces': { POST: otlpHttpHandler('traces', deps) },
@@ -39,6 +42,9 @@ export function ingestRoutes(deps: OtlpHttpDeps & AgentHttpDeps): HttpHandler {
       ...agentRoutes(deps),
       '/api/v1/openapi.json': {
         GET: async () => ({ status: 200, headers: { 'content-type': 'application/json' }, body: openApi }),
+      },
+      '/api/v1/docs': {
+        GET: async () => ({ status: 200, headers: { 'content-type': 'text/html; charset=utf-8' }, body: docs }),
       },
       ...opsTable(deps.metrics),
     },

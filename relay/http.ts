@@ -4,6 +4,7 @@
  * route checks the session, then calls RelayAdmin, which enforces tenant and role.
  */
 import { timingSafeEqual } from 'node:crypto';
+import { renderApiDocs } from '../core/api-docs.ts';
 import type { Logger } from '../core/log.ts';
 import type { HttpHandler, HttpRequest, HttpResponse } from '../gateway/http/adapter.ts';
 import type { Limiter } from '../gateway/limiter.ts';
@@ -44,6 +45,11 @@ interface Route {
 
 const JSON_TYPE = 'application/json';
 
+/** A route result sent as HTML rather than JSON (the docs page). */
+class HtmlPage {
+  constructor(readonly html: string) {}
+}
+
 function routes(deps: RelayHttpDeps): Route[] {
   const { admin } = deps;
   const r = (method: string, pattern: string, access: Access, run: Route['run'], status?: number): Route => ({ method, pattern, access, run, status });
@@ -51,6 +57,7 @@ function routes(deps: RelayHttpDeps): Route[] {
   return [
     r('GET', '/api/v1/health', 'public', () => ({ status: 'ok', service: 'sluice-relay' })),
     r('GET', '/api/v1/openapi.json', 'public', () => deps.openApi()),
+    r('GET', '/api/v1/docs', 'public', () => new HtmlPage(renderApiDocs(deps.openApi() as Record<string, unknown>))),
     r('POST', '/api/v1/admin/tenants', 'operator', (c) => admin.onboard(c.body)),
     r('POST', '/api/v1/admin/login', 'signin', (c) => admin.login(c.body), 200),
     r('POST', '/api/v1/admin/claim', 'signin', (c) => admin.claim(c.body), 200),
@@ -139,6 +146,7 @@ export function relayHandler(deps: RelayHttpDeps): HttpHandler {
       const result = await route.run({ request, params, body }, actor);
       const status = route.status ?? (route.method === 'POST' ? 201 : 200);
       if (status === 204) return { status: 204 };
+      if (result instanceof HtmlPage) return { status, headers: { 'content-type': 'text/html; charset=utf-8' }, body: result.html };
       return { status, headers: { 'content-type': JSON_TYPE, 'cache-control': 'no-store' }, body: JSON.stringify(result) };
     } catch (err) {
       return errorResponse(err, deps.log);
