@@ -459,8 +459,11 @@ export class RelayAdmin {
     if (this.store.userByEmail(email)) throw conflict('A user with this email already exists');
     if (!(await this.store.state.create(CLAIM_USES, claim.id, { usedAt: now(), email }))) throw invalid;
     await this.store.state.delete(CLAIMS, lookup);
-    for (const owner of this.activeOwners(claim.tenantId)) await this.store.users.put({ ...owner, role: 'admin', updatedAt: now() });
+    // The new owner first: the tenant is never left without one.
     const user = await this.putNewUser(claim.tenantId, { email, name: input.name ?? '', role: 'owner' }, input.password, false);
+    for (const owner of this.activeOwners(claim.tenantId)) {
+      if (owner.id !== user.id) await this.store.users.put({ ...owner, role: 'admin', updatedAt: now() });
+    }
     return { tenant: this.store.tenants.get(claim.tenantId), ...(await this.sessions.issue(user)), user: userView(user) };
   }
 
