@@ -19,8 +19,9 @@
  * a time: the session is shared, and USE changes it.
  *
  * Test switches (not ClickHouse): POST /__fault?down=1 makes every request (ping included)
- * answer 503 until down=0; insertDelayMs=N holds each INSERT's answer N ms after chDB committed
- * it (a consumer killed then has stored rows it never heard about). GET /__state reports them.
+ * answer 503 until down=0; hold=1 holds every INSERT's answer, after chDB committed it, until
+ * hold=0 (a consumer killed meanwhile has stored rows it never heard about). GET /__state
+ * reports the switches and counts, including INSERTs that reused an earlier dedup token.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -44,12 +45,14 @@ const INSERT_WITH_DATA = /^\s*(INSERT\s+INTO\s+[\s\S]+?)\s+FORMAT\s+(\w+)\s*;?\s
 
 export interface FacadeState {
   down: boolean;
-  insertDelayMs: number;
+  hold: boolean;
   /** INSERTs chDB committed, and of those, how many are still being held before their answer. */
   inserts: number;
   held: number;
   /** Requests answered 503 by the down switch. */
   refused: number;
+  /** INSERTs whose insert_deduplication_token an earlier INSERT had used (a batch sent again). */
+  repeatedTokens: number;
 }
 
 class FacadeError extends Error {
@@ -67,10 +70,13 @@ export async function serveClickhouseFacade(dataDir: string, port = 0): Promise<
   await mkdir(tmpDir, { recursive: true });
   const { Session } = await import('chdb');
   const session: Session = new Session(engineDir);
-  const state: FacadeState = { down: false, insertDelayMs: 0, inserts: 0, held: 0, refused: 0 };
+  const state: FacadeState = { down: false, hold: false, inserts: 0, held: 0, refused: 0, repeatedTokens: 0 };
+  const tokens = new Set<string>();
   let currentDb = 'default';
   let queue: Promise<unknown> = Promise.resolve();
   let fileSeq = 0;
+  let release: () => void = () => {};
+  let released = Promise.resolve();
 
   /** Runs one statement after every earlier one (USE first when the request names a database). */
   const run = (sql: string, format: string, database: string) => {
@@ -89,9 +95,11 @@ export async function serveClickhouseFacade(dataDir: string, port = 0): Promise<
     const url = new URL(req.url ?? '/', 'http://facade');
     if (url.pathname === '/__fault' && req.method === 'POST') {
       const down = url.searchParams.get('down');
-      const delay = url.searchParams.get('insertDelayMs');
+      const hold = url.searchParams.get('hold');
       if (down !== null) state.down = down === '1';
-      if (delay !== null) state.insertDelayMs = Number(delay);
+      if (hold === '1' && !state.hold) released = new Promise((resolve) => (release = resolve));
+      if (hold === '0') release();
+      if (hold !== null) state.hold = hold === '1';
       return json(res, state);
     }
     if (url.pathname === '/__state') return json(res, state);
@@ -133,9 +141,12 @@ export async function serveClickhouseFacade(dataDir: string, port = 0): Promise<
         await rm(file, { force: true });
       }
       state.inserts++;
-      if (state.insertDelayMs > 0) {
+      const token = params.get('insert_deduplication_token');
+      if (token !== null && tokens.has(token)) state.repeatedTokens++;
+      if (token !== null) tokens.add(token);
+      if (state.hold) {
         state.held++;
-        await new Promise((resolve) => setTimeout(resolve, state.insertDelayMs));
+        await released;
         state.held--;
       }
       res.writeHead(200, { ...headers, 'content-type': 'text/plain; charset=UTF-8' }).end();
@@ -165,8 +176,10 @@ export async function serveClickhouseFacade(dataDir: string, port = 0): Promise<
   return {
     port: (server.address() as { port: number }).port,
     async close() {
-      await new Promise<void>((done) => server.close(() => done()));
+      release();
+      const closed = new Promise<void>((done) => server.close(() => done()));
       server.closeAllConnections();
+      await closed;
       await queue;
       session.close();
     },
@@ -213,8 +226,8 @@ export interface ClickhouseFacade {
   process: ChildProcess;
   /** Rows of a statement run through the facade (JSONEachRow). */
   rows<T = Record<string, unknown>>(sql: string): Promise<T[]>;
-  /** down: every request answers 503; insertDelayMs: INSERT answers held after the commit. */
-  fault(switches: { down?: boolean; insertDelayMs?: number }): Promise<FacadeState>;
+  /** down: every request answers 503; hold: INSERT answers held after the commit until released. */
+  fault(switches: { down?: boolean; hold?: boolean }): Promise<FacadeState>;
   state(): Promise<FacadeState>;
   /** Stops the process (SIGTERM, then SIGKILL) and removes its data dir. */
   stop(): Promise<void>;
@@ -249,10 +262,10 @@ export async function startClickhouseFacade(): Promise<ClickhouseFacade> {
       if (response.status !== 200) throw new Error(`facade query failed (${response.status}): ${text}`);
       return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as T);
     },
-    fault({ down, insertDelayMs }) {
+    fault({ down, hold }) {
       const params = new URLSearchParams();
       if (down !== undefined) params.set('down', down ? '1' : '0');
-      if (insertDelayMs !== undefined) params.set('insertDelayMs', String(insertDelayMs));
+      if (hold !== undefined) params.set('hold', hold ? '1' : '0');
       return control(`/__fault?${params}`, { method: 'POST' });
     },
     state: () => control('/__state'),

@@ -212,17 +212,21 @@ describe('cluster processes: 2 gateways, 2 consumers, storage behind the ClickHo
     const { inserts } = await facade!.state();
     await until('storage receives inserts', async () => (await facade!.state()).inserts > inserts + 2, 15_000);
     // Both consumers inside an insert that storage committed but has not answered yet.
-    await facade!.fault({ insertDelayMs: 1500 });
+    await facade!.fault({ hold: true });
     await until('both consumers inside an insert', async () => (await facade!.state()).held >= 2, 15_000);
     const victim = consumers[0]!;
     await victim.stop('SIGKILL');
-    await facade!.fault({ insertDelayMs: 0 });
+    await facade!.fault({ hold: false });
     consumers = [consumers[1]!, await start('consume')];
     await sleep(2000);
     // The dead consumer's batch comes back after the ack wait (30 s) to a live one.
     await expectExactlyOnce('b. consumer SIGKILL', await traffic.stop(), 60_000);
     const redelivered = (await Promise.all(consumers.map(async (c) => figure(await c.metrics(), 'redelivered')))).reduce((a, b) => a + b);
     expect(redelivered, 'messages of the killed consumer redelivered to the others').toBeGreaterThan(0);
+    // Its committed batch was sent again under the same token, and storage kept one copy.
+    const { repeatedTokens } = await facade!.state();
+    expect(repeatedTokens, 'inserts repeated with an earlier insert_deduplication_token').toBeGreaterThan(0);
+    figures.push(`b. consumer SIGKILL: ${redelivered} messages redelivered, ${repeatedTokens} batch(es) inserted again under their token`);
   }, 90_000);
 
   it('c. storage down for 30 s under traffic: consumers back off, then drain; nothing dead-lettered', async () => {
