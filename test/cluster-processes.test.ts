@@ -10,7 +10,9 @@
  *   c. storage answering 503 for 30 s (consumers back off, then drain; nothing dead-lettered);
  *   d. Redis killed (gateways fall back to local buckets and keep answering 200);
  *   e. a backlog drained by two fresh consumers (timed; figures printed).
- * Streams and buckets carry a prefix of this run's own and are removed at the end.
+ * Streams and buckets carry a prefix of this run's own and are removed at the end; each
+ * process logs to <role>-<n>.log in a temp dir sluice-processes-… (SLUICE_TEST_KEEP=1 keeps it,
+ * SLUICE_TEST_LOG_LEVEL sets the level, default warn).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -87,7 +89,9 @@ afterAll(async () => {
   await facade?.stop();
   await redis?.stop();
   if (figures.length > 0) console.log(`cluster-processes figures (prefix ${prefix}):\n  ${figures.join('\n  ')}`);
-  await rm(dir, { recursive: true, force: true });
+  // SLUICE_TEST_KEEP=1 keeps the processes' logs and data dirs.
+  if (process.env.SLUICE_TEST_KEEP) console.log(`kept ${dir}`);
+  else await rm(dir, { recursive: true, force: true });
 }, 60_000);
 
 /** OTLP/HTTP trace requests to the gateways in turn, each span with a fresh id, until stopped. */
@@ -160,6 +164,7 @@ async function lag(): Promise<number> {
 }
 
 /** Waits until every message is acked and `service` has at least `expected` spans; returns when that was. */
+// Timeouts allow one ack wait (30 s): a message a dead or interrupted pull had taken comes back then.
 async function drained(service: string, expected: number, timeoutMs: number): Promise<number> {
   const begin = Date.now();
   while ((await lag()) > 0 || (await stored(service)) < expected) {
@@ -204,7 +209,7 @@ describe('cluster processes: 2 gateways, 2 consumers, storage behind the ClickHo
   it('a. baseline: every acknowledged span is stored once', async () => {
     const traffic = new Traffic('baseline');
     await sleep(3000);
-    await expectExactlyOnce('a. baseline', await traffic.stop(), 30_000);
+    await expectExactlyOnce('a. baseline', await traffic.stop(), 45_000);
   }, 60_000);
 
   it('b. a consumer killed with SIGKILL in the middle of a batch: its batch lands once after redelivery', async () => {
@@ -261,7 +266,7 @@ describe('cluster processes: 2 gateways, 2 consumers, storage behind the ClickHo
     await traffic.stop();
     expect(traffic.acknowledged, 'spans acknowledged after Redis went').toBeGreaterThan(before);
     for (const gateway of gateways) expect(await gateway.log()).toContain('rate limits: Redis unavailable; falling back to per-gateway buckets');
-    await expectExactlyOnce('d. Redis killed', traffic, 30_000);
+    await expectExactlyOnce('d. Redis killed', traffic, 45_000);
   }, 60_000);
 
   it('e. a backlog drains through two fresh consumers (timed)', async () => {
