@@ -186,10 +186,19 @@ export class JetStreamStorageConsumer {
       if (wait < 50) break;
       // By message count: nats-server 2.9 leaves byte-bounded pulls unanswered under a backlog
       // ("heartbeats missed"). Messages are ≤ 512 KiB, so this also bounds the bytes.
-      const fetched = await consumer.fetch({ max_messages: this.tuning.fetchMessages, expires: Math.max(1000, wait) });
-      for await (const message of fetched) {
-        if (!batch.has(message.seq)) rows += Number(message.headers?.get('Sluice-Rows') ?? 0);
-        batch.set(message.seq, message);
+      try {
+        const fetched = await consumer.fetch({ max_messages: this.tuning.fetchMessages, expires: Math.max(1000, wait) });
+        for await (const message of fetched) {
+          if (!batch.has(message.seq)) rows += Number(message.headers?.get('Sluice-Rows') ?? 0);
+          batch.set(message.seq, message);
+        }
+      } catch (err) {
+        // A pull may end in an error ("heartbeats missed": the client's idle timer can beat the
+        // server's expiry notice under load). Messages already delivered stay ours: store them
+        // now rather than leave them unacked until ackWait brings them back.
+        if (batch.size === 0) throw err;
+        this.options.log?.warn({ err: (err as Error).message, messages: batch.size }, 'pull from JetStream ended early; storing the batch so far');
+        break;
       }
     }
     return [...batch.values()];

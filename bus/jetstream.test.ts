@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -128,6 +128,37 @@ describe('JetStreamBus and storage consumer', () => {
     release();
     await Promise.all([first.shutdown(), second.shutdown()]);
     expect(await countOf('frozen')).toBe(300);
+  });
+
+  it('a pull that ends in an error keeps the messages it already delivered (no wait for ackWait)', async () => {
+    const { prefix, bus } = fixture();
+    await bus.start();
+    await bus.publish(chunksOf('early-end', 400));
+    const consumer = new JetStreamStorageConsumer(
+      nc,
+      { prefix, tables: ['otel_traces'], fetchMessages: 2, batchRows: 1_000_000, batchMaxWaitMs: 1000, ackWaitMs: 30_000, log },
+      sink,
+    );
+    // The second pull of the first batch fails the way nats.js reports a late expiry notice.
+    const js = (consumer as unknown as { js: JetStreamClient }).js;
+    const get = js.consumers.get.bind(js.consumers);
+    let pulls = 0;
+    js.consumers.get = (async (...args: Parameters<typeof get>) => {
+      const real = await get(...args);
+      const fetch = real.fetch.bind(real);
+      real.fetch = (async (opts) => {
+        if (++pulls !== 2) return fetch(opts);
+        return (async function* () {
+          throw new Error('heartbeats missed');
+        })();
+      }) as typeof real.fetch;
+      return real;
+    }) as typeof js.consumers.get;
+    consumer.start();
+    await until(async () => (await countOf('early-end')) === 400, 10_000);
+    expect(pulls).toBeGreaterThan(2);
+    expect(consumer.stats.redelivered).toBe(0);
+    await consumer.shutdown();
   });
 
   it('retries while storage is down, without dead-lettering, and stores once', async () => {
