@@ -4,6 +4,7 @@
  * storage behind the ClickHouse HTTP facade (test/clickhouse-facade.ts: one process owns chDB,
  * the consumers use the real server driver), rate limits in a Redis of this test's own. OTLP
  * requests go to both gateways in turn; every span answered 200 must be stored exactly once:
+ *   official exporters (http/protobuf, http/json, grpc) through both gateways;
  *   a. baseline;
  *   b. a consumer SIGKILLed while its insert is committed but unanswered (the redelivered
  *      batch is inserted again with the same deduplication token);
@@ -25,6 +26,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deadLetterOf, DURABLE, streamOf } from '../bus/jetstream-names.ts';
 import { startClickhouseFacade, type ClickhouseFacade } from './clickhouse-facade.ts';
 import { encodeTraces, traceRequest } from './otlp-fixtures.ts';
+import { exportOnce, exporterFor, finishedSpans } from './otel-clients.ts';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { runSluice, startRedis, startSluiceProcess, type RedisProcess, type SluiceProcess } from './sluice-processes.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -178,8 +181,16 @@ async function drained(service: string, expected: number, timeoutMs: number): Pr
   return at;
 }
 
+/** What a client sent under one service name and what it was told. */
+interface Sent {
+  service: string;
+  acknowledged: number;
+  requests: number;
+  refused: Record<string, number>;
+}
+
 /** stored == acknowledged and no SpanId twice; records the figures; returns when it was all stored. */
-async function expectExactlyOnce(label: string, traffic: Traffic, timeoutMs: number): Promise<number> {
+async function expectExactlyOnce(label: string, traffic: Sent, timeoutMs: number): Promise<number> {
   expect(traffic.refused, `${label}: every request answered 200`).toEqual({});
   expect(traffic.acknowledged).toBeGreaterThan(0);
   const begin = Date.now();
@@ -206,6 +217,22 @@ function figure(metrics: string, name: string): number {
 }
 
 describe('cluster processes: 2 gateways, 2 consumers, storage behind the ClickHouse facade', () => {
+  it('the official OpenTelemetry exporters, through both gateway processes, land exactly once', async () => {
+    const traffic: Sent = { service: 'exporters', acknowledged: 0, requests: 0, refused: {} };
+    for (const gateway of gateways) {
+      for (const protocol of ['http/protobuf', 'http/json', 'grpc'] as const) {
+        const target = { baseUrl: gateway.baseUrl, grpcAddress: `127.0.0.1:${gateway.grpcPort}`, apiKey };
+        const batch = finishedSpans(traffic.service, 40);
+        const result = await exportOnce(exporterFor<ReadableSpan[]>('traces', protocol, target), batch);
+        traffic.requests++;
+        if (result.code === 0) traffic.acknowledged += batch.length;
+        else traffic.refused[`${protocol}: ${result.error?.message}`] = 1;
+      }
+    }
+    expect(traffic.acknowledged).toBe(2 * 3 * 40);
+    await expectExactlyOnce('exporters', traffic, 45_000);
+  }, 60_000);
+
   it('a. baseline: every acknowledged span is stored once', async () => {
     const traffic = new Traffic('baseline');
     await sleep(3000);

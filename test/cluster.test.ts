@@ -9,12 +9,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSluice } from '../bin/app.ts';
 import { removeNatsPrefixes, startTestRole } from './harness.ts';
-import { exportOnce, exporterFor } from './otel-clients.ts';
+import { exportOnce, exporterFor, finishedSpans } from './otel-clients.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const prefix = `T${randomBytes(4).toString('hex').toUpperCase()}`;
@@ -46,14 +45,6 @@ afterAll(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
 
-function spans(service: string, count: number): ReadableSpan[] {
-  const memory = new InMemorySpanExporter();
-  const provider = new BasicTracerProvider({ resource: resourceFromAttributes({ 'service.name': service }), spanProcessors: [new SimpleSpanProcessor(memory)] });
-  const tracer = provider.getTracer('cluster-test');
-  for (let i = 0; i < count; i++) tracer.startSpan(`op-${i}`).end();
-  return memory.getFinishedSpans();
-}
-
 describe('cluster mode', () => {
   it('a source created through one gateway authenticates on the other (state on NATS KV)', async () => {
     const source = await gateways[0]!.sources.createSource('fleet');
@@ -68,7 +59,7 @@ describe('cluster mode', () => {
     let acknowledged = 0;
     for (const [i, gateway] of gateways.entries()) {
       for (const protocol of ['http/protobuf', 'grpc'] as const) {
-        const batch = spans('cluster-svc', 50);
+        const batch = finishedSpans('cluster-svc', 50);
         const target = { baseUrl: `http://127.0.0.1:${gateway.httpPort}`, grpcAddress: `127.0.0.1:${gateway.grpcPort}`, apiKey: source.apiKey };
         const result = await exportOnce(exporterFor<ReadableSpan[]>('traces', protocol, target), batch);
         expect(result.code, `gateway ${i} ${protocol}: ${result.error}`).toBe(0);

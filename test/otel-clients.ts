@@ -13,6 +13,8 @@ import { OTLPTraceExporter as TracesGrpc } from '@opentelemetry/exporter-trace-o
 import { OTLPTraceExporter as TracesJson } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as TracesProto } from '@opentelemetry/exporter-trace-otlp-proto';
 import type { ExportResult } from '@opentelemetry/core';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 
 export type Protocol = 'http/protobuf' | 'http/json' | 'grpc';
 export const PROTOCOLS: Protocol[] = ['http/protobuf', 'http/json', 'grpc'];
@@ -60,4 +62,13 @@ export async function exportOnce<T>(exporter: Exporter<T>, items: T): Promise<Ex
 /** An SDK HrTime as exact decimal nanoseconds (a JS number would lose the last digits). */
 export function nanos([seconds, nanoseconds]: [number, number]): string {
   return String(BigInt(seconds) * 1_000_000_000n + BigInt(nanoseconds));
+}
+
+/** `count` ended spans of `service`, made by the official SDK, ready for a trace exporter. */
+export function finishedSpans(service: string, count: number): ReadableSpan[] {
+  const memory = new InMemorySpanExporter();
+  const provider = new BasicTracerProvider({ resource: resourceFromAttributes({ 'service.name': service }), spanProcessors: [new SimpleSpanProcessor(memory)] });
+  const tracer = provider.getTracer('sluice-tests');
+  for (let i = 0; i < count; i++) tracer.startSpan(`op-${i}`).end();
+  return memory.getFinishedSpans();
 }
