@@ -122,5 +122,16 @@ describe('cluster faults', () => {
     // Every acknowledged request is there, whole and once; nothing is there twice.
     for (const name of acknowledged) expect(rows.find((r) => r.SpanName === name)?.n, name).toBe(10);
     for (const row of rows) expect(row.n, row.SpanName).toBe(10);
+
+    // The gateway's KV watch resumed after the restart: a key revoked through another
+    // connection (the consumer's) is refused by the gateway within a second.
+    const extra = await consumer.sources.addKey(source.id);
+    const seen = Date.now() + 2000;
+    while (!gateway.sources.authenticate(extra.apiKey) && Date.now() < seen) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(gateway.sources.authenticate(extra.apiKey), 'a key added after the restart reaches the gateway').toBe(source.id);
+    await consumer.sources.revokeKey(extra.keyId);
+    const refused = Date.now() + 1000;
+    while (gateway.sources.authenticate(extra.apiKey) && Date.now() < refused) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(gateway.sources.authenticate(extra.apiKey), 'revoked after the restart, refused within a second').toBeUndefined();
   });
 });
