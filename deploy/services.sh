@@ -4,6 +4,7 @@
 #   Redis on 127.0.0.1:6379 (and ::1)
 #   ClickHouse server: installed only. The tests start their own instance (random ports, temp
 #   data dir), so the system one is not started.
+#   docker-compose: installed only; deploy/compose.test.ts validates docker-compose.yml with it.
 # Idempotent: a package already installed is not reinstalled, a service already answering is
 # left alone. Each wait is bounded and says what did not answer. Run as root (or with sudo).
 set -euo pipefail
@@ -97,5 +98,10 @@ fi
 # --- ClickHouse server: installed only --------------------------------------------------
 ensure_binary /usr/sbin/clickhouse-server clickhouse-server
 say "clickhouse-server: not started here (storage/clickhouse.test.ts starts its own instance)"
+
+# --- docker-compose: installed only, to validate docker-compose.yml ----------------------
+# No container engine runs here; `docker-compose config` checks the file without one
+# (deploy/compose.test.ts).
+ensure_binary /usr/bin/docker-compose docker-compose
 
 say "ready"
