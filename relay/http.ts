@@ -5,6 +5,7 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import { renderApiDocs } from '../core/api-docs.ts';
+import { nestedDeeperThan } from '../core/json-depth.ts';
 import type { Logger } from '../core/log.ts';
 import type { HttpHandler, HttpRequest, HttpResponse } from '../gateway/http/adapter.ts';
 import type { Limiter } from '../gateway/limiter.ts';
@@ -44,6 +45,7 @@ interface Route {
 }
 
 const JSON_TYPE = 'application/json';
+const MAX_BODY_DEPTH = 32;
 
 /** A route result sent as HTML rather than JSON (the docs page). */
 class HtmlPage {
@@ -195,6 +197,8 @@ async function jsonBody(request: HttpRequest): Promise<unknown> {
   } catch {
     throw new RelayError(400, 'Body is not valid UTF-8');
   }
+  // What walks a body afterwards (validation, templates, JSON.stringify) recurses.
+  if (nestedDeeperThan(text, MAX_BODY_DEPTH)) throw new RelayError(400, `Body is nested deeper than ${MAX_BODY_DEPTH} levels`);
   try {
     return JSON.parse(text);
   } catch {

@@ -379,6 +379,8 @@ describe('the relay HTTP surface', () => {
     expect(notJson.status).toBe(415);
     const broken = await fetch(`${base}/admin/login`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': randomIp() }, body: '{"email":' });
     expect(await broken.json()).toEqual({ message: 'Body is not valid JSON', statusCode: 400 });
+    const deep = await fetch(`${base}/admin/login`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': randomIp() }, body: `{"email":${'['.repeat(200_000)}${']'.repeat(200_000)}}` });
+    expect(await deep.json()).toEqual({ message: 'Body is nested deeper than 32 levels', statusCode: 400 });
     expect((await call('GET', '/health')).body).toEqual({ status: 'ok', service: 'sluice-relay' });
   });
 

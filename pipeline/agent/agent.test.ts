@@ -99,5 +99,7 @@ describe('agent rows', () => {
     expect(refusal(() => transcodeAgent('logs', Uint8Array.from([0x7b, 0xff, 0x7d]), 's', Infinity, RECEIVED))).toBe('body is not valid UTF-8');
     expect(refusal(() => transcodeAgent('logs', new TextEncoder().encode('{"entries": ['), 's', Infinity, RECEIVED))).toMatch(/^body is not valid JSON/);
     expect(refusal(() => transcodeAgent('logs', new Uint8Array(0), 's', Infinity, RECEIVED))).toBe('body is empty: send a JSON object');
+    const deep = `{"entries":[{"message":"x","attributes":{"a":${'['.repeat(100_000)}${']'.repeat(100_000)}}}]}`;
+    expect(refusal(() => transcodeAgent('logs', new TextEncoder().encode(deep), 's', Infinity, RECEIVED))).toBe('body is nested deeper than 32 levels');
   });
 });

@@ -5,6 +5,7 @@
  * is stored), then write one row per entry.
  */
 import { badRequest } from '../../core/errors.ts';
+import { nestedDeeperThan } from '../../core/json-depth.ts';
 import type { RowBinaryWriter } from '../otlp/rowbinary.ts';
 import { TranscodeOutput, type TranscodeResult } from '../otlp/output.ts';
 import { validateAgentPayload, type AgentKind, type Attributes, type DeployMarker, type Heartbeat, type LogBatch, type MetricBatch } from './schemas.ts';
@@ -57,6 +58,8 @@ function parseJson(body: Uint8Array): unknown {
     throw badRequest('body is not valid UTF-8');
   }
   if (text.trim() === '') throw badRequest('body is empty: send a JSON object');
+  // The payloads are 4 levels deep at most; a deeper body is refused before anything walks it.
+  if (nestedDeeperThan(text, 32)) throw badRequest('body is nested deeper than 32 levels');
   try {
     return JSON.parse(text);
   } catch (err) {

@@ -12,6 +12,7 @@
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import protobuf from 'protobufjs';
+import { nestedDeeperThan } from '../../core/json-depth.ts';
 import { badRequest } from '../../core/errors.ts';
 import type { Signal } from './index.ts';
 
@@ -49,6 +50,7 @@ function requestType(signal: Signal): protobuf.Type {
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+const MAX_JSON_DEPTH = 512;
 
 /** Parses an OTLP/JSON request body and returns the same request as protobuf bytes. */
 export function otlpJsonToProtobuf(signal: Signal, body: Uint8Array): Uint8Array {
@@ -59,6 +61,8 @@ export function otlpJsonToProtobuf(signal: Signal, body: Uint8Array): Uint8Array
   } catch {
     throw badRequest('invalid UTF-8 in the JSON body');
   }
+  // OTLP's own structure is ~10 levels; each nested AnyValue adds 4 (the binary path allows 100).
+  if (nestedDeeperThan(text, MAX_JSON_DEPTH)) throw badRequest(`JSON nested deeper than ${MAX_JSON_DEPTH} levels`);
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
