@@ -25,6 +25,11 @@ export function fieldPath(instancePath: string, child?: string): string {
 export function firstProblem(errors: ErrorObject[], messages: Partial<Record<string, string>> = {}): Problem {
   const error = errors[0]!;
   const override = messages[error.keyword];
+  // propertyNames: the key itself is wrong (shown shortened: it may be long).
+  if (error.propertyName !== undefined) {
+    const name = error.propertyName.length > 40 ? `${error.propertyName.slice(0, 40)}…` : error.propertyName;
+    return { field: `${fieldPath(error.instancePath)}["${name}"]`, message: `key ${error.message ?? 'is invalid'}` };
+  }
   switch (error.keyword) {
     case 'required':
       return { field: fieldPath(error.instancePath, error.params.missingProperty), message: override ?? 'is required' };

@@ -55,6 +55,9 @@ describe('agent payload validation', () => {
     expect(refusal(() => validateAgentPayload('heartbeat', { version: '1' }))).toBe('agentId: is required');
     expect(refusal(() => validateAgentPayload('deploy', { service: 's', version: '1', url: 'javascript:alert(1)' }))).toBe('url: must match ^https?://');
     expect(refusal(() => validateAgentPayload('logs', [{ message: 'a' }]))).toBe('body: must be object');
+    expect(refusal(() => validateAgentPayload('logs', { entries: [{ message: 'a', attributes: { '': 'v' } }] }))).toBe(
+      'entries[0].attributes[""]: key must NOT have fewer than 1 characters',
+    );
     expect(refusal(() => validateAgentPayload('logs', { entries: [{ message: 'a', attributes: { k: { nested: true } } }] }))).toBe(
       'entries[0].attributes.k: must be string,number,boolean',
     );
