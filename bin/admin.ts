@@ -115,7 +115,7 @@ export class LocalAdmin implements Admin {
     if (filter.environment) conditions.push(`Environment = ${quoteString(filter.environment)}`);
     const limit = Number.isSafeInteger(filter.limit) && filter.limit > 0 ? filter.limit : 100;
     return this.rows(
-      `SELECT toString(toUnixTimestamp64Nano(Timestamp)) AS nanos, SourceId AS sourceId, Service AS service, Version AS version,
+      `SELECT toString(toUnixTimestamp64Nano(Timestamp)) AS ns_timestamp, SourceId AS sourceId, Service AS service, Version AS version,
               Environment AS environment, Commit AS commit, DeployedBy AS deployedBy, Description AS description,
               Url AS url, Attributes AS attributes
        FROM ${this.table('deploy_markers')} WHERE ${conditions.join(' AND ')}
@@ -126,10 +126,10 @@ export class LocalAdmin implements Admin {
   async listAgents(sourceId?: string): Promise<unknown[]> {
     const where = sourceId ? `WHERE SourceId = ${quoteString(sourceId)}` : '';
     return this.rows(
-      `SELECT SourceId AS sourceId, AgentId AS agentId, toString(toUnixTimestamp64Nano(max(LastSeen))) AS nanos,
+      `SELECT SourceId AS sourceId, AgentId AS agentId, toString(toUnixTimestamp64Nano(max(LastSeen))) AS ns_lastSeen,
               argMax(Host, LastSeen) AS host, argMax(Version, LastSeen) AS version, argMax(Os, LastSeen) AS os,
               argMax(Arch, LastSeen) AS arch, argMax(Status, LastSeen) AS status,
-              toString(toUnixTimestamp64Nano(argMax(StartedAt, LastSeen))) AS startedNanos, argMax(Attributes, LastSeen) AS attributes
+              toString(toUnixTimestamp64Nano(argMax(StartedAt, LastSeen))) AS ns_startedAt, argMax(Attributes, LastSeen) AS attributes
        FROM ${this.table('agent_heartbeats')} ${where}
        GROUP BY SourceId, AgentId ORDER BY max(LastSeen) DESC`,
     );
@@ -148,15 +148,19 @@ export class LocalAdmin implements Admin {
     return `${quoteIdentifier(this.parts.database)}.${quoteIdentifier(name)}`;
   }
 
-  /** JSONEachRow rows with their epoch-nanosecond columns turned into RFC 3339 times. */
+  /**
+   * JSONEachRow rows; a column `ns_<name>` (epoch nanoseconds as a string: JSON numbers would
+   * round them) becomes `<name>` as an RFC 3339 time, or null.
+   */
   private async rows(sql: string): Promise<unknown[]> {
     const text = await (await this.parts.storage()).query(sql, 'JSONEachRow');
-    return text.split('\n').filter(Boolean).map((line) => {
-      const { nanos, startedNanos, ...row } = JSON.parse(line) as Record<string, unknown>;
-      const time = (value: unknown) => (value === null || value === undefined ? null : nanosToIso(BigInt(value as string)));
-      const key = 'agentId' in row ? 'lastSeen' : 'timestamp';
-      return { [key]: time(nanos), ...row, ...(startedNanos !== undefined ? { startedAt: time(startedNanos) } : {}) };
-    });
+    return text.split('\n').filter(Boolean).map((line) =>
+      Object.fromEntries(
+        Object.entries(JSON.parse(line) as Record<string, unknown>).map(([key, value]) =>
+          key.startsWith('ns_') ? [key.slice(3), value === null ? null : nanosToIso(BigInt(value as string))] : [key, value],
+        ),
+      ),
+    );
   }
 }
 
