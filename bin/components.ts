@@ -101,7 +101,7 @@ export function createBus(config: Readonly<SluiceConfig>, nc: NatsConnection | u
     replicas: config.nats.replicas,
     maxStreamBytes: config.nats.maxStreamBytes,
     retryAfterSeconds: config.storage.retryAfterSeconds,
-    consumer: { replicas: config.nats.replicas, log },
+    consumer: { replicas: config.nats.replicas, ackWaitMs: config.nats.ackWaitSeconds * 1000, log },
   });
 }
 

@@ -29,7 +29,7 @@ export interface SluiceConfig {
     ttlDays: number;
   };
   clickhouse: { url: string; cluster: string; replicated: boolean };
-  nats: { url: string; prefix: string; replicas: number; maxStreamBytes: number };
+  nats: { url: string; prefix: string; replicas: number; maxStreamBytes: number; ackWaitSeconds: number };
   redis: { url: string };
   relay: { port: number; masterKey: string; operatorToken: string; allowPrivateWebhooks: boolean };
 }
@@ -73,6 +73,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'nats.prefix', env: 'SLUICE_NATS_PREFIX', type: 'string', default: 'SLUICE', doc: 'Prefix of the JetStream streams and KV buckets, so several deployments can share one NATS.', schema: { pattern: '^[A-Z][A-Z0-9_]{0,31}$' } },
   { path: 'nats.replicas', env: 'SLUICE_NATS_REPLICAS', type: 'integer', default: 1, doc: 'Replicas of each JetStream stream and KV bucket (3 on a 3-node cluster).', schema: { minimum: 1, maximum: 5 } },
   { path: 'nats.maxStreamBytes', env: 'SLUICE_NATS_MAX_STREAM_BYTES', type: 'integer', default: 1024 * MiB, doc: 'Bytes each row stream (one per table) may hold while consumers catch up; JetStream reserves it on disk; when full, gateways answer 503.', schema: { minimum: MiB } },
+  { path: 'nats.ackWaitSeconds', env: 'SLUICE_NATS_ACK_WAIT_SECONDS', type: 'integer', default: 30, doc: 'How long a consumer may hold a batch before JetStream hands it to another (the wait after a consumer dies); longer than your slowest insert. One value for all consumers: each applies it at start.', schema: { minimum: 5, maximum: 600 } },
   { path: 'redis.url', env: 'REDIS_URL', type: 'string', default: '', doc: 'Redis for cluster-wide rate limits (redis://host:6379); without it each gateway limits on its own.', schema: { pattern: '^(|rediss?://.+)$' } },
   { path: 'relay.port', env: 'SLUICE_RELAY_PORT', type: 'integer', default: 8080, doc: 'Notification relay port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'relay.masterKey', env: 'SLUICE_RELAY_MASTER_KEY', type: 'string', default: '', doc: 'Base64 of 32 random bytes: seals stored relay secrets and signs admin sessions. Embedded default: generated into <dataDir>/relay-master.key. Cluster: required for the relay (the same on every gateway).', schema: { pattern: '^(|[A-Za-z0-9+/]{43}=)$' } },

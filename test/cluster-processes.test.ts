@@ -33,6 +33,7 @@ import { runSluice, startRedis, startSluiceProcess, type RedisProcess, type Slui
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const prefix = `P${randomBytes(4).toString('hex').toUpperCase()}`;
 const TRACES = streamOf(prefix, 'otel_traces').stream;
+const ACK_WAIT_SECONDS = 10;
 
 let dir: string;
 let facade: ClickhouseFacade | undefined;
@@ -57,6 +58,8 @@ function env(): Record<string, string> {
     SLUICE_RATE_LIMIT_BURST: '100000',
     SLUICE_WORKERS: '1',
     SLUICE_RETRY_AFTER_SECONDS: '1',
+    // A dead consumer's batch comes back after the ack wait: 10 s instead of the default 30 s.
+    SLUICE_NATS_ACK_WAIT_SECONDS: String(ACK_WAIT_SECONDS),
   };
 }
 
@@ -167,7 +170,7 @@ async function lag(): Promise<number> {
 }
 
 /** Waits until every message is acked and `service` has at least `expected` spans; returns when that was. */
-// Timeouts allow one ack wait (30 s): a message a dead or interrupted pull had taken comes back then.
+// Timeouts allow one ack wait: a message a dead or interrupted pull had taken comes back then.
 async function drained(service: string, expected: number, timeoutMs: number): Promise<number> {
   const begin = Date.now();
   while ((await lag()) > 0 || (await stored(service)) < expected) {
@@ -251,7 +254,7 @@ describe('cluster processes: 2 gateways, 2 consumers, storage behind the ClickHo
     await facade!.fault({ hold: false });
     consumers = [consumers[1]!, await start('consume')];
     await sleep(2000);
-    // The dead consumer's batch comes back after the ack wait (30 s) to a live one.
+    // The dead consumer's batch comes back after the ack wait (ACK_WAIT_SECONDS) to a live one.
     await expectExactlyOnce('b. consumer SIGKILL', await traffic.stop(), 60_000);
     const redelivered = (await Promise.all(consumers.map(async (c) => figure(await c.metrics(), 'redelivered')))).reduce((a, b) => a + b);
     expect(redelivered, 'messages of the killed consumer redelivered to the others').toBeGreaterThan(0);
