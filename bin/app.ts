@@ -17,7 +17,7 @@ import type { Storage } from '../storage/storage.ts';
 import type { StateStore } from '../state/store.ts';
 import { clientIpResolver } from '../gateway/client-ip.ts';
 import { OtlpGrpcServer } from '../gateway/grpc/server.ts';
-import { createHttpServer } from '../gateway/http/index.ts';
+import { createHttpServer, listenOn } from '../gateway/http/index.ts';
 import { ingestRoutes, opsRoutes } from '../gateway/routes.ts';
 import { AgentConfigs } from '../gateway/agent-configs.ts';
 import { InstallTokens } from '../gateway/install-tokens.ts';
@@ -127,7 +127,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
       handler = ingestRoutes({ ...guards, ingest, metrics, log, configs, installTokens, publicUrl: () => publicUrl(config, httpPort) });
 
       const grpc = new OtlpGrpcServer({ ...guards, ingest, metrics, log, maxBodyBytes: config.limits.maxBodyBytes });
-      grpcPort = await grpc.listen(config.host, config.grpc.port);
+      grpcPort = await listenOn(grpc, config.host, config.grpc.port, 'OTLP/gRPC port (SLUICE_OTLP_GRPC_PORT)');
       stops.push(() => grpc.close());
 
       if (nc && !config.relay.masterKey) {
@@ -140,7 +140,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     }
     // Every role answers health and /metrics; the front end also takes ingestion.
     const http = createHttpServer(config.http.engine, handler, { maxBodyBytes: config.limits.maxBodyBytes }, log);
-    httpPort = await http.listen(config.host, config.http.port);
+    httpPort = await listenOn(http, config.host, config.http.port, 'HTTP port (SLUICE_OTLP_HTTP_PORT)');
     stops.push(() => http.close());
 
     if (ownsDataDir) {

@@ -5,7 +5,7 @@
 import type { SluiceConfig } from '../core/config.ts';
 import type { Logger } from '../core/log.ts';
 import { clientIpResolver } from '../gateway/client-ip.ts';
-import { createHttpServer } from '../gateway/http/index.ts';
+import { createHttpServer, listenOn } from '../gateway/http/index.ts';
 import { TokenBucketLimiter } from '../gateway/limiter.ts';
 import type { StateStore } from '../state/store.ts';
 import { RelayAdmin } from './admin.ts';
@@ -57,7 +57,7 @@ export async function startRelay(config: Readonly<SluiceConfig>, state: StateSto
   const http = createHttpServer(config.http.engine, handler, { maxBodyBytes: MAX_ADMIN_BODY_BYTES }, log);
   let port: number;
   try {
-    port = await http.listen(config.host, config.relay.port);
+    port = await listenOn(http, config.host, config.relay.port, 'relay port (SLUICE_RELAY_PORT)');
   } catch (err) {
     store.shutdown();
     await signInLimiter.shutdown();

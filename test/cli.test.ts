@@ -3,6 +3,7 @@
  * on the same data dir, and configuration errors.
  */
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,6 +41,21 @@ describe('sluice CLI', () => {
     expect(error.code).toBe(1);
     expect(error.stderr).toContain('http.port (SLUICE_OTLP_HTTP_PORT): must be integer');
     expect(error.stderr).toContain('logLevel (SLUICE_LOG_LEVEL)');
+  });
+
+  it('names the setting of a port that is taken', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const { port } = taken.address() as { port: number };
+    const otherDir = await mkdtemp(join(tmpdir(), 'sluice-cli-port-'));
+    try {
+      const error = await sluice(['serve'], { SLUICE_DATA_DIR: otherDir, SLUICE_RELAY_PORT: String(port) }).catch((err) => err);
+      expect(error.code).toBe(1);
+      expect(error.stderr).toContain(`relay port (SLUICE_RELAY_PORT): cannot listen on 127.0.0.1:${port}`);
+    } finally {
+      taken.close();
+      await rm(otherDir, { recursive: true, force: true });
+    }
   });
 
   it('explains usage errors', async () => {

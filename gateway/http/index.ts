@@ -16,3 +16,12 @@ export function createHttpServer(engine: 'uws' | 'node', handler: HttpHandler, o
   }
   return new NodeHttpServer(handler, options);
 }
+
+/** Listens, or fails saying which port it was and which setting moves it. */
+export async function listenOn(server: { listen(host: string, port: number): Promise<number> }, host: string, port: number, what: string): Promise<number> {
+  try {
+    return await server.listen(host, port);
+  } catch (err) {
+    throw new Error(`${what}: ${(err as Error).message} (is the port in use?)`, { cause: err });
+  }
+}
