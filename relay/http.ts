@@ -104,9 +104,14 @@ function routes(deps: RelayHttpDeps): Route[] {
   ];
 }
 
-/** The routes as data, for the OpenAPI document. */
-export function relayRouteList(): Array<{ method: string; pattern: string; access: Access }> {
-  return routes({} as RelayHttpDeps).map(({ method, pattern, access }) => ({ method, pattern, access }));
+/** The status of a route's success. */
+function successStatus(route: Route): number {
+  return route.status ?? (route.method === 'POST' ? 201 : 200);
+}
+
+/** The routes as data, for the OpenAPI document (the handlers are never called: no deps needed). */
+export function relayRouteList(): Array<{ method: string; pattern: string; access: Access; status: number }> {
+  return routes({} as RelayHttpDeps).map((route) => ({ method: route.method, pattern: route.pattern, access: route.access, status: successStatus(route) }));
 }
 
 function match(pattern: string, path: string): Record<string, string> | undefined {
@@ -146,7 +151,7 @@ export function relayHandler(deps: RelayHttpDeps): HttpHandler {
       const actor = await admit(deps, route.access, request);
       const body = ['POST', 'PUT', 'PATCH'].includes(route.method) ? await jsonBody(request) : undefined;
       const result = await route.run({ request, params, body }, actor);
-      const status = route.status ?? (route.method === 'POST' ? 201 : 200);
+      const status = successStatus(route);
       if (status === 204) return { status: 204 };
       if (result instanceof HtmlPage) return { status, headers: { 'content-type': 'text/html; charset=utf-8' }, body: result.html };
       return { status, headers: { 'content-type': JSON_TYPE, 'cache-control': 'no-store' }, body: JSON.stringify(result) };

@@ -33,7 +33,7 @@ const error = { content: { 'application/json': { schema: { $ref: '#/components/s
 
 export function relayOpenApiDocument(): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
-  for (const { method, pattern, access } of relayRouteList()) {
+  for (const { method, pattern, access, status } of relayRouteList()) {
     const path = pattern.replace(/:(\w+)/g, '{$1}');
     const schema = BODIES[`${method} ${pattern}`];
     const parameters = [...pattern.matchAll(/:(\w+)/g)].map(([, name]) => ({ name, in: 'path', required: true, schema: { type: 'string' } }));
@@ -44,7 +44,7 @@ export function relayOpenApiDocument(): Record<string, unknown> {
       ...(parameters.length ? { parameters } : {}),
       ...(schema ? { requestBody: { required: true, content: { 'application/json': { schema: { $ref: `#/components/schemas/${schema}` } } } } } : {}),
       responses: {
-        [method === 'POST' && !['/api/v1/admin/login', '/api/v1/admin/claim', '/api/v1/admin/me/password', '/api/v1/admin/templates/preview'].includes(pattern) ? '201' : '200']: { description: 'OK' },
+        [status]: { description: status === 204 ? 'Done (no body)' : status === 201 ? 'Created' : 'OK' },
         400: { description: 'Validation failed (the body names the field)', ...error },
         401: { description: 'No or invalid session', ...error },
         403: { description: 'The role does not allow it', ...error },

@@ -389,6 +389,10 @@ describe('the relay HTTP surface', () => {
     expect(body.openapi).toBe('3.1.0');
     expect(body.paths['/api/v1/admin/sites/{siteId}/forms/{formId}/recipients'].post.requestBody.content['application/json'].schema.$ref).toBe('#/components/schemas/CreateRecipient');
     expect(body.components.schemas.CreateSite.properties.allowedOrigins.items.format).toBe('origin');
+    // Success statuses as the handler answers them.
+    expect(Object.keys(body.paths['/api/v1/admin/sites'].post.responses)).toContain('201');
+    expect(Object.keys(body.paths['/api/v1/admin/login'].post.responses)).toContain('200');
+    expect(Object.keys(body.paths['/api/v1/admin/sites/{siteId}/forms/{formId}/recipients/{recipientId}'].delete.responses)).toContain('204');
     for (const [, name] of JSON.stringify(body).matchAll(/"#\/components\/schemas\/(\w+)"/g)) expect(body.components.schemas[name!], name).toBeDefined();
     expect(Object.keys(body.paths).length).toBeGreaterThan(20);
     const docs = await fetch(`${base}/docs`);
