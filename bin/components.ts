@@ -93,6 +93,7 @@ export function createBus(config: Readonly<SluiceConfig>, nc: NatsConnection | u
       maxBatchBytes: Math.min(64 * 1024 * 1024, config.storage.maxPendingBytes),
       timeoutMs: config.storage.timeoutMs,
       retryAfterSeconds: config.storage.retryAfterSeconds,
+      log,
     });
   }
   return new JetStreamBus(nc, {

@@ -35,7 +35,7 @@ describe('MemoryBus', () => {
     const bus = new MemoryBus(options);
     let fail = true;
     bus.consume(async () => {
-      if (fail) throw new Error('storage down');
+      if (fail) throw new SluiceError('unavailable', 'storage down');
     });
     const error = await bus.publish([chunk(10)]).catch((err) => err);
     expect(error).toBeInstanceOf(SluiceError);
@@ -67,4 +67,44 @@ describe('MemoryBus', () => {
     await bus.publish([chunk(20)]);
     expect(stored.map((c) => c.data.byteLength)).toEqual([20]);
   });
+
+  it('isolates a request whose rows storage refuses: it gets the error, the rest of the group commit is stored', async () => {
+    const bus = new MemoryBus(options);
+    const stored: number[] = [];
+    const inserts: number[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    bus.consume(async (chunks) => {
+      inserts.push(chunks.length);
+      if (chunks.some((c) => c.data.byteLength === 13)) throw new SluiceError('bad_request', 'storage refused the rows for t: code 252');
+      if (chunks.some((c) => c.data.byteLength === 1)) await gate; // holds the first insert so the rest queue up
+      stored.push(...chunks.map((c) => c.data.byteLength));
+    });
+    const first = bus.publish([chunk(1)]);
+    const sizes = [10, 11, 12, 13, 14, 15, 16];
+    const results = sizes.map((size) => bus.publish([chunk(size)]).then(() => 'ok', (err) => err.code));
+    release();
+    await first;
+    expect(await Promise.all(results)).toEqual(['ok', 'ok', 'ok', 'bad_request', 'ok', 'ok', 'ok']);
+    expect(stored.sort((a, b) => a - b)).toEqual([1, 10, 11, 12, 14, 15, 16]);
+    // One group commit of 7, then halves down to the offender (7 → 3 + 4 → 2 + 2 → 1 + 1).
+    expect(inserts.slice(1)).toEqual([7, 3, 4, 2, 1, 1, 2]);
+    expect(bus.backlogBytes).toBe(0);
+  });
+
+  it('refuses every request of a group with 503 when storage is down while splitting', async () => {
+    const bus = new MemoryBus(options);
+    // Both queue before the consumer is attached: one group commit.
+    const results = [bus.publish([chunk(10)]), bus.publish([chunk(11)])].map((p) => p.catch((err) => err));
+    let calls = 0;
+    bus.consume(async () => {
+      calls++;
+      if (calls === 1) throw new SluiceError('bad_request', 'storage refused the rows');
+      throw new SluiceError('unavailable', 'storage went away');
+    });
+    const errors = await Promise.all(results);
+    expect(calls).toBe(2); // the split stopped at the outage instead of trying every half
+    for (const err of errors) expect([err.code, err.retryAfterSeconds]).toEqual(['unavailable', 7]);
+  });
 });
+

@@ -7,9 +7,18 @@
  * Memory is bounded: past maxPendingBytes new publishes are refused with 503. A publish still
  * queued after timeoutMs is withdrawn and refused (nothing of it is stored); one already handed
  * to the sink waits for the sink's verdict, so a 503 always means "not stored".
+ *
+ * A batch is inserted table by table. When storage refuses the rows themselves (a data error,
+ * storage/errors.ts), the requests of that table's insert are split until the offender is
+ * alone: it gets the error (400), the others of the group commit are stored and get their 2xx.
+ * A request with rows in several tables (OTLP metrics) whose rows in a later table are refused
+ * keeps the rows of the tables inserted before it: ClickHouse has no transaction across tables.
  */
 import { SluiceError } from '../core/errors.ts';
+import type { Logger } from '../core/log.ts';
+import { isDataError } from '../storage/errors.ts';
 import { chunkBytes, type Bus, type ChunkSink, type TableChunk } from './bus.ts';
+import { storeIsolating } from './isolate.ts';
 
 export interface MemoryBusOptions {
   maxPendingBytes: number;
@@ -17,6 +26,8 @@ export interface MemoryBusOptions {
   maxBatchBytes: number;
   timeoutMs: number;
   retryAfterSeconds: number;
+  /** Says why requests were refused after they reached storage. */
+  log?: Logger;
 }
 
 interface Pending {
@@ -99,13 +110,57 @@ export class MemoryBus implements Bus {
       bytes += pending.bytes;
     }
     try {
-      await sink(batch.flatMap((p) => p.chunks));
-      for (const pending of batch) pending.resolve();
-    } catch (err) {
-      const error = err instanceof SluiceError ? err : this.unavailable('storage insert failed', err);
-      for (const pending of batch) pending.reject(error);
+      const refused = new Map<Pending, unknown>();
+      for (const members of byTable(batch)) {
+        const candidates = members.filter((member) => !refused.has(member.pending));
+        const outcomes = await storeIsolating(candidates, (group) => sink(group.flatMap((member) => member.chunks)));
+        outcomes.forEach((err, index) => err !== undefined && refused.set(candidates[index]!.pending, err));
+      }
+      this.report(batch.length, refused);
+      for (const pending of batch) {
+        if (refused.has(pending)) pending.reject(this.toClientError(refused.get(pending)));
+        else pending.resolve();
+      }
     } finally {
       this.pendingBytes -= bytes;
     }
   }
+
+  /** Storage errors as the client sees them: an outage is a 503 with Retry-After, anything unclassified a bug. */
+  private toClientError(err: unknown): SluiceError {
+    if (!(err instanceof SluiceError)) return new SluiceError('internal', 'storage insert failed unexpectedly', { cause: err });
+    if (err.code === 'unavailable' && err.retryAfterSeconds === undefined) return this.unavailable(err.message, err);
+    return err;
+  }
+
+  private report(requests: number, refused: Map<Pending, unknown>): void {
+    if (refused.size === 0) return;
+    const poisoned = [...refused.values()].filter(isDataError);
+    const first = [...refused.values()][0];
+    this.options.log?.warn(
+      { requests, refused: refused.size, poisoned: poisoned.length, err: (first as Error)?.message },
+      poisoned.length > 0 ? 'storage refused the rows of some requests; the rest of the group commit was stored' : 'storage insert failed; requests refused with 503',
+    );
+  }
+}
+
+interface Member {
+  pending: Pending;
+  chunks: TableChunk[];
+}
+
+/** The batch as one list of requests per insert (table and column list), in arrival order. */
+function byTable(batch: readonly Pending[]): Member[][] {
+  const groups = new Map<string, Map<Pending, Member>>();
+  for (const pending of batch) {
+    for (const chunk of pending.chunks) {
+      const key = `${chunk.table}\n${chunk.columns.join(',')}`;
+      const members = groups.get(key) ?? new Map<Pending, Member>();
+      groups.set(key, members);
+      const member = members.get(pending) ?? { pending, chunks: [] };
+      members.set(pending, member);
+      member.chunks.push(chunk);
+    }
+  }
+  return [...groups.values()].map((members) => [...members.values()]);
 }

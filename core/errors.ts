@@ -27,7 +27,7 @@ interface ErrorSpec {
 
 /** The registry of every error code. README.md documents each (a test checks it). */
 export const ERROR_CODES = {
-  bad_request: { http: 400, grpc: GrpcCode.INVALID_ARGUMENT, retryable: false, doc: 'The payload cannot be decoded (truncated or garbage protobuf, malformed JSON, invalid UTF-8).' },
+  bad_request: { http: 400, grpc: GrpcCode.INVALID_ARGUMENT, retryable: false, doc: 'The payload cannot be decoded (truncated or garbage protobuf, malformed JSON, invalid UTF-8), or storage refuses its rows as they are (e.g. rows spanning more than 100 days in one request); sending it again cannot succeed.' },
   unauthorized: { http: 401, grpc: GrpcCode.UNAUTHENTICATED, retryable: false, doc: 'The API key is missing, unknown or revoked.' },
   not_found: { http: 404, grpc: GrpcCode.NOT_FOUND, retryable: false, doc: 'No such path.' },
   method_not_allowed: { http: 405, grpc: GrpcCode.UNIMPLEMENTED, retryable: false, doc: 'The path exists but not for this method.' },
@@ -35,7 +35,7 @@ export const ERROR_CODES = {
   unsupported_media_type: { http: 415, grpc: GrpcCode.INVALID_ARGUMENT, retryable: false, doc: 'Content-Type or Content-Encoding is not supported.' },
   rate_limited: { http: 429, grpc: GrpcCode.UNAVAILABLE, retryable: true, doc: 'The source IP used up its token bucket; retry after Retry-After seconds.' },
   unavailable: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryable: true, doc: 'Storage is down or cannot keep up; nothing of the request was stored; retry after Retry-After seconds.' },
-  internal: { http: 500, grpc: GrpcCode.INTERNAL, retryable: true, doc: 'A bug: the request failed in a way Sluice did not expect.' },
+  internal: { http: 500, grpc: GrpcCode.INTERNAL, retryable: false, doc: 'A bug: the request failed in a way Sluice did not expect (logged with its cause); not known to succeed if sent again.' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

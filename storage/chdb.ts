@@ -8,6 +8,8 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, rm, open } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Session } from 'chdb';
+import { SluiceError } from '../core/errors.ts';
+import { insertError } from './errors.ts';
 import { migrate } from './migrate.ts';
 import type { SchemaOptions } from './schema.ts';
 import { quoteIdentifier, quoteString, type InsertBatch, type Storage } from './storage.ts';
@@ -44,13 +46,13 @@ export class ChdbStorage implements Storage {
 
   async insert(batch: InsertBatch): Promise<void> {
     const file = join(this.tmpDir, `insert-${process.pid}-${++this.insertSeq}.bin`);
-    const handle = await open(file, 'w', 0o600);
     try {
-      await handle.writev(batch.chunks as Uint8Array[]);
-    } finally {
-      await handle.close();
-    }
-    try {
+      const handle = await open(file, 'w', 0o600);
+      try {
+        await handle.writev(batch.chunks as Uint8Array[]);
+      } finally {
+        await handle.close();
+      }
       const columns = batch.columns.map(quoteIdentifier).join(', ');
       // Deduplicate by token only: two identical requests are two acknowledged writes. (The
       // tables' dedup window would otherwise drop a block whose bytes match an earlier one, and
@@ -61,14 +63,21 @@ export class ChdbStorage implements Storage {
         `INSERT INTO ${quoteIdentifier(this.database)}.${quoteIdentifier(batch.table)} (${columns}) ` +
           `FROM INFILE ${quoteString(file)}${settings} FORMAT RowBinary`,
       );
+    } catch (err) {
+      throw insertError(err, batch.table, isEngineUnavailable);
     } finally {
       await rm(file, { force: true });
     }
   }
 
   async query(sql: string, format = 'JSONEachRow'): Promise<string> {
-    if (!this.session) throw new Error('storage is not started');
+    if (!this.session) throw new SluiceError('unavailable', 'storage is not started');
     const result = await this.session.queryAsync(sql, { format });
     return result.text();
   }
+}
+
+/** The scratch file could not be written (disk full, permissions): storage is unavailable, the rows are not at fault. */
+function isEngineUnavailable(err: unknown): boolean {
+  return typeof (err as NodeJS.ErrnoException)?.code === 'string' && (err as NodeJS.ErrnoException).code!.startsWith('E');
 }

@@ -15,8 +15,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { ClickHouseError, ClickHouseLogLevel, createClient, type ClickHouseClient, type ClickHouseSettings, type DataFormat } from '@clickhouse/client';
+import { ClickHouseLogLevel, createClient, type ClickHouseClient, type ClickHouseSettings, type DataFormat } from '@clickhouse/client';
 import { SluiceError } from '../core/errors.ts';
+import { clickhouseException, describeException, insertError } from './errors.ts';
 import { migrate } from './migrate.ts';
 import type { SchemaOptions } from './schema.ts';
 import { quoteIdentifier, type InsertBatch, type Storage } from './storage.ts';
@@ -35,19 +36,6 @@ export interface ClickhouseServerOptions {
   /** Most HTTP connections open at once, inserts and queries together. Default 10. */
   maxOpenConnections?: number;
 }
-
-/**
- * Exception codes that blame the rows themselves (RowBinary that does not parse as the
- * columns): the same bytes fail every time. Any other server exception is retryable.
- */
-const DATA_ERRORS = new Map<number, string>([
-  [6, 'CANNOT_PARSE_TEXT'], [26, 'CANNOT_PARSE_QUOTED_STRING'], [27, 'CANNOT_PARSE_INPUT_ASSERTION_FAILED'],
-  [32, 'ATTEMPT_TO_READ_AFTER_EOF'], [33, 'CANNOT_READ_ALL_DATA'], [38, 'CANNOT_PARSE_DATE'],
-  [41, 'CANNOT_PARSE_DATETIME'], [70, 'CANNOT_CONVERT_TYPE'], [72, 'CANNOT_PARSE_NUMBER'],
-  [117, 'INCORRECT_DATA'], [128, 'TOO_LARGE_ARRAY_SIZE'], [131, 'TOO_LARGE_STRING_SIZE'],
-  [190, 'SIZES_OF_ARRAYS_DONT_MATCH'], [321, 'VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE'],
-  [349, 'CANNOT_INSERT_NULL_IN_ORDINARY_COLUMN'],
-]);
 
 export class ClickhouseServerStorage implements Storage {
   /** The URL without its password, for messages and logs. */
@@ -137,21 +125,18 @@ export class ClickhouseServerStorage implements Storage {
       const result = await client.exec({ query: sql, clickhouse_settings: { default_format: format as DataFormat } });
       return await readText(result.stream);
     } catch (err) {
-      const exception = serverException(err);
+      const exception = clickhouseException(err);
       if (!exception) throw this.unavailable(err);
-      throw new Error(`ClickHouse error ${describe(exception)}`, { cause: err });
+      throw new Error(`ClickHouse error ${describeException(exception)}`, { cause: err });
     }
   }
 
   private insertError(err: unknown, table: string): SluiceError {
-    const exception = serverException(err);
-    if (!exception) return this.unavailable(err);
-    if (DATA_ERRORS.has(exception.code)) {
-      return new SluiceError('bad_request', `ClickHouse rejected the rows for ${table}: ${describe(exception)}`, { cause: err });
-    }
+    const exception = clickhouseException(err);
     // A table or database that is not there yet: the schema is missing, not the rows at fault.
-    const hint = exception.code === 60 || exception.code === 81 ? ' (has `sluice migrate` run?)' : '';
-    return new SluiceError('unavailable', `ClickHouse did not take the insert into ${table}: ${describe(exception)}${hint}`, { cause: err });
+    const hint = exception?.code === 60 || exception?.code === 81 ? ' (has `sluice migrate` run?)' : '';
+    if (!exception) return this.unavailable(err);
+    return insertError(err, `${table} at ${this.safeUrl}`, () => true, hint);
   }
 
   private unavailable(err: unknown): SluiceError {
@@ -163,27 +148,6 @@ export class ClickhouseServerStorage implements Storage {
     if (!this.client) throw new Error('storage is not started');
     return this.client;
   }
-}
-
-interface ServerException {
-  code: number;
-  name: string | undefined;
-  text: string;
-}
-
-/** The exception a ClickHouse server reported, or undefined for transport failures. */
-function serverException(err: unknown): ServerException | undefined {
-  if (err instanceof ClickHouseError) return { code: Number(err.code), name: err.type, text: err.message.trim() };
-  if (!(err instanceof Error)) return undefined;
-  // Servers before 21.x write "Code: 33, e.displayText() = DB::Exception: <text>, e.what() = ...",
-  // which the client's parser does not recognise and passes on as a plain Error.
-  const match = /^Code: (\d+)[.,].*?DB::Exception: (.*?)(?:, e\.what\(\) = .*)?$/s.exec(err.message.trim());
-  return match ? { code: Number(match[1]), name: undefined, text: match[2]!.trim() } : undefined;
-}
-
-function describe(exception: ServerException): string {
-  const name = exception.name ?? DATA_ERRORS.get(exception.code);
-  return `code ${exception.code}${name ? ` ${name}` : ''}: ${exception.text}`;
 }
 
 async function readText(stream: AsyncIterable<Buffer>): Promise<string> {

@@ -32,11 +32,14 @@ export interface TraceRequestOptions {
   spans: number;
   name?: string;
   service?: string;
+  /** Start time of span i in Unix nanoseconds; default now + i ns. */
+  startNanos?: (i: number) => bigint;
 }
 
 /** A request with one resource, one scope and `spans` spans with a few attributes each. */
-export function traceRequest({ spans, name = 'op', service = 'fixture' }: TraceRequestOptions): object {
-  const start = BigInt(Date.now()) * 1_000_000n;
+export function traceRequest({ spans, name = 'op', service = 'fixture', startNanos }: TraceRequestOptions): object {
+  const now = BigInt(Date.now()) * 1_000_000n;
+  const startOf = startNanos ?? ((i: number) => now + BigInt(i));
   return {
     resourceSpans: [
       {
@@ -49,8 +52,8 @@ export function traceRequest({ spans, name = 'op', service = 'fixture' }: TraceR
               spanId: randomBytes(8),
               name,
               kind: 2,
-              startTimeUnixNano: String(start + BigInt(i)),
-              endTimeUnixNano: String(start + BigInt(i) + 1_000_000n),
+              startTimeUnixNano: String(startOf(i)),
+              endTimeUnixNano: String(startOf(i) + 1_000_000n),
               attributes: [
                 { key: 'i', value: { intValue: i } },
                 { key: 'http.method', value: { stringValue: 'GET' } },
