@@ -103,6 +103,7 @@ export function createBus(config: Readonly<SluiceConfig>, nc: NatsConnection | u
     maxStreamBytes: config.nats.maxStreamBytes,
     retryAfterSeconds: config.storage.retryAfterSeconds,
     consumer: { replicas: config.nats.replicas, ackWaitMs: config.nats.ackWaitSeconds * 1000, log },
+    log,
   });
 }
 

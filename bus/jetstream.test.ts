@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
+import { DiscardPolicy, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,6 +20,7 @@ import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
 import type { ChunkSink } from './bus.ts';
 import { JetStreamBus } from './jetstream.ts';
 import { JetStreamStorageConsumer } from './jetstream-consumer.ts';
+import { streamOf } from './jetstream-names.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const log = pino({ level: 'silent' });
@@ -53,13 +54,13 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-function fixture() {
+function fixture(maxStreamBytes = 64 * 1024 * 1024) {
   const prefix = `T${randomBytes(4).toString('hex').toUpperCase()}`;
   prefixes.push(prefix);
   const bus = new JetStreamBus(nc, {
     prefix,
     tables: ['otel_traces'],
-    maxStreamBytes: 64 * 1024 * 1024,
+    maxStreamBytes,
     retryAfterSeconds: 5,
     consumer: { batchMaxWaitMs: 300, ackWaitMs: 1000, maxAttempts: 3, maxBackoffMs: 200, log },
   });
@@ -81,6 +82,57 @@ async function until(condition: () => Promise<boolean>, timeoutMs = 15_000): Pro
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
+
+describe('JetStreamBus streams', () => {
+  it('refuses publishes into a full stream and withdraws a request taken in part: every acknowledged row is stored, nothing refused is', async () => {
+    const { bus } = fixture(256 * 1024);
+    await bus.start();
+    // Requests of two messages (~20 KiB) each, published concurrently until the stream is full.
+    const outcomes = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => bus.publish(chunksOf(`fill-${i}`, 120)).then(() => 'ok', (err: SluiceError) => err)),
+    );
+    const accepted = outcomes.flatMap((outcome, i) => (outcome === 'ok' ? [i] : []));
+    const refused = outcomes.filter((outcome): outcome is SluiceError => outcome !== 'ok');
+    expect(accepted.length).toBeGreaterThan(0);
+    expect(refused.length).toBeGreaterThan(0);
+    for (const err of refused) {
+      expect([err.code, err.retryAfterSeconds]).toEqual(['unavailable', 5]);
+      expect(err.message).toContain('the bus is full');
+    }
+    expect(bus.status()).toMatchObject({ ok: false, detail: expect.stringContaining('stream full') });
+
+    bus.consume(sink);
+    await until(async () => (await bus.consumerFigures())!.lag.otel_traces === 0);
+    for (let i = 0; i < 30; i++) expect(await countOf(`fill-${i}`), `fill-${i}`).toBe(accepted.includes(i) ? 120 : 0);
+    await bus.shutdown();
+  });
+
+  it('withdraws the messages of a request the stream took only in part', async () => {
+    const { prefix, bus } = fixture(64 * 1024);
+    await bus.start();
+    const chunks = chunksOf('partial', 400); // about 100 KiB in 16 KiB messages: the first ones fit
+    const err = await bus.publish(chunks).catch((e) => e);
+    expect([err.code, err.retryAfterSeconds]).toEqual(['unavailable', 5]);
+    const jsm = await jetstreamManager(nc);
+    expect((await jsm.streams.info(streamOf(prefix, 'otel_traces').stream)).state.messages).toBe(0);
+  });
+
+  it('corrects an existing stream that would discard acknowledged messages, and refuses one it cannot correct', async () => {
+    const { prefix, bus } = fixture(1024 * 1024);
+    const { stream, subject } = streamOf(prefix, 'otel_traces');
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: stream, subjects: [subject], retention: RetentionPolicy.Workqueue, storage: StorageType.File, max_bytes: 4096 });
+    expect((await jsm.streams.info(stream)).config.discard).toBe(DiscardPolicy.Old);
+    await bus.start();
+    const corrected = (await jsm.streams.info(stream)).config;
+    expect([corrected.discard, corrected.max_bytes]).toEqual([DiscardPolicy.New, 1024 * 1024]);
+
+    const other = fixture();
+    const names = streamOf(other.prefix, 'otel_traces');
+    await jsm.streams.add({ name: names.stream, subjects: [names.subject], retention: RetentionPolicy.Limits, storage: StorageType.File });
+    await expect(other.bus.start()).rejects.toThrow(`JetStream stream ${names.stream} exists with retention limits and storage file`);
+  });
+});
 
 describe('JetStreamBus and storage consumer', () => {
   it('stores exactly what was published, through two consumer processes sharing the work', async () => {

@@ -4,11 +4,30 @@
  * publish() resolves only when JetStream acknowledged every message of the request — that is
  * what a gateway's 2xx promises in cluster mode. Each message carries a msgID, so a publish
  * retried after a lost PubAck is stored once (the stream's duplicate window).
+ *
+ * Full means refuse, never drop: the streams discard *new* messages at max_bytes, so a publish
+ * into a full stream fails and the client gets 503 + Retry-After. (JetStream's default, discard
+ * old, deletes the oldest messages — rows already acknowledged — and keeps accepting.) start()
+ * checks every existing stream and corrects what it can, or refuses to start saying why.
  */
 import { randomUUID } from 'node:crypto';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
-import { jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from '@nats-io/jetstream';
+import {
+  DiscardPolicy,
+  jetstream,
+  jetstreamManager,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+  type JetStreamClient,
+  type JetStreamManager,
+  type PubAck,
+  type StreamConfig,
+} from '@nats-io/jetstream';
 import { SluiceError } from '../core/errors.ts';
+import type { Logger } from '../core/log.ts';
+import type { ComponentStatus } from '../core/readiness.ts';
 import type { Bus, ChunkSink, TableChunk } from './bus.ts';
 import { JetStreamStorageConsumer, type ConsumerTuning } from './jetstream-consumer.ts';
 import { streamOf } from './jetstream-names.ts';
@@ -27,42 +46,88 @@ export interface JetStreamBusOptions {
   retryAfterSeconds: number;
   /** Consumer tuning (batch size, ack wait, attempts before dead-lettering). */
   consumer?: ConsumerTuning;
+  log?: Logger;
 }
 
 /** Header room we keep under the server's max_payload. */
 const HEADER_ROOM = 4096;
 
+/** JetStream's answer to a publish into a stream at its max_bytes (or max_msgs) with discard new. */
+const STREAM_FULL_CODES = new Set([10077, 10076]);
+
+/** How long readiness keeps reporting a stream full after a publish was refused for it. */
+const FULL_REPORT_MS = 10_000;
+
+/** Stream settings that can be changed in place, as `sluice` wants them. */
+type Correctable = Pick<StreamConfig, 'subjects' | 'num_replicas' | 'max_bytes' | 'discard' | 'duplicate_window'>;
+
 export class JetStreamBus implements Bus {
   private readonly js: JetStreamClient;
   private readonly prefix: string;
   private consumer: JetStreamStorageConsumer | undefined;
+  /** When a table's stream last refused a publish as full (readiness reports it for a while). */
+  private readonly fullAt = new Map<string, number>();
+  /** Publishes refused because a stream was full, per table (for /metrics). */
+  readonly fullRefusals = new Map<string, number>();
 
   constructor(private readonly nc: NatsConnection, private readonly options: JetStreamBusOptions) {
     this.js = jetstream(nc, { timeout: options.publishTimeoutMs ?? 5000 });
     this.prefix = options.prefix ?? 'SLUICE';
   }
 
-  /** Creates or updates the streams (idempotent: every process may call it). */
+  /**
+   * Creates the streams, or checks the ones there are: settings that can change in place
+   * (discard policy, size, replicas, subjects) are corrected with a warning; a stream with
+   * another retention or storage cannot be, and start() fails saying what to do.
+   * Idempotent: every process may call it.
+   */
   async start(): Promise<void> {
     const jsm = await jetstreamManager(this.nc);
     for (const table of this.options.tables) {
       const { stream, subject } = streamOf(this.prefix, table);
-      const config = {
-        name: stream,
+      const wanted: Correctable = {
         subjects: [subject],
-        retention: RetentionPolicy.Workqueue,
-        storage: StorageType.File,
         num_replicas: this.options.replicas ?? 1,
         max_bytes: this.options.maxStreamBytes,
+        discard: DiscardPolicy.New,
         duplicate_window: 120_000_000_000, // 2 min in ns
       };
-      try {
-        await jsm.streams.info(stream);
-        await jsm.streams.update(stream, config);
-      } catch {
-        await jsm.streams.add(config);
+      const existing = await jsm.streams.info(stream).catch((err) => {
+        if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) return undefined;
+        throw err;
+      });
+      if (!existing) {
+        await jsm.streams.add({ name: stream, retention: RetentionPolicy.Workqueue, storage: StorageType.File, ...wanted });
+        continue;
       }
+      const { retention, storage } = existing.config;
+      if (retention !== RetentionPolicy.Workqueue || storage !== StorageType.File) {
+        throw new Error(
+          `JetStream stream ${stream} exists with retention ${retention} and storage ${storage}; Sluice needs workqueue on file, ` +
+            'which cannot be changed in place: drain and delete the stream, or set another SLUICE_NATS_PREFIX',
+        );
+      }
+      await this.correct(jsm, stream, existing.config, wanted);
     }
+  }
+
+  private async correct(jsm: JetStreamManager, stream: string, actual: StreamConfig, wanted: Correctable): Promise<void> {
+    const changed = (Object.keys(wanted) as Array<keyof Correctable>).filter(
+      (key) => JSON.stringify(actual[key]) !== JSON.stringify(wanted[key]),
+    );
+    if (changed.length === 0) return;
+    await jsm.streams.update(stream, { ...actual, ...wanted });
+    const from = Object.fromEntries(changed.map((key) => [key, actual[key]]));
+    this.options.log?.warn({ stream, from, to: Object.fromEntries(changed.map((key) => [key, wanted[key]])) }, 'corrected the settings of a JetStream stream');
+  }
+
+  /** Not ok while a stream refused a publish as full in the last few seconds, or NATS is away. */
+  status(): ComponentStatus {
+    const recent = [...this.fullAt].filter(([, at]) => Date.now() - at < FULL_REPORT_MS).map(([table]) => table);
+    const figures = { fullRefusals: [...this.fullRefusals.values()].reduce((a, b) => a + b, 0) };
+    if (this.nc.isClosed()) return { ok: false, detail: 'the NATS connection is closed', figures };
+    if (recent.length > 0) return { ok: false, detail: `stream full (max_bytes reached) for ${recent.join(', ')}: publishes are refused with 503`, figures };
+    return { ok: true, figures };
   }
 
   /** Stops consuming after the batch in flight. */
@@ -85,6 +150,17 @@ export class JetStreamBus implements Bus {
     this.consumer.start();
   }
 
+  /** Counts a refusal and logs the first of each episode: a full stream refuses many publishes a second. */
+  private noteFull(table: string): void {
+    const now = Date.now();
+    const since = this.fullAt.get(table);
+    if (since === undefined || now - since >= FULL_REPORT_MS) {
+      this.options.log?.warn({ table }, 'a JetStream stream is full: publishes are refused with 503 until consumers catch up');
+    }
+    this.fullAt.set(table, now);
+    this.fullRefusals.set(table, (this.fullRefusals.get(table) ?? 0) + 1);
+  }
+
   async publish(chunks: readonly TableChunk[]): Promise<void> {
     const limit = this.nc.info ? this.nc.info.max_payload - HEADER_ROOM : 1024 * 1024 - HEADER_ROOM;
     // Refuse before publishing anything: a request is stored whole or not at all.
@@ -99,12 +175,31 @@ export class JetStreamBus implements Bus {
       h.set('Sluice-Rows', String(chunk.rows));
       return this.js.publish(streamOf(this.prefix, chunk.table).subject, chunk.data, { msgID: `${request}:${index}`, headers: h });
     });
-    try {
-      await Promise.all(acks);
-    } catch (err) {
-      throw new SluiceError('unavailable', `the bus did not acknowledge the rows: ${(err as Error).message}`, {
-        cause: err,
-        retryAfterSeconds: this.options.retryAfterSeconds,
+    const results = await Promise.allSettled(acks);
+    const failures = results.flatMap((result, index) =>
+      result.status === 'rejected' ? [{ table: chunks[index]!.table, err: result.reason as unknown }] : [],
+    );
+    if (failures.length === 0) return;
+    await this.withdraw(results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : [])));
+    const full = failures.filter(({ err }) => err instanceof JetStreamApiError && STREAM_FULL_CODES.has(err.code));
+    for (const { table } of full) this.noteFull(table);
+    const reason = full.length > 0
+      ? 'the bus is full (a JetStream stream reached its max_bytes): storage consumers are behind'
+      : `the bus did not acknowledge the rows: ${(failures[0]!.err as Error).message}`;
+    throw new SluiceError('unavailable', reason, { cause: failures[0]!.err, retryAfterSeconds: this.options.retryAfterSeconds });
+  }
+
+  /**
+   * Deletes the messages of a request JetStream took only in part, so a 503 means "nothing
+   * stored" and the client's retry is not a duplicate. They are the newest messages of their
+   * streams, far behind a consumer that let the stream fill up.
+   */
+  private async withdraw(acks: PubAck[]): Promise<void> {
+    if (acks.length === 0) return;
+    const jsm = await jetstreamManager(this.nc);
+    for (const ack of acks) {
+      await jsm.streams.deleteMessage(ack.stream, ack.seq, false).catch((err) => {
+        this.options.log?.error({ stream: ack.stream, seq: ack.seq, err: (err as Error).message }, 'could not withdraw part of a refused request: those rows may be stored');
       });
     }
   }
