@@ -18,8 +18,15 @@
  *   - pending: the insert may or may not have happened → claim the manifest (compare-and-set),
  *     rebuild exactly that batch from the stream by sequence, insert it again with the SAME
  *     token (ClickHouse drops it if the first insert had landed), commit, ack.
- * A storage outage is retried with backoff, never dead-lettered; a message that keeps failing
- * for another reason goes to the dead-letter stream after maxAttempts.
+ * Failures, by class (storage/errors.ts):
+ *   - storage unavailable: the batch is retried with backoff, never dead-lettered;
+ *   - rows refused (a data error): the same bytes can never be stored, so the batch is split
+ *     until the offending messages stand alone (bus/isolate.ts); they go to the dead-letter
+ *     stream at once with the reason, and the rest of the batch is stored;
+ *   - anything else (a bug): retried, and split and dead-lettered the same way once a message
+ *     was delivered maxAttempts times.
+ * Each table's loop runs under a Supervisor: a loop that fails (NATS away at start, a bug) is
+ * restarted with backoff, counted, and shown in readiness.
  */
 import { randomUUID } from 'node:crypto';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
@@ -35,10 +42,15 @@ import {
   type JsMsg,
 } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
+import { pino } from 'pino';
 import { SluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
+import type { ComponentStatus } from '../core/readiness.ts';
+import { sleep, Supervisor, type LoopContext } from '../core/supervisor.ts';
+import { isDataError } from '../storage/errors.ts';
 import type { ChunkSink, TableChunk } from './bus.ts';
 import { ManifestIndex, type Manifest } from './batch-manifests.ts';
+import { storeIsolating } from './isolate.ts';
 import { deadLetterOf, DURABLE, manifestBucketOf, streamOf } from './jetstream-names.ts';
 
 /** How long manifests are kept: a message stored longer ago than this is no longer recognised. */
@@ -60,15 +72,16 @@ export interface ConsumerTuning {
   /** Replicas of the manifest bucket and dead-letter stream. Default 1. */
   replicas?: number;
   log?: Logger;
+  /** Called when a table's loop failed and is restarted (the composition root counts it). */
+  onRestart?: (loop: string) => void;
 }
 
 export class JetStreamStorageConsumer {
   /** Figures for /metrics. */
   readonly stats = { batches: 0, rows: 0, redelivered: 0, deadLettered: 0, failures: 0 };
   private readonly js: JetStreamClient;
-  private readonly loops: Promise<void>[] = [];
-  private stopping = false;
-  private readonly tuning: Required<Omit<ConsumerTuning, 'log'>>;
+  private readonly supervisor: Supervisor;
+  private readonly tuning: Required<Omit<ConsumerTuning, 'log' | 'onRestart'>>;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -85,20 +98,22 @@ export class JetStreamStorageConsumer {
       maxBackoffMs: options.maxBackoffMs ?? 30_000,
       replicas: options.replicas ?? 1,
     };
+    const log = options.log ?? silentLogger;
+    this.supervisor = new Supervisor({ log, onRestart: options.onRestart, maxBackoffMs: this.tuning.maxBackoffMs });
   }
 
   start(): void {
-    for (const table of this.options.tables) {
-      this.loops.push(
-        this.run(table).catch((err) => this.options.log?.error({ err, table }, 'storage consumer stopped')),
-      );
-    }
+    for (const table of this.options.tables) this.supervisor.run(loopName(table), (context) => this.run(table, context));
   }
 
   /** Finishes the batch in flight, then stops. */
   async shutdown(): Promise<void> {
-    this.stopping = true;
-    await Promise.all(this.loops);
+    await this.supervisor.stop();
+  }
+
+  /** Each table's loop, by readiness name (`consumer.<table>`). */
+  statuses(): Record<string, ComponentStatus> {
+    return Object.fromEntries(this.options.tables.map((table) => [loopName(table), this.supervisor.status(loopName(table))]));
   }
 
   /** Messages waiting in a table's stream for this consumer group (consumer lag). */
@@ -108,7 +123,7 @@ export class JetStreamStorageConsumer {
     return info.num_pending + info.num_ack_pending;
   }
 
-  private async run(table: string): Promise<void> {
+  private async run(table: string, { signal, report }: LoopContext): Promise<void> {
     const { stream } = streamOf(this.options.prefix, table);
     const jsm = await jetstreamManager(this.nc);
     await this.ensureDurable(jsm, stream);
@@ -120,29 +135,38 @@ export class JetStreamStorageConsumer {
     });
     const index = new ManifestIndex(manifests, MANIFEST_TTL_MS);
     await index.start();
-    const consumer = await this.js.consumers.get(stream, DURABLE);
-    let backoffMs = 0;
-    while (!this.stopping) {
-      let messages: JsMsg[];
-      try {
-        messages = await this.fetchBatch(consumer);
-      } catch (err) {
-        // NATS unreachable or restarting: the client reconnects by itself; pull again later.
-        this.options.log?.warn({ table, err: (err as Error).message }, 'fetch from JetStream failed; retrying');
-        await new Promise((resolve) => setTimeout(resolve, 500));
-        continue;
+    try {
+      const consumer = await this.js.consumers.get(stream, DURABLE);
+      let backoffMs = 0;
+      while (!signal.aborted) {
+        let messages: JsMsg[];
+        try {
+          messages = await this.fetchBatch(consumer, signal);
+        } catch (err) {
+          // NATS unreachable or restarting: the client reconnects by itself; pull again later.
+          report({ ok: false, detail: `cannot pull from JetStream: ${(err as Error).message}` });
+          this.options.log?.warn({ table, err: (err as Error).message }, 'fetch from JetStream failed; retrying');
+          await sleep(500, signal);
+          continue;
+        }
+        if (messages.length === 0) {
+          report({ ok: true });
+          continue;
+        }
+        try {
+          await this.process(jsm, stream, table, messages, index);
+          backoffMs = 0;
+          report({ ok: true });
+        } catch (err) {
+          this.stats.failures++;
+          backoffMs = Math.min(this.tuning.maxBackoffMs, Math.max(250, backoffMs * 2));
+          report({ ok: false, detail: `batch not stored, retrying in ${backoffMs} ms: ${(err as Error).message}` });
+          await this.handleFailure(table, messages, err, backoffMs, signal);
+        }
       }
-      if (messages.length === 0) continue;
-      try {
-        await this.process(jsm, stream, table, messages, index);
-        backoffMs = 0;
-      } catch (err) {
-        this.stats.failures++;
-        backoffMs = Math.min(this.tuning.maxBackoffMs, Math.max(250, backoffMs * 2));
-        await this.handleFailure(table, messages, err, backoffMs);
-      }
+    } finally {
+      index.stop();
     }
-    index.stop();
   }
 
   private async ensureDurable(jsm: JetStreamManager, stream: string): Promise<void> {
@@ -163,13 +187,16 @@ export class JetStreamStorageConsumer {
     }
   }
 
+  /** The dead-letter stream must exist before anything can be parked there: a failure stops the loop (to be restarted). */
   private async ensureDeadLetter(jsm: JetStreamManager): Promise<void> {
     const { stream, subject } = deadLetterOf(this.options.prefix);
-    await jsm.streams.info(stream).catch(() =>
-      jsm.streams
-        .add({ name: stream, subjects: [subject('*')], retention: RetentionPolicy.Limits, storage: StorageType.File, num_replicas: this.tuning.replicas })
-        .catch(() => undefined),
-    );
+    if (await jsm.streams.info(stream).catch(() => undefined)) return;
+    await jsm.streams
+      .add({ name: stream, subjects: [subject('*')], retention: RetentionPolicy.Limits, storage: StorageType.File, num_replicas: this.tuning.replicas })
+      .catch(async (err) => {
+        // Another process created it between our two calls.
+        if (!(await jsm.streams.info(stream).catch(() => undefined))) throw err;
+      });
   }
 
   /**
@@ -177,11 +204,11 @@ export class JetStreamStorageConsumer {
    * delivered twice while the batch fills (a restarted nats-server forgets deliveries it had
    * not yet written) is kept once: its latest delivery, whose ack counts.
    */
-  private async fetchBatch(consumer: Consumer): Promise<JsMsg[]> {
+  private async fetchBatch(consumer: Consumer, signal: AbortSignal): Promise<JsMsg[]> {
     const batch = new Map<number, JsMsg>();
     let rows = 0;
     const deadline = Date.now() + this.tuning.batchMaxWaitMs;
-    while (rows < this.tuning.batchRows && !this.stopping) {
+    while (rows < this.tuning.batchRows && !signal.aborted) {
       const wait = deadline - Date.now();
       if (wait < 50) break;
       // By message count: nats-server 2.9 leaves byte-bounded pulls unanswered under a backlog
@@ -214,21 +241,56 @@ export class JetStreamStorageConsumer {
       else byManifest.set(owner.key, [...(byManifest.get(owner.key) ?? []), message]);
     }
     for (const [key, held] of byManifest) await this.finishManifest(jsm, stream, table, index, key, held);
-    if (fresh.length > 0) await this.insertFresh(stream, table, index, fresh);
+    if (fresh.length > 0) await this.storeFresh(stream, table, index, fresh);
+  }
+
+  /**
+   * Stores fresh messages as one batch or, when storage refuses rows, as smaller ones until the
+   * refused messages stand alone: those are dead-lettered, the rest stored. A failure that is
+   * not the rows' fault is thrown, so the caller retries the batch (messages already stored
+   * and acked are not redelivered).
+   */
+  private async storeFresh(stream: string, table: string, index: ManifestIndex, messages: JsMsg[]): Promise<void> {
+    const exhausted = messages.some((message) => message.info.deliveryCount >= this.tuning.maxAttempts);
+    const outcomes = await storeIsolating(
+      messages,
+      (group) => this.insertFresh(stream, table, index, [...group]),
+      (err) => isDataError(err) || (exhausted && !isRetryable(err)),
+    );
+    let retry: unknown;
+    for (const [i, err] of outcomes.entries()) {
+      if (err === undefined) continue;
+      if (isDataError(err) || (exhausted && !isRetryable(err))) await this.deadLetter(table, messages[i]!, err);
+      else retry ??= err;
+    }
+    if (retry !== undefined) throw retry;
   }
 
   private async insertFresh(stream: string, table: string, index: ManifestIndex, messages: JsMsg[]): Promise<void> {
     const seqs = messages.map((m) => m.seq).sort((a, b) => a - b);
     const key = `${stream}.${seqs[0]}`;
     const manifest: Manifest = { token: `${stream}:${seqs[0]}-${seqs[seqs.length - 1]}:${randomUUID()}`, seqs, state: 'pending' };
-    await index.kv.put(key, JSON.stringify(manifest));
+    await viaNats('write the batch manifest', () => index.kv.put(key, JSON.stringify(manifest)));
     index.apply(key, manifest);
-    await this.sink(messages.map((m) => toChunk(table, m.data, m.headers)), manifest.token);
+    try {
+      await this.sink(messages.map((m) => toChunk(table, m.data, m.headers)), manifest.token);
+    } catch (err) {
+      // Refused rows stored nothing: forget the batch, so its messages count as fresh again
+      // (smaller batches, or the dead-letter stream). An outage keeps the manifest: the insert
+      // may have landed, and a retry with the same token must find out.
+      if (!isRetryable(err)) await this.forget(index, key);
+      throw err;
+    }
     const committed: Manifest = { ...manifest, state: 'committed' };
-    await index.kv.put(key, JSON.stringify(committed));
+    await viaNats('commit the batch manifest', () => index.kv.put(key, JSON.stringify(committed)));
     index.apply(key, committed);
-    await Promise.all(messages.map((m) => m.ackAck()));
+    await viaNats('ack the batch', () => Promise.all(messages.map((m) => m.ackAck())));
     this.count(messages);
+  }
+
+  private async forget(index: ManifestIndex, key: string): Promise<void> {
+    await viaNats('forget the batch manifest', () => index.kv.delete(key));
+    index.apply(key, undefined);
   }
 
   /** A batch some consumer started: finish it exactly as it was, or just ack if it is done. */
@@ -263,7 +325,16 @@ export class JetStreamStorageConsumer {
         if (stored) chunks.push(toChunk(table, stored.data, stored.header));
       }
     }
-    await this.sink(chunks, manifest.token);
+    try {
+      await this.sink(chunks, manifest.token);
+    } catch (err) {
+      if (!isDataError(err)) throw err;
+      // The batch cannot be stored as it was: forget it; its messages come back as fresh ones
+      // and are split until the refused ones are found.
+      await this.forget(index, key);
+      for (const message of held) message.nak(0);
+      return;
+    }
     const committed: Manifest = { ...manifest, state: 'committed' };
     await manifests.put(key, JSON.stringify(committed));
     index.apply(key, committed);
@@ -271,14 +342,11 @@ export class JetStreamStorageConsumer {
     this.count(held);
   }
 
-  private async handleFailure(table: string, messages: JsMsg[], err: unknown, backoffMs: number): Promise<void> {
-    const storageDown = !(err instanceof SluiceError) || err.retryable;
-    this.options.log?.warn({ table, messages: messages.length, err: (err as Error).message, storageDown, backoffMs }, 'batch not stored; will retry');
-    for (const message of messages) {
-      if (!storageDown && message.info.deliveryCount >= this.tuning.maxAttempts) await this.deadLetter(table, message, err);
-      else message.nak(backoffMs);
-    }
-    await new Promise((resolve) => setTimeout(resolve, backoffMs));
+  /** The batch (or what of it is not yet stored) comes back after the backoff; acked messages ignore the nak. */
+  private async handleFailure(table: string, messages: JsMsg[], err: unknown, backoffMs: number, signal: AbortSignal): Promise<void> {
+    this.options.log?.warn({ table, messages: messages.length, err: (err as Error).message, storageDown: isRetryable(err), backoffMs }, 'batch not stored; will retry');
+    for (const message of messages) message.nak(backoffMs);
+    await sleep(backoffMs, signal);
   }
 
   private async deadLetter(table: string, message: JsMsg, err: unknown): Promise<void> {
@@ -288,8 +356,13 @@ export class JetStreamStorageConsumer {
     h.set('Sluice-Origin-Seq', String(message.seq));
     h.set('Sluice-Attempts', String(message.info.deliveryCount));
     h.set('Sluice-Error', String((err as Error).message).slice(0, 1000).replace(/[\r\n]/g, ' '));
-    await this.js.publish(deadLetterOf(this.options.prefix).subject(table), message.data, { headers: h });
-    message.term('dead-lettered');
+    try {
+      await this.js.publish(deadLetterOf(this.options.prefix).subject(table), message.data, { headers: h });
+    } catch (cause) {
+      throw new SluiceError('unavailable', `cannot park message ${message.seq} of ${table} in the dead-letter stream: ${(cause as Error).message}`, { cause });
+    }
+    // Acked, not terminated: parked safely, it must leave the work queue (nats-server 2.9 keeps terminated messages there).
+    await viaNats('ack a dead-lettered message', () => message.ackAck());
     this.stats.deadLettered++;
     this.options.log?.error({ table, seq: message.seq, attempts: message.info.deliveryCount, err: (err as Error).message }, 'message dead-lettered');
   }
@@ -301,6 +374,26 @@ export class JetStreamStorageConsumer {
 }
 
 type Headers = { get(name: string): string } | undefined;
+
+/** A NATS call of the consumer: its failure is an outage (retried), never the rows' fault. */
+async function viaNats<T>(what: string, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (cause) {
+    throw new SluiceError('unavailable', `cannot ${what}: ${(cause as Error).message}`, { cause });
+  }
+}
+
+/** An outage: retried as it is, never split or dead-lettered. */
+function isRetryable(err: unknown): boolean {
+  return err instanceof SluiceError && err.retryable;
+}
+
+function loopName(table: string): string {
+  return `consumer.${table}`;
+}
+
+const silentLogger = pino({ level: 'silent' });
 
 function toChunk(table: string, data: Uint8Array, h: Headers): TableChunk {
   return { table, columns: (h?.get('Sluice-Columns') ?? '').split(','), rows: Number(h?.get('Sluice-Rows') ?? 0), data };

@@ -23,7 +23,7 @@ import { JetStreamStorageConsumer } from './jetstream-consumer.ts';
 import { streamOf } from './jetstream-names.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-const log = pino({ level: 'silent' });
+const log = pino({ level: process.env.SLUICE_TEST_LOG_LEVEL ?? 'silent' });
 const prefixes: string[] = [];
 let nc: NatsConnection;
 let dir: string;
@@ -240,6 +240,52 @@ describe('JetStreamBus and storage consumer', () => {
     const jsm = await jetstreamManager(nc);
     const parked = await jsm.streams.getMessage(`${prefix}_DEADLETTER`, { last_by_subj: `${prefix.toLowerCase()}.deadletter.otel_traces` });
     expect(parked?.header.get('Sluice-Error')).toContain('storage refused the rows');
+    await consumer.shutdown();
+  });
+
+  it('dead-letters a poison message at once with its reason; the good rows of its batch are stored once and the stream keeps flowing', async () => {
+    const { prefix, bus } = fixture();
+    await bus.start();
+    const day = 86_400_000_000_000n;
+    const today = (BigInt(Date.now()) * 1_000_000n) / day * day;
+    const oneChunk = (name: string, spans: number, startNanos: (i: number) => bigint) =>
+      transcodeOtlp('traces', 'protobuf', encodeTraces(traceRequest({ spans, name, startNanos })), 'src', 1024 * 1024).tables;
+    await bus.publish(chunksOf('before', 100));
+    await bus.publish(oneChunk('poison', 150, (i) => today - BigInt(i) * day)); // 150 days: never one insert
+    await bus.publish(oneChunk('early', 60, (i) => today - BigInt(60 + i) * day)); // 60 days each, 120 together
+    await bus.publish(oneChunk('late', 60, (i) => today - BigInt(i) * day));
+    await bus.publish(chunksOf('after', 100));
+    const consumer = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchRows: 1_000_000, batchMaxWaitMs: 1000, log }, sink);
+    consumer.start();
+    await until(async () => (await consumer.lag('otel_traces').catch(() => -1)) === 0 && (await countOf('after')) === 100);
+    for (const [name, spans] of [['before', 100], ['early', 60], ['late', 60], ['after', 100], ['poison', 0]] as const) {
+      expect(await countOf(name), name).toBe(spans);
+    }
+    expect(consumer.stats.deadLettered).toBe(1);
+    const jsm = await jetstreamManager(nc);
+    const parked = await jsm.streams.getMessage(`${prefix}_DEADLETTER`, { last_by_subj: `${prefix.toLowerCase()}.deadletter.otel_traces` });
+    expect(parked?.header.get('Sluice-Error')).toContain('more than 100 partitions');
+    expect(parked?.header.get('Sluice-Attempts')).toBe('1');
+    expect(consumer.statuses()['consumer.otel_traces']!.ok).toBe(true);
+
+    await bus.publish(chunksOf('later', 10));
+    await until(async () => (await countOf('later')) === 10);
+    await consumer.shutdown();
+  });
+
+  it('restarts a consumer loop that failed, and shows it in its status', async () => {
+    const { prefix, bus } = fixture();
+    // No stream yet: the loop cannot set up its durable consumer and fails.
+    const restarts: string[] = [];
+    const consumer = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, maxBackoffMs: 500, log, onRestart: (loop) => restarts.push(loop) }, sink);
+    consumer.start();
+    await until(async () => restarts.length > 0);
+    expect(consumer.statuses()['consumer.otel_traces']!.ok).toBe(false);
+    await bus.start();
+    await bus.publish(chunksOf('restarted', 20));
+    await until(async () => (await countOf('restarted')) === 20);
+    expect(restarts[0]).toBe('consumer.otel_traces');
+    expect(consumer.statuses()['consumer.otel_traces']).toMatchObject({ ok: true, figures: { restarts: restarts.length } });
     await consumer.shutdown();
   });
 
