@@ -7,6 +7,7 @@ import { createServer } from 'node:net';
 import { pino } from 'pino';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../test/harness.ts';
 import { RedisTokenBucketLimiter } from './redis-limiter.ts';
 
 let port = 0;
@@ -78,28 +79,31 @@ afterAll(async () => {
 
 describe('RedisTokenBucketLimiter', () => {
   it('shares one bucket between gateways', async () => {
-    const options = { ratePerMinute: 60, burst: 5, keyPrefix: 'test:shared:' };
+    // One token a minute: no refill between the takes however slow the machine is.
+    const options = { ratePerMinute: 1, burst: 5, keyPrefix: 'test:shared:' };
     const a = new RedisTokenBucketLimiter(await client(), options, log);
     const b = new RedisTokenBucketLimiter(await client(), options, log);
     const decisions = [];
     for (let i = 0; i < 6; i++) decisions.push(await (i % 2 === 0 ? a : b).take('198.51.100.7'));
     expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, true, true, false]);
-    // 60/min refills one token a second.
-    expect(decisions[5]!.retryAfterSeconds).toBe(1);
+    expect(decisions[5]!.retryAfterSeconds).toBe(60);
     expect((await a.take('203.0.113.1')).allowed).toBe(true);
     expect(a.mode).toBe('redis');
   });
 
   it('refills at the configured rate', async () => {
-    const limiter = new RedisTokenBucketLimiter(await client(), { ratePerMinute: 6000, burst: 1, keyPrefix: 'test:refill:' }, log);
+    // 30/min: a token every 2 s (Redis's clock decides, so the test polls instead of sleeping).
+    const limiter = new RedisTokenBucketLimiter(await client(), { ratePerMinute: 30, burst: 1, keyPrefix: 'test:refill:' }, log);
+    const emptiedAt = Date.now();
     expect((await limiter.take('ip')).allowed).toBe(true);
-    expect((await limiter.take('ip')).allowed).toBe(false);
-    await new Promise((resolve) => setTimeout(resolve, 30)); // 100 tokens/s: one is back after 10 ms
-    expect((await limiter.take('ip')).allowed).toBe(true);
+    const refused = await limiter.take('ip');
+    expect([refused.allowed, refused.retryAfterSeconds]).toEqual([false, 2]);
+    await eventually(async () => (await limiter.take('ip')).allowed, 15_000, 200);
+    expect(Date.now() - emptiedAt).toBeGreaterThanOrEqual(1500);
   });
 
   it('falls back to local buckets while Redis is down, and returns to Redis after', async () => {
-    const limiter = new RedisTokenBucketLimiter(await client(), { ratePerMinute: 600, burst: 3, keyPrefix: 'test:down:', retryIntervalMs: 200 }, log);
+    const limiter = new RedisTokenBucketLimiter(await client(), { ratePerMinute: 1, burst: 3, keyPrefix: 'test:down:', retryIntervalMs: 200 }, log);
     expect((await limiter.take('ip')).allowed).toBe(true);
     await stopRedis();
     const during = [];
@@ -110,11 +114,9 @@ describe('RedisTokenBucketLimiter', () => {
     expect(limiter.fallbackDecisions).toBe(4);
 
     await startRedis();
-    const deadline = Date.now() + 5000;
-    while (limiter.mode !== 'redis' && Date.now() < deadline) {
+    await eventually(async () => {
       await limiter.take('other');
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    expect(limiter.mode).toBe('redis');
+      return limiter.mode === 'redis';
+    }, 15_000, 100);
   });
 });
