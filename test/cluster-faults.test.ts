@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSluice } from '../bin/app.ts';
-import { startTestRole } from './harness.ts';
+import { eventually, startTestRole } from './harness.ts';
 import { encodeTraces, traceRequest } from './otlp-fixtures.ts';
 
 let natsPort = 0;
@@ -124,14 +124,10 @@ describe('cluster faults', () => {
     for (const row of rows) expect(row.n, row.SpanName).toBe(10);
 
     // The gateway's KV watch resumed after the restart: a key revoked through another
-    // connection (the consumer's) is refused by the gateway within a second.
+    // connection (the consumer's) is refused by the gateway.
     const extra = await consumer.sources.addKey(source.id);
-    const seen = Date.now() + 2000;
-    while (!gateway.sources.authenticate(extra.apiKey) && Date.now() < seen) await new Promise((resolve) => setTimeout(resolve, 10));
-    expect(gateway.sources.authenticate(extra.apiKey), 'a key added after the restart reaches the gateway').toBe(source.id);
+    await eventually(() => gateway.sources.authenticate(extra.apiKey) === source.id, 10_000, 10);
     await consumer.sources.revokeKey(extra.keyId);
-    const refused = Date.now() + 1000;
-    while (gateway.sources.authenticate(extra.apiKey) && Date.now() < refused) await new Promise((resolve) => setTimeout(resolve, 10));
-    expect(gateway.sources.authenticate(extra.apiKey), 'revoked after the restart, refused within a second').toBeUndefined();
+    await eventually(() => gateway.sources.authenticate(extra.apiKey) === undefined, 10_000, 10);
   });
 });

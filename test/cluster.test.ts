@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSluice } from '../bin/app.ts';
-import { removeNatsPrefixes, startTestRole } from './harness.ts';
+import { eventually, removeNatsPrefixes, startTestRole } from './harness.ts';
 import { exportOnce, exporterFor, finishedSpans } from './otel-clients.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -48,14 +48,12 @@ afterAll(async () => {
 describe('cluster mode', () => {
   it('a source created through one gateway authenticates on the other (state on NATS KV)', async () => {
     const source = await gateways[0]!.sources.createSource('fleet');
-    const deadline = Date.now() + 1000;
-    while (!gateways[1]!.sources.authenticate(source.apiKey) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    expect(gateways[1]!.sources.authenticate(source.apiKey)).toBe(source.id);
+    await eventually(() => gateways[1]!.sources.authenticate(source.apiKey) === source.id, 10_000, 10);
   });
 
   it('spans sent through two gateways land exactly once through the consumer', async () => {
     const source = await gateways[0]!.sources.createSource('exporters');
-    await new Promise((r) => setTimeout(r, 200));
+    await eventually(() => gateways.every((gateway) => gateway.sources.authenticate(source.apiKey) === source.id), 10_000, 10);
     let acknowledged = 0;
     for (const [i, gateway] of gateways.entries()) {
       for (const protocol of ['http/protobuf', 'grpc'] as const) {
