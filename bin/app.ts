@@ -30,15 +30,22 @@ import {
   createLimiter,
   createStateStore,
   createStorage,
+  ingestBuckets,
   maxChunkBytes,
   publicUrl,
+  relayParts,
   schemaOptions,
 } from './components.ts';
 import { ControlServer } from './control.ts';
-import { openRelay, startRelay, type RunningRelay } from '../relay/index.ts';
+import { MAX_ADMIN_BODY_BYTES, openRelay, relayHttpHandler, SIGN_IN_PER_MINUTE, type Relay } from '../relay/index.ts';
 import { lockDataDir } from './lock.ts';
 
 export type Role = 'serve' | 'gateway' | 'consume';
+
+/** The relay as served by a front end: its module and its port. */
+export interface RunningRelay extends Relay {
+  port: number;
+}
 
 export interface RunningSluice {
   httpPort: number;
@@ -121,7 +128,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         { maxBodyBytes: config.limits.maxBodyBytes, maxChunkBytes: maxChunkBytes(nc) },
         (detail) => log.error({ detail }, 'pipeline task failed unexpectedly'),
       );
-      const limiter = await createLimiter(config, log);
+      const limiter = await createLimiter(config, log, ingestBuckets(config), `sluice:${config.nats.prefix}:rl:`);
       stops.push(() => limiter.shutdown());
       const guards = { auth: sources, limiter, clientIp: clientIpResolver(config.limits.trustedProxies) };
       handler = ingestRoutes({ ...guards, ingest, metrics, log, configs, installTokens, publicUrl: () => publicUrl(config, httpPort) });
@@ -133,9 +140,14 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
       if (nc && !config.relay.masterKey) {
         log.warn('relay disabled: set SLUICE_RELAY_MASTER_KEY (the same on every gateway) to run it in cluster mode');
       } else {
-        const running = await startRelay(config, state, log);
-        relay = running;
-        stops.push(() => running.shutdown());
+        const opened = await openRelay(await relayParts(config, state));
+        stops.push(async () => opened.shutdown());
+        const signInLimiter = await createLimiter(config, log, { ratePerMinute: SIGN_IN_PER_MINUTE, burst: SIGN_IN_PER_MINUTE }, `sluice:${config.nats.prefix}:relay-signin:`);
+        stops.push(() => signInLimiter.shutdown());
+        const handler = relayHttpHandler(opened, { signInLimiter, clientIp: guards.clientIp, operatorToken: config.relay.operatorToken, log });
+        const server = createHttpServer(config.http.engine, handler, { maxBodyBytes: MAX_ADMIN_BODY_BYTES }, log);
+        relay = { ...opened, port: await listenOn(server, config.host, config.relay.port, 'relay port (SLUICE_RELAY_PORT)') };
+        stops.push(() => server.close());
       }
     }
     // Every role answers health and /metrics; the front end also takes ingestion.
@@ -156,7 +168,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         database: config.storage.database,
         schema: schemaOptions(config),
         publicUrl: publicUrl(config, httpPort),
-        relay: async () => relay ?? openRelay(config, state),
+        relay: async () => relay ?? openRelay(await relayParts(config, state)),
       });
       const control = new ControlServer(config.dataDir, admin);
       await control.start();

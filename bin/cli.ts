@@ -17,7 +17,7 @@ import { OPERATOR_COMMANDS, type OperatorInput } from '../relay/operator.ts';
 import type { Storage } from '../storage/storage.ts';
 import { LocalAdmin, type Admin, type DeployFilter } from './admin.ts';
 import { startSluice, type Role } from './app.ts';
-import { connectNats, createStateStore, createStorage, publicUrl, schemaOptions } from './components.ts';
+import { connectNats, createStateStore, createStorage, publicUrl, relayParts, schemaOptions } from './components.ts';
 import { controlSocketAlive, controlSocketPath, remoteAdmin } from './control.ts';
 import { lockDataDir } from './lock.ts';
 
@@ -103,8 +103,8 @@ async function withAdmin<T>(config: Readonly<SluiceConfig>, fn: (admin: Admin) =
       publicUrl: publicUrl(config),
       relay: async () => {
         if (!relay) {
-          const opened = await openRelay(config, state);
-          cleanups.push(async () => opened.store.shutdown());
+          const opened = await openRelay(await relayParts(config, state));
+          cleanups.push(async () => opened.shutdown());
           relay = opened;
         }
         return relay;

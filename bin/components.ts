@@ -9,8 +9,9 @@ import type { Bus } from '../bus/bus.ts';
 import { JetStreamBus } from '../bus/jetstream.ts';
 import { MemoryBus } from '../bus/memory.ts';
 import type { SluiceConfig } from '../core/config.ts';
-import { TokenBucketLimiter, type Limiter } from '../gateway/limiter.ts';
+import { TokenBucketLimiter, type Limiter, type TokenBucketOptions } from '../gateway/limiter.ts';
 import { RedisTokenBucketLimiter } from '../gateway/redis-limiter.ts';
+import { isAcceptableWebhookUrl, loadMasterKey, type RelayParts } from '../relay/index.ts';
 import { LocalStateStore } from '../state/local.ts';
 import { NatsKvStateStore } from '../state/nats-kv.ts';
 import type { StateStore } from '../state/store.ts';
@@ -112,9 +113,16 @@ export function maxChunkBytes(nc: NatsConnection | undefined): number {
   return nc ? 512 * 1024 : Infinity;
 }
 
-/** Per-IP token buckets: in process, or in Redis shared by every gateway (with local fallback). */
-export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger): Promise<Limiter> {
-  const buckets = { ratePerMinute: config.limits.ratePerMinute, burst: config.limits.rateBurst };
+/** The ingestion buckets: SLUICE_RATE_LIMIT_PER_MINUTE and SLUICE_RATE_LIMIT_BURST per client IP. */
+export function ingestBuckets(config: Readonly<SluiceConfig>): TokenBucketOptions {
+  return { ratePerMinute: config.limits.ratePerMinute, burst: config.limits.rateBurst };
+}
+
+/**
+ * Per-IP token buckets: in process, or in Redis shared by every gateway (with local fallback).
+ * `keyPrefix` keeps the buckets of different limiters (ingestion, relay sign-in) apart in Redis.
+ */
+export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger, buckets: TokenBucketOptions, keyPrefix: string): Promise<Limiter> {
   if (!config.redis.url) return new TokenBucketLimiter(buckets);
   const redis = createClient({
     url: config.redis.url,
@@ -127,5 +135,16 @@ export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger)
   const closeClient = async () => {
     await redis.quit().catch(() => redis.destroy());
   };
-  return new RedisTokenBucketLimiter(redis, { ...buckets, closeClient }, log);
+  return new RedisTokenBucketLimiter(redis, { ...buckets, keyPrefix, closeClient }, log);
+}
+
+/** The relay's parts: its master key (configured, or the data dir's own when embedded) and the deployment's checks. */
+export async function relayParts(config: Readonly<SluiceConfig>, state: StateStore): Promise<RelayParts> {
+  // A key made up here would differ from the other gateways': secrets sealed with it could not be opened there.
+  if (config.nats.url && !config.relay.masterKey) throw new Error('the relay in cluster mode needs SLUICE_RELAY_MASTER_KEY (the same on every gateway)');
+  return {
+    state,
+    masterKey: await loadMasterKey(config.relay.masterKey, config.dataDir),
+    checks: { webhookUrl: (url) => isAcceptableWebhookUrl(url, config.relay.allowPrivateWebhooks) },
+  };
 }

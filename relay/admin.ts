@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { checkPassword, hashPassword, oneTimePassword, type Sessions } from './auth.ts';
 import { conflict, forbidden, notFound, RelayError, unauthorized, validationFailed } from './errors.ts';
 import type { CaptchaProvider, Channel, Form, RelayApiKey, Role, Site, Template, Tenant, User } from './model.ts';
-import { E164, isEmailAddress, validateBody } from './schemas.ts';
+import { E164, isEmailAddress, type BodyValidator } from './schemas.ts';
 import { sha256Hex, type RelayStore } from './store.ts';
 import { checkTemplate, DEFAULT_TEMPLATE, renderHtml, renderSubject } from './templates.ts';
 import type { SecretBox } from '../core/secret-box.ts';
@@ -66,13 +66,14 @@ export class RelayAdmin {
     private readonly store: RelayStore,
     private readonly secrets: SecretBox,
     private readonly sessions: Sessions,
+    private readonly validateBody: BodyValidator,
   ) {}
 
   // ---- tenants and sign-in ---------------------------------------------------------------
 
   /** Creates a tenant and its first owner (operator only). Without a password, one is made up and returned once. */
   async onboard(body: unknown) {
-    const { name, owner } = validateBody<OnboardBody>('OnboardTenant', body);
+    const { name, owner } = this.validateBody<OnboardBody>('OnboardTenant', body);
     const email = owner.email.toLowerCase();
     if (this.store.userByEmail(email)) throw conflict('A user with this email already exists');
     const tenant: Tenant = { id: id('ten'), name, createdAt: now(), updatedAt: now() };
@@ -93,12 +94,12 @@ export class RelayAdmin {
 
   async updateTenant(actor: Actor, body: unknown) {
     this.require(actor, 'owner');
-    const { name } = validateBody<{ name: string }>('UpdateTenant', body);
+    const { name } = this.validateBody<{ name: string }>('UpdateTenant', body);
     return this.store.tenants.put({ ...this.tenant(actor), name, updatedAt: now() });
   }
 
   async login(body: unknown) {
-    const { email, password } = validateBody<{ email: string; password: string }>('Login', body);
+    const { email, password } = this.validateBody<{ email: string; password: string }>('Login', body);
     const user = this.store.userByEmail(email);
     const ok = await checkPassword(user, password);
     // One answer for an unknown email, a wrong password and a deactivated user.
@@ -107,7 +108,7 @@ export class RelayAdmin {
   }
 
   async changePassword(user: User, body: unknown) {
-    const { currentPassword, newPassword } = validateBody<{ currentPassword: string; newPassword: string }>('ChangePassword', body);
+    const { currentPassword, newPassword } = this.validateBody<{ currentPassword: string; newPassword: string }>('ChangePassword', body);
     if (!(await checkPassword(user, currentPassword))) throw unauthorized('Current password is wrong');
     const updated = await this.store.users.put({
       ...user,
@@ -124,7 +125,7 @@ export class RelayAdmin {
 
   async createSite(actor: Actor, body: unknown) {
     this.require(actor, 'admin');
-    const input = validateBody<SiteBody>('CreateSite', body);
+    const input = this.validateBody<SiteBody>('CreateSite', body);
     const site: Site = {
       id: id('site'),
       tenantId: actor.tenantId,
@@ -149,7 +150,7 @@ export class RelayAdmin {
   async updateSite(actor: Actor, siteId: string, body: unknown) {
     this.require(actor, 'admin');
     const site = this.site(actor, siteId);
-    const input = validateBody<SiteBody>('UpdateSite', body);
+    const input = this.validateBody<SiteBody>('UpdateSite', body);
     const updated: Site = {
       ...site,
       ...(input.name !== undefined ? { name: input.name } : {}),
@@ -163,7 +164,7 @@ export class RelayAdmin {
   async setCaptcha(actor: Actor, siteId: string, body: unknown) {
     this.require(actor, 'admin');
     const site = this.site(actor, siteId);
-    const input = validateBody<CaptchaBody>('SetCaptcha', body);
+    const input = this.validateBody<CaptchaBody>('SetCaptcha', body);
     if (input.scoreThreshold !== undefined && input.provider !== 'recaptcha_v3') {
       throw validationFailed('scoreThreshold', 'applies to recaptcha_v3 only');
     }
@@ -187,7 +188,7 @@ export class RelayAdmin {
   async createForm(actor: Actor, siteId: string, body: unknown) {
     this.require(actor, 'admin');
     const site = this.site(actor, siteId);
-    const input = validateBody<FormBody>('CreateForm', body);
+    const input = this.validateBody<FormBody>('CreateForm', body);
     const formKey = input.formKey ?? `fk_${randomBytes(8).toString('base64url')}`;
     if (input.templateId) this.template(actor, input.templateId);
     const formId = id('form');
@@ -223,7 +224,7 @@ export class RelayAdmin {
   async updateForm(actor: Actor, siteId: string, formId: string, body: unknown) {
     this.require(actor, 'admin');
     const form = this.form(actor, siteId, formId);
-    const input = validateBody<FormBody>('UpdateForm', body);
+    const input = this.validateBody<FormBody>('UpdateForm', body);
     if (input.templateId) this.template(actor, input.templateId);
     const { templateId: _old, ...rest } = form;
     const templateId = input.templateId === undefined ? form.templateId : (input.templateId ?? undefined);
@@ -240,7 +241,7 @@ export class RelayAdmin {
   async addRecipient(actor: Actor, siteId: string, formId: string, body: unknown) {
     this.require(actor, 'admin');
     const form = this.form(actor, siteId, formId);
-    const input = validateBody<RecipientBody>('CreateRecipient', body);
+    const input = this.validateBody<RecipientBody>('CreateRecipient', body);
     const address = normaliseAddress(input.channel, input.address);
     if (form.recipients.some((r) => r.channel === input.channel && r.address === address)) {
       throw conflict('This recipient is already configured on the form');
@@ -253,7 +254,7 @@ export class RelayAdmin {
   async updateRecipient(actor: Actor, siteId: string, formId: string, recipientId: string, body: unknown) {
     this.require(actor, 'admin');
     const form = this.form(actor, siteId, formId);
-    const { active } = validateBody<{ active: boolean }>('UpdateRecipient', body);
+    const { active } = this.validateBody<{ active: boolean }>('UpdateRecipient', body);
     const recipient = form.recipients.find((r) => r.id === recipientId);
     if (!recipient) throw notFound('Recipient');
     const updated = { ...recipient, active };
@@ -272,7 +273,7 @@ export class RelayAdmin {
   async addWebhook(actor: Actor, siteId: string, formId: string, body: unknown) {
     this.require(actor, 'admin');
     const form = this.form(actor, siteId, formId);
-    const input = validateBody<WebhookBody>('CreateWebhook', body);
+    const input = this.validateBody<WebhookBody>('CreateWebhook', body);
     const secret = input.secret ?? `whsec_${randomBytes(24).toString('base64url')}`;
     const webhook = { id: id('whk'), url: input.url!, secretSealed: this.secrets.seal(secret), active: input.active ?? true };
     await this.store.forms.put({ ...form, webhooks: [...form.webhooks, webhook], updatedAt: now() });
@@ -283,7 +284,7 @@ export class RelayAdmin {
   async updateWebhook(actor: Actor, siteId: string, formId: string, webhookId: string, body: unknown) {
     this.require(actor, 'admin');
     const form = this.form(actor, siteId, formId);
-    const input = validateBody<WebhookBody>('UpdateWebhook', body);
+    const input = this.validateBody<WebhookBody>('UpdateWebhook', body);
     const webhook = form.webhooks.find((w) => w.id === webhookId);
     if (!webhook) throw notFound('Webhook');
     const updated = { ...webhook, ...(input.url !== undefined ? { url: input.url } : {}), ...(input.active !== undefined ? { active: input.active } : {}) };
@@ -303,7 +304,7 @@ export class RelayAdmin {
 
   async createTemplate(actor: Actor, body: unknown) {
     this.require(actor, 'admin');
-    const input = validateBody<Required<TemplateBody>>('CreateTemplate', body);
+    const input = this.validateBody<Required<TemplateBody>>('CreateTemplate', body);
     checkTemplate('subject', input.subject);
     checkTemplate('html', input.html);
     const template: Template = { id: id('tpl'), tenantId: actor.tenantId, ...pick(input, ['name', 'subject', 'html']), createdAt: now(), updatedAt: now() };
@@ -321,7 +322,7 @@ export class RelayAdmin {
   async updateTemplate(actor: Actor, templateId: string, body: unknown) {
     this.require(actor, 'admin');
     const template = this.template(actor, templateId);
-    const input = validateBody<TemplateBody>('UpdateTemplate', body);
+    const input = this.validateBody<TemplateBody>('UpdateTemplate', body);
     if (input.subject !== undefined) checkTemplate('subject', input.subject);
     if (input.html !== undefined) checkTemplate('html', input.html);
     return this.store.templates.put({ ...template, ...pick(input, ['name', 'subject', 'html']), updatedAt: now() });
@@ -338,7 +339,7 @@ export class RelayAdmin {
 
   /** Renders a stored template, or the given subject and html, with sample data. */
   previewTemplate(actor: Actor, body: unknown) {
-    const input = validateBody<PreviewBody>('PreviewTemplate', body);
+    const input = this.validateBody<PreviewBody>('PreviewTemplate', body);
     const base = input.templateId ? this.template(actor, input.templateId) : DEFAULT_TEMPLATE;
     const subject = input.subject ?? base.subject;
     const html = input.html ?? base.html;
@@ -352,7 +353,7 @@ export class RelayAdmin {
 
   /** Creates (invites) a user; without a password, a one-time password is returned once. */
   async createUser(actor: Actor, body: unknown) {
-    const input = validateBody<UserBody>('CreateUser', body);
+    const input = this.validateBody<UserBody>('CreateUser', body);
     this.requireUserRights(actor, input.role!);
     const email = input.email!.toLowerCase();
     if (this.store.userByEmail(email)) throw conflict('A user with this email already exists');
@@ -371,7 +372,7 @@ export class RelayAdmin {
 
   async updateUser(actor: Actor, userId: string, body: unknown) {
     const user = this.user(actor, userId);
-    const input = validateBody<UserBody>('UpdateUser', body);
+    const input = this.validateBody<UserBody>('UpdateUser', body);
     this.requireUserRights(actor, user.role);
     if (input.role) this.requireUserRights(actor, input.role);
     const demotesOrRemovesOwner = user.role === 'owner' && ((input.role && input.role !== 'owner') || input.active === false);
@@ -395,7 +396,7 @@ export class RelayAdmin {
   /** Issues a key bound to one site; the key is returned this once and stored hashed. */
   async createApiKey(actor: Actor, body: unknown) {
     this.require(actor, 'admin');
-    const input = validateBody<{ siteId: string; name: string }>('CreateApiKey', body);
+    const input = this.validateBody<{ siteId: string; name: string }>('CreateApiKey', body);
     const site = this.site(actor, input.siteId);
     const apiKey = API_KEY_PREFIX + randomBytes(32).toString('base64url');
     const record: RelayApiKey = {
@@ -450,7 +451,7 @@ export class RelayAdmin {
    * recorded with an atomic create, so two claims racing cannot both win.
    */
   async claim(body: unknown) {
-    const input = validateBody<ClaimBody>('ClaimTenant', body);
+    const input = this.validateBody<ClaimBody>('ClaimTenant', body);
     const lookup = sha256Hex(input.token);
     const claim = await this.store.state.get<{ id: string; tenantId: string; expiresAt: string }>(CLAIMS, lookup);
     const invalid = new RelayError(404, 'Claim token not found or expired');

@@ -1,76 +1,65 @@
 /**
- * The relay module: its store (mirrored from the state store), keys, admin operations and
- * HTTP server on its own port. Started by the roles that serve HTTP (serve, gateway).
+ * The relay module: its store (mirrored from the state store), keys, admin operations and the
+ * handler of its HTTP API. It wires nothing itself: the composition root (bin/) gives it the
+ * state store, the master key, the deployment's checks and the sign-in limiter, and serves the
+ * handler on the relay port.
  */
-import type { SluiceConfig } from '../core/config.ts';
 import type { Logger } from '../core/log.ts';
-import { clientIpResolver } from '../gateway/client-ip.ts';
-import { createHttpServer, listenOn } from '../gateway/http/index.ts';
-import { TokenBucketLimiter } from '../gateway/limiter.ts';
+import type { ClientIpResolver } from '../gateway/client-ip.ts';
+import type { HttpHandler } from '../gateway/http/adapter.ts';
+import type { Limiter } from '../gateway/limiter.ts';
 import type { StateStore } from '../state/store.ts';
 import { RelayAdmin } from './admin.ts';
 import { Sessions } from './auth.ts';
 import { relayHandler } from './http.ts';
 import { relayOpenApiDocument } from './openapi.ts';
-import { setWebhookUrlCheck } from './schemas.ts';
-import { deriveRelayKeys, loadMasterKey } from './secrets.ts';
+import { createBodyValidator, type BodyChecks } from './schemas.ts';
+import { deriveRelayKeys } from './secrets.ts';
 import { RelayStore } from './store.ts';
-import { isAcceptableWebhookUrl } from './webhook-url.ts';
+
+export { loadMasterKey } from './secrets.ts';
+export { isAcceptableWebhookUrl } from './webhook-url.ts';
 
 /** Admin body size: ample for a template (100,000 characters) and its sample data. */
-const MAX_ADMIN_BODY_BYTES = 1024 * 1024;
-/** Sign-in attempts (login, claim, onboarding) per client IP. */
-const SIGN_IN_PER_MINUTE = 10;
+export const MAX_ADMIN_BODY_BYTES = 1024 * 1024;
+/** Sign-in attempts (login, claim, onboarding) per client IP and minute. */
+export const SIGN_IN_PER_MINUTE = 10;
 
-export interface RunningRelay {
-  port: number;
+export interface RelayParts {
+  state: StateStore;
+  /** 32 bytes: seals stored secrets and signs sessions; the same on every gateway. */
+  masterKey: Buffer;
+  checks: BodyChecks;
+}
+
+export interface Relay {
   store: RelayStore;
   admin: RelayAdmin;
-  shutdown(): Promise<void>;
+  sessions: Sessions;
+  shutdown(): void;
 }
 
-/** The store and admin operations without the HTTP server (the CLI uses them directly). */
-export async function openRelay(config: Readonly<SluiceConfig>, state: StateStore): Promise<{ store: RelayStore; admin: RelayAdmin; sessions: Sessions }> {
-  // A key made up here would differ from the other gateways': secrets sealed with it could not be opened there.
-  if (config.nats.url && !config.relay.masterKey) throw new Error('the relay in cluster mode needs SLUICE_RELAY_MASTER_KEY (the same on every gateway)');
-  const keys = deriveRelayKeys(await loadMasterKey(config.relay.masterKey, config.dataDir));
-  setWebhookUrlCheck((url) => isAcceptableWebhookUrl(url, config.relay.allowPrivateWebhooks));
-  const store = new RelayStore(state);
+/** Opens the relay's store (its mirrors start) and admin operations. */
+export async function openRelay(parts: RelayParts): Promise<Relay> {
+  const keys = deriveRelayKeys(parts.masterKey);
+  const store = new RelayStore(parts.state);
   await store.start();
   const sessions = new Sessions(keys.sessionKey, store);
-  return { store, admin: new RelayAdmin(store, keys.secrets, sessions), sessions };
+  const admin = new RelayAdmin(store, keys.secrets, sessions, createBodyValidator(parts.checks));
+  return { store, admin, sessions, shutdown: () => store.shutdown() };
 }
 
-export async function startRelay(config: Readonly<SluiceConfig>, state: StateStore, log: Logger): Promise<RunningRelay> {
-  const { store, admin, sessions } = await openRelay(config, state);
-  const signInLimiter = new TokenBucketLimiter({ ratePerMinute: SIGN_IN_PER_MINUTE, burst: SIGN_IN_PER_MINUTE });
+export interface RelayHttpParts {
+  /** Guards login, claim and onboarding against guessing (per client IP). */
+  signInLimiter: Limiter;
+  clientIp: ClientIpResolver;
+  /** SLUICE_RELAY_OPERATOR_TOKEN: enables POST /api/v1/admin/tenants when set. */
+  operatorToken: string;
+  log: Logger;
+}
+
+/** The relay port's handler: the admin API, its OpenAPI document and health. */
+export function relayHttpHandler(relay: Relay, parts: RelayHttpParts): HttpHandler {
   const openApi = relayOpenApiDocument();
-  const handler = relayHandler({
-    admin,
-    sessions,
-    signInLimiter,
-    clientIp: clientIpResolver(config.limits.trustedProxies),
-    operatorToken: config.relay.operatorToken,
-    openApi: () => openApi,
-    log,
-  });
-  const http = createHttpServer(config.http.engine, handler, { maxBodyBytes: MAX_ADMIN_BODY_BYTES }, log);
-  let port: number;
-  try {
-    port = await listenOn(http, config.host, config.relay.port, 'relay port (SLUICE_RELAY_PORT)');
-  } catch (err) {
-    store.shutdown();
-    await signInLimiter.shutdown();
-    throw err;
-  }
-  return {
-    port,
-    store,
-    admin,
-    async shutdown() {
-      await http.close();
-      await signInLimiter.shutdown();
-      store.shutdown();
-    },
-  };
+  return relayHandler({ ...parts, admin: relay.admin, sessions: relay.sessions, openApi: () => openApi });
 }

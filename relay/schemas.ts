@@ -3,7 +3,7 @@
  * make the relay's OpenAPI document (relay/openapi.ts). A refusal is 400 `Validation failed`
  * naming the first bad field.
  */
-import { Ajv, type ValidateFunction } from 'ajv';
+import { Ajv } from 'ajv';
 import { firstProblem } from '../core/validation.ts';
 import { validationFailed } from './errors.ts';
 import { CAPTCHA_PROVIDERS, CHANNELS, ROLES } from './model.ts';
@@ -79,29 +79,29 @@ export function isOrigin(value: string): boolean {
   }
 }
 
-let validators: Map<AdminSchemaName, ValidateFunction> | undefined;
-let webhookUrlCheck: (url: string) => boolean = () => true;
-
-/** Sets how webhook URLs are judged (relay/webhook-url.ts); called once at start. */
-export function setWebhookUrlCheck(check: (url: string) => boolean): void {
-  webhookUrlCheck = check;
+/** Checks of the body validator that depend on the deployment: injected, never defaulted. */
+export interface BodyChecks {
+  /** Whether a webhook URL may be stored (relay/webhook-url.ts, with the deployment's private-address rule). */
+  webhookUrl: (url: string) => boolean;
 }
 
-/** Validates a body; throws 400 `Validation failed` naming the first bad field. */
-export function validateBody<T>(schema: AdminSchemaName, body: unknown): T {
-  if (!validators) {
-    const ajv = new Ajv({ allErrors: false, strict: true, strictTypes: false });
-    ajv.addFormat('email-address', { type: 'string', validate: isEmailAddress });
-    ajv.addFormat('origin', { type: 'string', validate: isOrigin });
-    ajv.addFormat('webhook-url', { type: 'string', validate: (url: string) => webhookUrlCheck(url) });
-    validators = new Map(Object.entries(ADMIN_SCHEMAS).map(([key, value]) => [key as AdminSchemaName, ajv.compile(value)]));
-  }
-  const validate = validators.get(schema)!;
-  if (!validate(body)) {
-    const problem = firstProblem(validate.errors!);
-    throw validationFailed(problem.field, formatMessage(validate.errors![0]!.params.format, problem.message));
-  }
-  return body as T;
+/** Validates a body against one of ADMIN_SCHEMAS; throws 400 `Validation failed` naming the first bad field. */
+export type BodyValidator = <T>(schema: AdminSchemaName, body: unknown) => T;
+
+export function createBodyValidator(checks: BodyChecks): BodyValidator {
+  const ajv = new Ajv({ allErrors: false, strict: true, strictTypes: false });
+  ajv.addFormat('email-address', { type: 'string', validate: isEmailAddress });
+  ajv.addFormat('origin', { type: 'string', validate: isOrigin });
+  ajv.addFormat('webhook-url', { type: 'string', validate: (url: string) => checks.webhookUrl(url) });
+  const validators = new Map(Object.entries(ADMIN_SCHEMAS).map(([key, value]) => [key as AdminSchemaName, ajv.compile(value)]));
+  return <T>(schema: AdminSchemaName, body: unknown): T => {
+    const validate = validators.get(schema)!;
+    if (!validate(body)) {
+      const problem = firstProblem(validate.errors!);
+      throw validationFailed(problem.field, formatMessage(validate.errors![0]!.params.format, problem.message));
+    }
+    return body as T;
+  };
 }
 
 function formatMessage(format: string | undefined, fallback: string): string {

@@ -24,6 +24,8 @@ beforeAll(async () => {
     'nats.prefix': prefix,
     'nats.maxStreamBytes': 16 * 1024 * 1024,
     'relay.masterKey': randomBytes(32).toString('base64'),
+    // Sign-in buckets shared through Redis (keys under this run's prefix).
+    'redis.url': process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
   };
   gateways = [await startTestRole('gateway', dataDir, overrides), await startTestRole('gateway', dataDir, overrides)];
 });
@@ -72,5 +74,21 @@ describe('relay in cluster mode', () => {
     // until() gives up after 10 s: still known by then fails the test.
     await until(() => two.relay!.store.apiKeyFor(key.apiKey), (v) => v === undefined);
     expect(two.relay!.store.apiKeyFor(key.apiKey)).toBeUndefined();
+  });
+
+  it('limits sign-in attempts per client IP across gateways (the buckets live in Redis)', async () => {
+    const attempt = (gateway: RunningSluice) =>
+      fetch(`http://127.0.0.1:${gateway.relay!.port}/api/v1/admin/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: 'nobody@cluster.test', password: 'not the password' }),
+      }).then((response) => response.status);
+    const statuses: number[] = [];
+    // Alternating gateways: one bucket of 10 for both, so the 11th attempt is refused (each alone would allow 20).
+    for (let i = 0; i < 14; i++) statuses.push(await attempt(gateways[i % 2]!));
+    const allowed = statuses.filter((status) => status !== 429).length;
+    expect(allowed).toBeLessThanOrEqual(10); // the sign-in of the test above may have used one
+    expect(allowed).toBeGreaterThanOrEqual(9);
+    expect(statuses.slice(allowed).every((status) => status === 429)).toBe(true);
   });
 });

@@ -64,10 +64,10 @@ describe('a full JetStream stream', () => {
       (await consumer.storage!.query(`SELECT SpanName AS name, count() AS n FROM otel.otel_traces WHERE SourceId = '${source.id}' GROUP BY name`, 'JSONEachRow'))
         .split('\n').filter(Boolean).map((line) => JSON.parse(line) as { name: string; n: string });
     const acknowledged = statuses.flatMap((status, i) => (status === 200 ? [`request-${i}`] : []));
-    const rows = await eventually(async () => {
+    const rows = (await eventually(async () => {
       const stored = await count();
       return stored.length >= acknowledged.length ? stored : undefined;
-    }, 30_000, 200);
+    }, 30_000, 200))!;
     expect(rows.map((r) => r.name).sort()).toEqual(acknowledged.sort());
     for (const row of rows) expect(Number(row.n), row.name).toBe(100);
   });
