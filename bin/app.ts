@@ -8,8 +8,10 @@
  */
 import type { SluiceConfig } from '../core/config.ts';
 import type { Logger } from '../core/log.ts';
+import { descriptorStatus } from '../core/descriptors.ts';
 import { SluiceMetrics } from '../core/metrics.ts';
-import { JetStreamBus } from '../bus/jetstream.ts';
+import { Readiness } from '../core/readiness.ts';
+import { Supervisor } from '../core/supervisor.ts';
 import { IngestService } from '../pipeline/ingest.ts';
 import { PipelinePool } from '../pipeline/pool.ts';
 import { storageSink } from '../storage/sink.ts';
@@ -35,6 +37,8 @@ import {
   publicUrl,
   relayParts,
   schemaOptions,
+  storageStatus,
+  watchNatsConnection,
 } from './components.ts';
 import { ControlServer } from './control.ts';
 import { MAX_ADMIN_BODY_BYTES, openRelay, relayHttpHandler, SIGN_IN_PER_MINUTE, type Relay } from '../relay/index.ts';
@@ -60,6 +64,7 @@ export interface RunningSluice {
   configs: AgentConfigs;
   installTokens: InstallTokens;
   metrics: SluiceMetrics;
+  readiness: Readiness;
   shutdown(): Promise<void>;
 }
 
@@ -77,9 +82,19 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     const ownsDataDir = !config.nats.url || (withStorage && !config.clickhouse.url);
     if (ownsDataDir) stops.push(await lockDataDir(config.dataDir));
 
-    const nc = await connectNats(config, log);
-    if (nc) stops.push(() => nc.drain());
     const metrics = new SluiceMetrics();
+    const readiness = new Readiness();
+    metrics.readinessSource = async () => (await readiness.report()).components;
+    readiness.register('descriptors', () => descriptorStatus());
+    const supervisor = new Supervisor({ log, onRestart: (loop) => metrics.loopRestarts.inc({ loop }) });
+    stops.push(() => supervisor.stop());
+
+    const nc = await connectNats(config, log);
+    if (nc) {
+      stops.push(() => nc.drain());
+      const connection = watchNatsConnection(nc, supervisor, log);
+      readiness.register('nats', connection);
+    }
 
     const state = createStateStore(config, nc);
     await state.start();
@@ -98,21 +113,20 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
       await storage.start();
       stops.push(() => storage!.shutdown());
       announceStorage(storage, log);
+      readiness.register('storage', () => storageStatus(storage!));
     }
 
-    const bus = createBus(config, nc, log);
+    const bus = createBus(config, nc, log, (loop) => metrics.loopRestarts.inc({ loop }));
     await bus.start();
     stops.push(() => bus.shutdown());
-    metrics.backlogSource = () => bus.backlogBytes ?? 0;
+    metrics.busSource = () => bus.figures();
     if (storage) bus.consume(storageSink(storage, metrics));
-    if (bus instanceof JetStreamBus && storage) {
-      metrics.consumerSource = async () => (await bus.consumerFigures()) ?? { totals: {}, lag: {} };
-    }
+    for (const name of Object.keys(bus.statuses())) readiness.register(name, () => bus.statuses()[name] ?? { ok: false, detail: 'gone' });
 
     let grpcPort = 0;
     let httpPort = 0;
     let relay: RunningRelay | undefined;
-    let handler = opsRoutes(metrics, log);
+    let handler = opsRoutes({ metrics, readiness, log });
     if (withFrontEnd) {
       const pool = new PipelinePool({
         workers: config.pipeline.workers,
@@ -131,7 +145,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
       const limiter = await createLimiter(config, log, ingestBuckets(config), `sluice:${config.nats.prefix}:rl:`);
       stops.push(() => limiter.shutdown());
       const guards = { auth: sources, limiter, clientIp: clientIpResolver(config.limits.trustedProxies) };
-      handler = ingestRoutes({ ...guards, ingest, metrics, log, configs, installTokens, publicUrl: () => publicUrl(config, httpPort) });
+      handler = ingestRoutes({ ...guards, ingest, metrics, readiness, log, configs, installTokens, publicUrl: () => publicUrl(config, httpPort) });
 
       const grpc = new OtlpGrpcServer({ ...guards, ingest, metrics, log, maxBodyBytes: config.limits.maxBodyBytes });
       grpcPort = await listenOn(grpc, config.host, config.grpc.port, 'OTLP/gRPC port (SLUICE_OTLP_GRPC_PORT)');
@@ -176,7 +190,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     }
 
     log.info({ role, host: config.host, httpPort, grpcPort, relayPort: relay?.port ?? 0, dataDir: config.dataDir, cluster: !!nc, engine: config.http.engine }, 'sluice is serving');
-    return { httpPort, grpcPort, relay, storage, state, sources, configs, installTokens, metrics, shutdown };
+    return { httpPort, grpcPort, relay, storage, state, sources, configs, installTokens, metrics, readiness, shutdown };
   } catch (err) {
     await shutdown();
     throw err;

@@ -16,7 +16,7 @@ import type { RelayStore } from '../relay/store.ts';
 import { OPERATOR_COMMANDS, type OperatorInput } from '../relay/operator.ts';
 import type { Storage } from '../storage/storage.ts';
 import { LocalAdmin, type Admin, type DeployFilter } from './admin.ts';
-import { startSluice, type Role } from './app.ts';
+import { startSluice, type Role, type RunningSluice } from './app.ts';
 import { connectNats, createStateStore, createStorage, publicUrl, relayParts, schemaOptions } from './components.ts';
 import { controlSocketAlive, controlSocketPath, remoteAdmin } from './control.ts';
 import { lockDataDir } from './lock.ts';
@@ -180,13 +180,25 @@ async function readJsonFile(path: string): Promise<unknown> {
 
 async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void> {
   const log = createLogger(config.logLevel);
-  const app = await startSluice(role, config, log);
+  let app: RunningSluice | undefined;
+  // A rejection nobody handled is a bug: logged with its cause and counted, never a silent
+  // exit of a gateway that is otherwise serving. An exception nobody caught leaves the
+  // process in an unknown state: logged, then the process exits for its supervisor to restart.
+  process.on('unhandledRejection', (reason) => {
+    log.error({ err: reason }, 'unhandled promise rejection (a bug); the process keeps serving');
+    app?.metrics.unhandledRejections.inc();
+  });
+  process.on('uncaughtException', (err) => {
+    log.fatal({ err }, 'uncaught exception (a bug); exiting');
+    log.flush(() => process.exit(1));
+  });
+  app = await startSluice(role, config, log);
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'shutting down');
-    await app.shutdown();
+    await app!.shutdown();
     log.flush();
     process.exit(0);
   };

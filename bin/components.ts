@@ -16,6 +16,8 @@ import { LocalStateStore } from '../state/local.ts';
 import { NatsKvStateStore } from '../state/nats-kv.ts';
 import type { StateStore } from '../state/store.ts';
 import type { Logger } from '../core/log.ts';
+import type { ComponentStatus } from '../core/readiness.ts';
+import type { Supervisor } from '../core/supervisor.ts';
 import { ChdbStorage } from '../storage/chdb.ts';
 import { ClickhouseServerStorage } from '../storage/clickhouse.ts';
 import { TABLE_COLUMNS, type SchemaOptions, type TableName } from '../storage/schema.ts';
@@ -58,13 +60,11 @@ export function createStorage(config: Readonly<SluiceConfig>, choice: StorageCho
   });
 }
 
-/** Logs which storage runs, once it started; warns where a server cannot deduplicate. */
+/** Logs which storage runs, once it started, and what an operator should know about it. */
 export function announceStorage(storage: Storage, log: Logger): void {
-  if (!(storage instanceof ClickhouseServerStorage)) return;
-  log.info({ clickhouse: storage.safeUrl, version: storage.serverVersion }, 'storage: ClickHouse server');
-  if (!storage.dedupTokens) {
-    log.warn({ version: storage.serverVersion }, 'this ClickHouse server has no insert_deduplication_token: a redelivered batch may be stored twice');
-  }
+  const { engine, location, version, warnings } = storage.describe();
+  log.info({ engine, location, version }, `storage: ${engine}`);
+  for (const warning of warnings) log.warn({ engine, version }, warning);
 }
 
 /** The NATS connection of cluster mode (NATS_URL), or undefined on the embedded default. */
@@ -87,7 +87,7 @@ export function createStateStore(config: Readonly<SluiceConfig>, nc: NatsConnect
 }
 
 /** The in-process group-commit queue, or JetStream streams consumed by any number of processes. */
-export function createBus(config: Readonly<SluiceConfig>, nc: NatsConnection | undefined, log: Logger): Bus & { backlogBytes?: number } {
+export function createBus(config: Readonly<SluiceConfig>, nc: NatsConnection | undefined, log: Logger, onRestart?: (loop: string) => void): Bus {
   if (!nc) {
     return new MemoryBus({
       maxPendingBytes: config.storage.maxPendingBytes,
@@ -103,7 +103,7 @@ export function createBus(config: Readonly<SluiceConfig>, nc: NatsConnection | u
     replicas: config.nats.replicas,
     maxStreamBytes: config.nats.maxStreamBytes,
     retryAfterSeconds: config.storage.retryAfterSeconds,
-    consumer: { replicas: config.nats.replicas, ackWaitMs: config.nats.ackWaitSeconds * 1000, log },
+    consumer: { replicas: config.nats.replicas, ackWaitMs: config.nats.ackWaitSeconds * 1000, log, onRestart },
     log,
   });
 }
@@ -147,4 +147,47 @@ export async function relayParts(config: Readonly<SluiceConfig>, state: StateSto
     masterKey: await loadMasterKey(config.relay.masterKey, config.dataDir),
     checks: { webhookUrl: (url) => isAcceptableWebhookUrl(url, config.relay.allowPrivateWebhooks) },
   };
+}
+
+/** Storage answers a trivial query: the engine is open (chDB) or the server reachable. */
+export async function storageStatus(storage: Storage): Promise<ComponentStatus> {
+  try {
+    await storage.query('SELECT 1');
+    return { ok: true };
+  } catch (err) {
+    return { ok: false, detail: (err as Error).message };
+  }
+}
+
+/**
+ * Follows the NATS connection's events (disconnects, reconnects) under the supervisor, and
+ * returns the probe readiness asks: not ok while the client is disconnected or closed.
+ */
+export function watchNatsConnection(nc: NatsConnection, supervisor: Supervisor, log: Logger): () => ComponentStatus {
+  let down: string | undefined;
+  supervisor.run('nats.connection', async ({ signal }) => {
+    const events = nc.status();
+    signal.addEventListener('abort', () => (events as { stop?: () => void }).stop?.(), { once: true });
+    for await (const event of events) {
+      if (event.type === 'disconnect') {
+        down = `disconnected from ${redactedServer(String(event.server ?? ''))}; reconnecting`;
+        log.warn('NATS connection lost; reconnecting');
+      } else if (event.type === 'reconnect') {
+        down = undefined;
+        log.info('NATS connection restored');
+      }
+      if (signal.aborted) return;
+    }
+    // The events end when the connection closes (at shutdown): nothing left to follow.
+    if (nc.isClosed()) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+  });
+  return () => {
+    if (nc.isClosed()) return { ok: false, detail: 'the NATS connection is closed' };
+    return down ? { ok: false, detail: down } : { ok: true };
+  };
+}
+
+/** host:port of a server as nats.js names it, without credentials. */
+function redactedServer(server: string): string {
+  return server.replace(/^[^@/]*@/, '');
 }

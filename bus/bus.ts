@@ -4,6 +4,7 @@
  * only once the rows are durable — committed to storage (memory) or acknowledged by
  * JetStream (cluster) — which is what a 2xx promises the client.
  */
+import type { ComponentStatus } from '../core/readiness.ts';
 
 /** RowBinary rows for one table. */
 export interface TableChunk {
@@ -26,6 +27,19 @@ export interface Bus {
   publish(chunks: readonly TableChunk[]): Promise<void>;
   /** Registers the sink the consumer side delivers batches to. */
   consume(sink: ChunkSink): void;
+  /** How the bus and this process's consumer loops are, for readiness (`bus`, `consumer.<table>`). */
+  statuses(): Record<string, ComponentStatus>;
+  /** Figures for /metrics: bytes waiting (embedded), consumer totals and lag (cluster consumers). */
+  figures(): Promise<BusFigures>;
+}
+
+export interface BusFigures {
+  /** Row bytes accepted and not yet committed (embedded group commit). */
+  backlogBytes?: number;
+  /** Publishes refused because the bus was full, per table. */
+  fullRefusals?: Record<string, number>;
+  /** This process's storage consumer, when it runs one on a shared bus. */
+  consumer?: { totals: Record<string, number>; lag: Record<string, number> };
 }
 
 export function chunkBytes(chunks: readonly TableChunk[]): number {

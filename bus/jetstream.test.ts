@@ -102,7 +102,7 @@ describe('JetStreamBus streams', () => {
     expect(bus.status()).toMatchObject({ ok: false, detail: expect.stringContaining('stream full') });
 
     bus.consume(sink);
-    await until(async () => (await bus.consumerFigures())!.lag.otel_traces === 0);
+    await until(async () => (await bus.figures()).consumer!.lag.otel_traces === 0);
     for (let i = 0; i < 30; i++) expect(await countOf(`fill-${i}`), `fill-${i}`).toBe(accepted.includes(i) ? 120 : 0);
     await bus.shutdown();
   });

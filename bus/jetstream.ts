@@ -28,7 +28,7 @@ import {
 import { SluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
-import type { Bus, ChunkSink, TableChunk } from './bus.ts';
+import type { Bus, BusFigures, ChunkSink, TableChunk } from './bus.ts';
 import { JetStreamStorageConsumer, type ConsumerTuning } from './jetstream-consumer.ts';
 import { streamOf } from './jetstream-names.ts';
 
@@ -68,7 +68,7 @@ export class JetStreamBus implements Bus {
   /** When a table's stream last refused a publish as full (readiness reports it for a while). */
   private readonly fullAt = new Map<string, number>();
   /** Publishes refused because a stream was full, per table (for /metrics). */
-  readonly fullRefusals = new Map<string, number>();
+  private readonly fullRefusals = new Map<string, number>();
 
   constructor(private readonly nc: NatsConnection, private readonly options: JetStreamBusOptions) {
     this.js = jetstream(nc, { timeout: options.publishTimeoutMs ?? 5000 });
@@ -121,6 +121,14 @@ export class JetStreamBus implements Bus {
     this.options.log?.warn({ stream, from, to: Object.fromEntries(changed.map((key) => [key, wanted[key]])) }, 'corrected the settings of a JetStream stream');
   }
 
+  statuses(): Record<string, ComponentStatus> {
+    return { bus: this.status(), ...this.consumer?.statuses() };
+  }
+
+  async figures(): Promise<BusFigures> {
+    return { fullRefusals: Object.fromEntries(this.fullRefusals), consumer: await this.consumerFigures() };
+  }
+
   /** Not ok while a stream refused a publish as full in the last few seconds, or NATS is away. */
   status(): ComponentStatus {
     const recent = [...this.fullAt].filter(([, at]) => Date.now() - at < FULL_REPORT_MS).map(([table]) => table);
@@ -135,8 +143,8 @@ export class JetStreamBus implements Bus {
     await this.consumer?.shutdown();
   }
 
-  /** Figures of this process's storage consumer, for /metrics (undefined if it does not consume). */
-  async consumerFigures(): Promise<{ totals: Record<string, number>; lag: Record<string, number> } | undefined> {
+  /** Figures of this process's storage consumer (undefined if it does not consume). */
+  private async consumerFigures(): Promise<{ totals: Record<string, number>; lag: Record<string, number> } | undefined> {
     const consumer = this.consumer;
     if (!consumer) return undefined;
     const lag: Record<string, number> = {};

@@ -17,7 +17,8 @@
 import { SluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
 import { isDataError } from '../storage/errors.ts';
-import { chunkBytes, type Bus, type ChunkSink, type TableChunk } from './bus.ts';
+import type { ComponentStatus } from '../core/readiness.ts';
+import { chunkBytes, type Bus, type BusFigures, type ChunkSink, type TableChunk } from './bus.ts';
 import { storeIsolating } from './isolate.ts';
 
 export interface MemoryBusOptions {
@@ -62,6 +63,18 @@ export class MemoryBus implements Bus {
   /** Bytes accepted but not yet committed (for /metrics). */
   get backlogBytes(): number {
     return this.pendingBytes;
+  }
+
+  statuses(): Record<string, ComponentStatus> {
+    const figures = { backlogBytes: this.pendingBytes, limitBytes: this.options.maxPendingBytes };
+    if (this.closed) return { bus: { ok: false, detail: 'shutting down', figures } };
+    // Full is not down: it refuses with 503 until storage catches up, which readiness should show.
+    if (this.pendingBytes >= this.options.maxPendingBytes * 0.9) return { bus: { ok: false, detail: 'storage is behind: the commit queue is full', figures } };
+    return { bus: { ok: true, figures } };
+  }
+
+  async figures(): Promise<BusFigures> {
+    return { backlogBytes: this.pendingBytes };
   }
 
   publish(chunks: readonly TableChunk[]): Promise<void> {

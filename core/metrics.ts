@@ -8,10 +8,15 @@ export type Signal = 'traces' | 'logs' | 'metrics';
 /** The `signal` label: an OTLP signal or an agent API payload. */
 export type SignalLabel = Signal | 'agent_logs' | 'agent_metrics' | 'heartbeats' | 'deploys';
 
-export interface ConsumerFigures {
-  totals: Record<string, number>;
-  /** Messages waiting per table stream. */
-  lag: Record<string, number>;
+/** What the bus reports at scrape time (bus/bus.ts BusFigures has the same shape). */
+export interface BusMetricFigures {
+  backlogBytes?: number;
+  fullRefusals?: Record<string, number>;
+  consumer?: {
+    totals: Record<string, number>;
+    /** Messages waiting per table stream. */
+    lag: Record<string, number>;
+  };
 }
 
 export class SluiceMetrics {
@@ -74,14 +79,24 @@ export class SluiceMetrics {
     registers: [this.registry],
   });
 
-  /** Reads the bus backlog when Prometheus scrapes (set by the composition root). */
-  backlogSource: () => number = () => 0;
+  /** Reads the bus when Prometheus scrapes (set by the composition root). */
+  busSource: () => Promise<BusMetricFigures> = async () => ({});
 
   readonly backlogBytes: Gauge = new Gauge({
     name: 'sluice_bus_backlog_bytes',
-    help: 'Row bytes accepted by the bus and not yet committed.',
+    help: 'Row bytes accepted by the bus and not yet committed (embedded).',
     registers: [this.registry],
-    collect: (): void => this.backlogBytes.set(this.backlogSource()),
+    collect: async (): Promise<void> => this.backlogBytes.set((await this.busSource()).backlogBytes ?? 0),
+  });
+
+  readonly busFullRefusals: Gauge = new Gauge({
+    name: 'sluice_bus_full_refusals',
+    help: 'Publishes refused (503) because a JetStream stream was at its max_bytes, per table, since start.',
+    labelNames: ['table'] as const,
+    registers: [this.registry],
+    collect: async (): Promise<void> => {
+      for (const [table, count] of Object.entries((await this.busSource()).fullRefusals ?? {})) this.busFullRefusals.set({ table }, count);
+    },
   });
 
   /** Time from handing rows to the bus to their acknowledgement (JetStream PubAck, or the commit). */
@@ -92,19 +107,44 @@ export class SluiceMetrics {
     registers: [this.registry],
   });
 
-  /** Read at scrape time from the storage consumer (set by the composition root in cluster mode). */
-  consumerSource: (() => Promise<ConsumerFigures>) | undefined;
-
   private readonly consumerGauge: Gauge = new Gauge({
     name: 'sluice_consumer',
     help: 'Storage consumer figures: lag (messages not yet stored, per table), batches, rows, redelivered and dead-lettered messages, failed batches (totals since start).',
     labelNames: ['figure', 'table'] as const,
     registers: [this.registry],
     collect: async (): Promise<void> => {
-      if (!this.consumerSource) return;
-      const figures = await this.consumerSource();
+      const figures = (await this.busSource()).consumer;
+      if (!figures) return;
       for (const [figure, value] of Object.entries(figures.totals)) this.consumerGauge.set({ figure, table: '' }, value);
       for (const [table, lag] of Object.entries(figures.lag)) this.consumerGauge.set({ figure: 'lag', table }, lag);
+    },
+  });
+
+  /** Long-running loops (consumers, watches) that failed and were started again. */
+  readonly loopRestarts = new Counter({
+    name: 'sluice_loop_restarts_total',
+    help: 'Long-running loops (storage consumers, state watches) that failed and were restarted, by loop.',
+    labelNames: ['loop'] as const,
+    registers: [this.registry],
+  });
+
+  readonly unhandledRejections = new Counter({
+    name: 'sluice_unhandled_rejections_total',
+    help: 'Promise rejections nothing handled (bugs): each is logged with its cause; the process keeps serving.',
+    registers: [this.registry],
+  });
+
+  /** Read at scrape time (set by the composition root): the readiness of each component. */
+  readinessSource: () => Promise<Record<string, { ok: boolean }>> = async () => ({});
+
+  private readonly componentReady: Gauge = new Gauge({
+    name: 'sluice_component_ready',
+    help: 'Whether each component can do its work now (1) or not (0), as GET /api/v1/ready reports it.',
+    labelNames: ['component'] as const,
+    registers: [this.registry],
+    collect: async (): Promise<void> => {
+      this.componentReady.reset();
+      for (const [component, status] of Object.entries(await this.readinessSource())) this.componentReady.set({ component }, status.ok ? 1 : 0);
     },
   });
 

@@ -5,6 +5,7 @@
 import { SluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
 import type { SluiceMetrics } from '../core/metrics.ts';
+import type { Readiness } from '../core/readiness.ts';
 import type { HttpHandler, HttpRequest, HttpResponse } from './http/adapter.ts';
 import { renderApiDocs } from '../core/api-docs.ts';
 import { agentRoutes, type AgentHttpDeps } from './agent-http.ts';
@@ -17,11 +18,25 @@ const HEALTH = JSON.stringify({ status: 'ok', service: 'sluice-ingest' });
 
 type RouteTable = Record<string, Record<string, RouteHandler>>;
 
-/** Health and /metrics: every role answers them, without a key. */
-function opsTable(metrics: SluiceMetrics): RouteTable {
+/** What every role answers without a key: liveness, readiness and /metrics. */
+export interface OpsDeps {
+  metrics: SluiceMetrics;
+  readiness: Readiness;
+  log: Logger;
+}
+
+function opsTable({ metrics, readiness }: OpsDeps): RouteTable {
   return {
     '/api/v1/health': {
       GET: async () => ({ status: 200, headers: { 'content-type': 'application/json' }, body: HEALTH }),
+    },
+    // Readiness: 503 while any component cannot do its work (for load balancers and orchestrators).
+    '/api/v1/ready': {
+      GET: async () => {
+        const report = await readiness.report();
+        const body = JSON.stringify({ status: report.ready ? 'ready' : 'not ready', components: report.components });
+        return { status: report.ready ? 200 : 503, headers: { 'content-type': 'application/json', 'cache-control': 'no-store' }, body };
+      },
     },
     '/metrics': {
       GET: async () => ({ status: 200, headers: { 'content-type': metrics.contentType }, body: await metrics.render() }),
@@ -30,7 +45,7 @@ function opsTable(metrics: SluiceMetrics): RouteTable {
 }
 
 /** The ingest port of a front end: OTLP/HTTP, the agent API, its OpenAPI document, health and metrics. */
-export function ingestRoutes(deps: OtlpHttpDeps & AgentHttpDeps): HttpHandler {
+export function ingestRoutes(deps: OtlpHttpDeps & AgentHttpDeps & OpsDeps): HttpHandler {
   const document = openApiDocument();
   const openApi = JSON.stringify(document);
   const docs = renderApiDocs(document);
@@ -46,15 +61,15 @@ export function ingestRoutes(deps: OtlpHttpDeps & AgentHttpDeps): HttpHandler {
       '/api/v1/docs': {
         GET: async () => ({ status: 200, headers: { 'content-type': 'text/html; charset=utf-8' }, body: docs }),
       },
-      ...opsTable(deps.metrics),
+      ...opsTable(deps),
     },
     deps.log,
   );
 }
 
 /** The HTTP port of a role without a front end (`sluice consume`). */
-export function opsRoutes(metrics: SluiceMetrics, log: Logger): HttpHandler {
-  return router(opsTable(metrics), log);
+export function opsRoutes(deps: OpsDeps): HttpHandler {
+  return router(opsTable(deps), deps.log);
 }
 
 /** Routes by exact path; a key ending in `/*` takes any one last segment (e.g. `/install/*`). */

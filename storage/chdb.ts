@@ -12,7 +12,7 @@ import { SluiceError } from '../core/errors.ts';
 import { insertError } from './errors.ts';
 import { migrate } from './migrate.ts';
 import type { SchemaOptions } from './schema.ts';
-import { quoteIdentifier, quoteString, type InsertBatch, type Storage } from './storage.ts';
+import { quoteIdentifier, quoteString, type InsertBatch, type Storage, type StorageDescription } from './storage.ts';
 
 export class ChdbStorage implements Storage {
   private session: Session | undefined;
@@ -68,6 +68,10 @@ export class ChdbStorage implements Storage {
     } finally {
       await rm(file, { force: true });
     }
+  }
+
+  describe(): StorageDescription {
+    return { engine: 'chdb', location: this.engineDir, warnings: [] };
   }
 
   async query(sql: string, format = 'JSONEachRow'): Promise<string> {

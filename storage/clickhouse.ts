@@ -20,7 +20,7 @@ import { SluiceError } from '../core/errors.ts';
 import { clickhouseException, describeException, insertError } from './errors.ts';
 import { migrate } from './migrate.ts';
 import type { SchemaOptions } from './schema.ts';
-import { quoteIdentifier, type InsertBatch, type Storage } from './storage.ts';
+import { quoteIdentifier, type InsertBatch, type Storage, type StorageDescription } from './storage.ts';
 
 export interface ClickhouseServerOptions {
   /** Server URL with credentials, `http(s)://user:password@host:8123` (CLICKHOUSE_URL). Required. */
@@ -61,6 +61,15 @@ export class ClickhouseServerStorage implements Storage {
    */
   get dedupTokens(): boolean {
     return this.tokens;
+  }
+
+  describe(): StorageDescription {
+    return {
+      engine: 'clickhouse-server',
+      location: this.safeUrl,
+      version: this.version,
+      warnings: this.tokens ? [] : ['this ClickHouse server has no insert_deduplication_token: a redelivered batch may be stored twice'],
+    };
   }
 
   async start(): Promise<void> {

@@ -23,6 +23,17 @@ export interface Storage {
   insert(batch: InsertBatch): Promise<void>;
   /** Runs one SQL statement and returns its output in `format` (default JSONEachRow). */
   query(sql: string, format?: string): Promise<string>;
+  /** What runs where, for the start-up log; known after start(). */
+  describe(): StorageDescription;
+}
+
+export interface StorageDescription {
+  engine: 'chdb' | 'clickhouse-server';
+  /** The data directory, or the server URL without credentials. */
+  location: string;
+  version?: string;
+  /** What an operator should know (e.g. a server that cannot deduplicate redelivered batches). */
+  warnings: string[];
 }
 
 /** Quotes a ClickHouse identifier (table or column name, dots kept inside backticks). */

@@ -58,6 +58,9 @@ describe('a full JetStream stream', () => {
       }
     }
     expect(new Set(statuses)).toEqual(new Set([200, 503]));
+    const ready = await fetch(`http://127.0.0.1:${gateway.httpPort}/api/v1/ready`);
+    expect(ready.status).toBe(503);
+    expect((await ready.json()).components.bus).toMatchObject({ ok: false, detail: expect.stringContaining('stream full') });
 
     const consumer = await start('consume');
     const count = async () =>
