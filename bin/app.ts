@@ -1,6 +1,7 @@
 /**
- * Composition root: builds the components of a role from the validated config and starts them
- * in dependency order; shutdown() stops them in reverse, draining in-flight work.
+ * The roles: each takes the parts it needs from the component graph (graph.ts), starts the
+ * servers it owns, and returns a handle whose shutdown() stops everything in reverse order,
+ * draining in-flight work.
  *
  *   serve    every role in one process (the embedded default, or one node of a cluster)
  *   gateway  HTTP/gRPC front end and worker pool; rows go to JetStream (needs NATS_URL)
@@ -8,10 +9,8 @@
  */
 import type { SluiceConfig } from '../core/config.ts';
 import type { Logger } from '../core/log.ts';
-import { descriptorStatus } from '../core/descriptors.ts';
-import { SluiceMetrics } from '../core/metrics.ts';
-import { Readiness } from '../core/readiness.ts';
-import { Supervisor } from '../core/supervisor.ts';
+import type { SluiceMetrics } from '../core/metrics.ts';
+import type { Readiness } from '../core/readiness.ts';
 import { IngestService } from '../pipeline/ingest.ts';
 import { PipelinePool } from '../pipeline/pool.ts';
 import { storageSink } from '../storage/sink.ts';
@@ -21,28 +20,13 @@ import { clientIpResolver } from '../gateway/client-ip.ts';
 import { OtlpGrpcServer } from '../gateway/grpc/server.ts';
 import { createHttpServer, listenOn } from '../gateway/http/index.ts';
 import { ingestRoutes, opsRoutes } from '../gateway/routes.ts';
-import { AgentConfigs } from '../gateway/agent-configs.ts';
-import { InstallTokens } from '../gateway/install-tokens.ts';
-import { SourceRegistry } from '../gateway/sources.ts';
-import { LocalAdmin } from './admin.ts';
-import {
-  announceStorage,
-  connectNats,
-  createBus,
-  createLimiter,
-  createStateStore,
-  createStorage,
-  ingestBuckets,
-  maxChunkBytes,
-  publicUrl,
-  relayParts,
-  schemaOptions,
-  storageStatus,
-  watchNatsConnection,
-} from './components.ts';
+import type { AgentConfigs } from '../gateway/agent-configs.ts';
+import type { InstallTokens } from '../gateway/install-tokens.ts';
+import type { SourceRegistry } from '../gateway/sources.ts';
+import { maxChunkBytes, publicUrl } from './components.ts';
 import { ControlServer } from './control.ts';
-import { MAX_ADMIN_BODY_BYTES, openRelay, relayHttpHandler, SIGN_IN_PER_MINUTE, type Relay } from '../relay/index.ts';
-import { lockDataDir } from './lock.ts';
+import { SluiceGraph } from './graph.ts';
+import { MAX_ADMIN_BODY_BYTES, relayHttpHandler, type Relay } from '../relay/index.ts';
 
 export type Role = 'serve' | 'gateway' | 'consume';
 
@@ -70,58 +54,23 @@ export interface RunningSluice {
 
 export async function startSluice(role: Role, config: Readonly<SluiceConfig>, log: Logger): Promise<RunningSluice> {
   if (role !== 'serve' && !config.nats.url) throw new Error(`sluice ${role} runs in cluster mode: set NATS_URL`);
-  const stops: Array<() => Promise<void>> = [];
-  const shutdown = async () => {
-    for (const stop of stops.reverse()) await stop().catch((err) => log.error({ err }, 'shutdown step failed'));
-    stops.length = 0;
-  };
+  const graph = new SluiceGraph(config, log);
+  const { metrics, readiness } = graph;
   const withStorage = role !== 'gateway';
   const withFrontEnd = role !== 'consume';
   try {
     // chDB and the local state store live in the data dir: one owning process at a time.
     const ownsDataDir = !config.nats.url || (withStorage && !config.clickhouse.url);
-    if (ownsDataDir) stops.push(await lockDataDir(config.dataDir));
-
-    const metrics = new SluiceMetrics();
-    const readiness = new Readiness();
-    metrics.readinessSource = async () => (await readiness.report()).components;
-    readiness.register('descriptors', () => descriptorStatus());
-    const supervisor = new Supervisor({ log, onRestart: (loop) => metrics.loopRestarts.inc({ loop }) });
-    stops.push(() => supervisor.stop());
-
-    const nc = await connectNats(config, log);
-    if (nc) {
-      stops.push(() => nc.drain());
-      const connection = watchNatsConnection(nc, supervisor, log);
-      readiness.register('nats', connection);
-    }
-
-    const state = createStateStore(config, nc);
-    await state.start();
-    stops.push(() => state.shutdown());
-    const sources = new SourceRegistry(state);
-    await sources.start();
-    stops.push(() => sources.shutdown());
-    const configs = new AgentConfigs(state);
-    await configs.start();
-    stops.push(() => configs.shutdown());
-    const installTokens = new InstallTokens(state, sources);
-
-    let storage: Storage | undefined;
-    if (withStorage) {
-      storage = createStorage(config, { migrateOnStart: role === 'serve' });
-      await storage.start();
-      stops.push(() => storage!.shutdown());
-      announceStorage(storage, log);
-      readiness.register('storage', () => storageStatus(storage!));
-    }
-
-    const bus = createBus(config, nc, log, (loop) => metrics.loopRestarts.inc({ loop }));
-    await bus.start();
-    stops.push(() => bus.shutdown());
-    metrics.busSource = () => bus.figures();
+    if (ownsDataDir) await graph.lockDataDir();
+    const nc = await graph.nats();
+    const state = await graph.state();
+    const sources = await graph.sources();
+    const configs = await graph.configs();
+    const installTokens = await graph.installTokens();
+    const storage = withStorage ? await graph.storage(role === 'serve') : undefined;
+    const bus = await graph.bus();
     if (storage) bus.consume(storageSink(storage, metrics));
-    for (const name of Object.keys(bus.statuses())) readiness.register(name, () => bus.statuses()[name] ?? { ok: false, detail: 'gone' });
+    graph.registerBus(bus);
 
     let grpcPort = 0;
     let httpPort = 0;
@@ -134,7 +83,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         retryAfterSeconds: config.storage.retryAfterSeconds,
       });
       await pool.start();
-      stops.push(() => pool.shutdown());
+      graph.onStop('worker pool', () => pool.shutdown());
       const ingest = new IngestService(
         pool,
         bus,
@@ -142,57 +91,43 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         { maxBodyBytes: config.limits.maxBodyBytes, maxChunkBytes: maxChunkBytes(nc) },
         (detail) => log.error({ detail }, 'pipeline task failed unexpectedly'),
       );
-      const limiter = await createLimiter(config, log, ingestBuckets(config), `sluice:${config.nats.prefix}:rl:`);
-      stops.push(() => limiter.shutdown());
-      const guards = { auth: sources, limiter, clientIp: clientIpResolver(config.limits.trustedProxies) };
+      const guards = { auth: sources, limiter: await graph.limiter('ingest'), clientIp: clientIpResolver(config.limits.trustedProxies) };
       handler = ingestRoutes({ ...guards, ingest, metrics, readiness, log, configs, installTokens, publicUrl: () => publicUrl(config, httpPort) });
 
       const grpc = new OtlpGrpcServer({ ...guards, ingest, metrics, log, maxBodyBytes: config.limits.maxBodyBytes });
       grpcPort = await listenOn(grpc, config.host, config.grpc.port, 'OTLP/gRPC port (SLUICE_OTLP_GRPC_PORT)');
-      stops.push(() => grpc.close());
+      graph.onStop('gRPC server', () => grpc.close());
 
       if (nc && !config.relay.masterKey) {
         log.warn('relay disabled: set SLUICE_RELAY_MASTER_KEY (the same on every gateway) to run it in cluster mode');
       } else {
-        const opened = await openRelay(await relayParts(config, state));
-        stops.push(async () => opened.shutdown());
-        const signInLimiter = await createLimiter(config, log, { ratePerMinute: SIGN_IN_PER_MINUTE, burst: SIGN_IN_PER_MINUTE }, `sluice:${config.nats.prefix}:relay-signin:`);
-        stops.push(() => signInLimiter.shutdown());
-        const handler = relayHttpHandler(opened, { signInLimiter, clientIp: guards.clientIp, operatorToken: config.relay.operatorToken, log });
-        const server = createHttpServer(config.http.engine, handler, { maxBodyBytes: MAX_ADMIN_BODY_BYTES }, log);
+        const opened = await graph.relay();
+        const relayHandler = relayHttpHandler(opened, { signInLimiter: await graph.limiter('sign-in'), clientIp: guards.clientIp, operatorToken: config.relay.operatorToken, log });
+        const server = createHttpServer(config.http.engine, relayHandler, { maxBodyBytes: MAX_ADMIN_BODY_BYTES }, log);
         relay = { ...opened, port: await listenOn(server, config.host, config.relay.port, 'relay port (SLUICE_RELAY_PORT)') };
-        stops.push(() => server.close());
+        graph.onStop('relay server', () => server.close());
       }
     }
-    // Every role answers health and /metrics; the front end also takes ingestion.
+    // Every role answers health, readiness and /metrics; the front end also takes ingestion.
     const http = createHttpServer(config.http.engine, handler, { maxBodyBytes: config.limits.maxBodyBytes }, log);
     httpPort = await listenOn(http, config.host, config.http.port, 'HTTP port (SLUICE_OTLP_HTTP_PORT)');
-    stops.push(() => http.close());
+    graph.onStop('HTTP server', () => http.close());
 
     if (ownsDataDir) {
       // The CLI reaches this process's storage and state through the control socket.
-      const admin = new LocalAdmin({
-        sources,
-        configs,
-        installTokens,
-        storage: async () => {
-          if (!storage) throw new Error('this process has no storage');
-          return storage;
-        },
-        database: config.storage.database,
-        schema: schemaOptions(config),
-        publicUrl: publicUrl(config, httpPort),
-        relay: async () => relay ?? openRelay(await relayParts(config, state)),
+      const admin = await graph.admin(publicUrl(config, httpPort), async () => {
+        if (!storage) throw new Error('this process has no storage');
+        return storage;
       });
       const control = new ControlServer(config.dataDir, admin);
       await control.start();
-      stops.push(() => control.shutdown());
+      graph.onStop('control socket', () => control.shutdown());
     }
 
     log.info({ role, host: config.host, httpPort, grpcPort, relayPort: relay?.port ?? 0, dataDir: config.dataDir, cluster: !!nc, engine: config.http.engine }, 'sluice is serving');
-    return { httpPort, grpcPort, relay, storage, state, sources, configs, installTokens, metrics, readiness, shutdown };
+    return { httpPort, grpcPort, relay, storage, state, sources, configs, installTokens, metrics, readiness, shutdown: () => graph.shutdown() };
   } catch (err) {
-    await shutdown();
+    await graph.shutdown();
     throw err;
   }
 }

@@ -7,19 +7,12 @@ import { parseArgs } from 'node:util';
 import { parseTimestamp } from '../pipeline/agent/time.ts';
 import { ConfigError, loadConfig, type SluiceConfig } from '../core/config.ts';
 import { createLogger } from '../core/log.ts';
-import { AgentConfigs } from '../gateway/agent-configs.ts';
-import { InstallTokens } from '../gateway/install-tokens.ts';
-import { SourceRegistry } from '../gateway/sources.ts';
-import { openRelay } from '../relay/index.ts';
-import type { RelayAdmin } from '../relay/admin.ts';
-import type { RelayStore } from '../relay/store.ts';
 import { OPERATOR_COMMANDS, type OperatorInput } from '../relay/operator.ts';
-import type { Storage } from '../storage/storage.ts';
-import { LocalAdmin, type Admin, type DeployFilter } from './admin.ts';
+import type { Admin, DeployFilter } from './admin.ts';
 import { startSluice, type Role, type RunningSluice } from './app.ts';
-import { connectNats, createStateStore, createStorage, publicUrl, relayParts, schemaOptions } from './components.ts';
+import { publicUrl } from './components.ts';
+import { SluiceGraph } from './graph.ts';
 import { controlSocketAlive, controlSocketPath, remoteAdmin } from './control.ts';
-import { lockDataDir } from './lock.ts';
 
 const USAGE = `usage: sluice <command>
 
@@ -58,60 +51,21 @@ Configuration comes from SLUICE_* environment variables (see README.md).`;
 class UsageError extends Error {}
 
 /**
- * Runs fn against the running server's control socket, or opens the state and storage itself:
- * the data dir (embedded), or NATS KV and the configured storage (cluster).
+ * Runs fn against the running server's control socket, or builds the parts it needs itself
+ * from the same component graph the server uses: the data dir (embedded), or NATS KV and the
+ * configured storage (cluster).
  */
 async function withAdmin<T>(config: Readonly<SluiceConfig>, fn: (admin: Admin) => Promise<T>): Promise<T> {
   const socket = controlSocketPath(config.dataDir);
   if (await controlSocketAlive(socket)) return fn(remoteAdmin(socket));
-
-  const cleanups: Array<() => Promise<unknown>> = [];
-  const log = createLogger('warn', 'stderr');
+  const graph = new SluiceGraph(config, createLogger('warn', 'stderr'));
   try {
     // chDB and the local state store live in the data dir, which one process owns at a time.
-    if (!config.nats.url || !config.clickhouse.url) cleanups.push(await lockDataDir(config.dataDir));
-    const nc = await connectNats(config, log);
-    if (nc) cleanups.push(() => nc.close());
-    const state = createStateStore(config, nc);
-    await state.start();
-    cleanups.push(() => state.shutdown());
-    const sources = new SourceRegistry(state);
-    await sources.start();
-    cleanups.push(() => sources.shutdown());
-    const configs = new AgentConfigs(state);
-    await configs.start();
-    cleanups.push(() => configs.shutdown());
-    let storage: Storage | undefined;
-    let relay: { admin: RelayAdmin; store: RelayStore } | undefined;
-    const openStorage = async () => {
-      if (!storage) {
-        // `sluice migrate` is the one place a server's schema is created: no migration on open.
-        const opened = createStorage(config, { migrateOnStart: false });
-        await opened.start();
-        cleanups.push(() => opened.shutdown());
-        storage = opened;
-      }
-      return storage;
-    };
-    return await fn(new LocalAdmin({
-      sources,
-      configs,
-      installTokens: new InstallTokens(state, sources),
-      storage: openStorage,
-      database: config.storage.database,
-      schema: schemaOptions(config),
-      publicUrl: publicUrl(config),
-      relay: async () => {
-        if (!relay) {
-          const opened = await openRelay(await relayParts(config, state));
-          cleanups.push(async () => opened.shutdown());
-          relay = opened;
-        }
-        return relay;
-      },
-    }));
+    if (!config.nats.url || !config.clickhouse.url) await graph.lockDataDir();
+    // `sluice migrate` is the one place a server's schema is created: no migration on open.
+    return await fn(await graph.admin(publicUrl(config), () => graph.storage(false)));
   } finally {
-    for (const cleanup of cleanups.reverse()) await cleanup();
+    await graph.shutdown();
   }
 }
 

@@ -1,0 +1,187 @@
+/**
+ * The component graph of one Sluice process: every part built once, on first use, from the
+ * validated config (drivers chosen in components.ts), and stopped in reverse order of building.
+ * The roles (app.ts) and the CLI's admin commands (cli.ts) take what they need from it, so one
+ * place knows how the parts depend on each other. Every long-lived part registers with
+ * readiness here; every loop runs under the graph's supervisor.
+ */
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Bus } from '../bus/bus.ts';
+import type { SluiceConfig } from '../core/config.ts';
+import { descriptorStatus } from '../core/descriptors.ts';
+import type { Logger } from '../core/log.ts';
+import { SluiceMetrics } from '../core/metrics.ts';
+import { Readiness } from '../core/readiness.ts';
+import { Supervisor } from '../core/supervisor.ts';
+import { AgentConfigs } from '../gateway/agent-configs.ts';
+import { InstallTokens } from '../gateway/install-tokens.ts';
+import type { Limiter } from '../gateway/limiter.ts';
+import { SourceRegistry } from '../gateway/sources.ts';
+import { openRelay, SIGN_IN_PER_MINUTE, type Relay } from '../relay/index.ts';
+import type { StateStore } from '../state/store.ts';
+import type { Storage } from '../storage/storage.ts';
+import { LocalAdmin } from './admin.ts';
+import {
+  announceStorage,
+  connectNats,
+  createBus,
+  createLimiter,
+  createStateStore,
+  createStorage,
+  ingestBuckets,
+  relayParts,
+  schemaOptions,
+  storageStatus,
+  watchNatsConnection,
+} from './components.ts';
+import { lockDataDir } from './lock.ts';
+
+export class SluiceGraph {
+  readonly metrics = new SluiceMetrics();
+  readonly readiness = new Readiness();
+  readonly supervisor: Supervisor;
+  private readonly built = new Map<string, Promise<unknown>>();
+  private readonly stops: Array<{ name: string; stop: () => Promise<void> }> = [];
+
+  constructor(readonly config: Readonly<SluiceConfig>, readonly log: Logger) {
+    this.supervisor = new Supervisor({ log, onRestart: (loop) => this.metrics.loopRestarts.inc({ loop }) });
+    this.onStop('supervisor', () => this.supervisor.stop());
+    this.readiness.register('descriptors', () => descriptorStatus());
+    this.metrics.readinessSource = async () => (await this.readiness.report()).components;
+  }
+
+  /** Adds a stop to run at shutdown (servers the roles start themselves). */
+  onStop(name: string, stop: () => Promise<void>): void {
+    this.stops.push({ name, stop });
+  }
+
+  /** Stops everything built, newest first; a failing stop is logged and the rest go on. */
+  async shutdown(): Promise<void> {
+    for (const { name, stop } of this.stops.splice(0).reverse()) {
+      await stop().catch((err) => this.log.error({ err, part: name }, 'shutdown step failed'));
+    }
+  }
+
+  /** One process owns the data dir (chDB, the local state store, the control socket). */
+  lockDataDir(): Promise<void> {
+    return this.once('data dir lock', async () => {
+      this.onStop('data dir lock', await lockDataDir(this.config.dataDir));
+    });
+  }
+
+  /** The NATS connection of cluster mode; undefined on the embedded default. */
+  nats(): Promise<NatsConnection | undefined> {
+    return this.once('nats', async () => {
+      const nc = await connectNats(this.config, this.log);
+      if (!nc) return undefined;
+      this.onStop('nats', () => nc.drain());
+      this.readiness.register('nats', watchNatsConnection(nc, this.supervisor, this.log));
+      return nc;
+    });
+  }
+
+  state(): Promise<StateStore> {
+    return this.once('state', async () => {
+      const state = createStateStore(this.config, await this.nats());
+      await state.start();
+      this.onStop('state', () => state.shutdown());
+      return state;
+    });
+  }
+
+  sources(): Promise<SourceRegistry> {
+    return this.once('sources', async () => {
+      const sources = new SourceRegistry(await this.state());
+      await sources.start();
+      this.onStop('sources', () => sources.shutdown());
+      return sources;
+    });
+  }
+
+  configs(): Promise<AgentConfigs> {
+    return this.once('agent configs', async () => {
+      const configs = new AgentConfigs(await this.state());
+      await configs.start();
+      this.onStop('agent configs', () => configs.shutdown());
+      return configs;
+    });
+  }
+
+  installTokens(): Promise<InstallTokens> {
+    return this.once('install tokens', async () => new InstallTokens(await this.state(), await this.sources()));
+  }
+
+  /**
+   * Storage. `migrate`: bring the schema up to date at start (the embedded engine always does;
+   * on a server only `sluice serve` and `sluice migrate`, so cluster consumers do not race).
+   */
+  storage(migrate = false): Promise<Storage> {
+    return this.once('storage', async () => {
+      const storage = createStorage(this.config, { migrateOnStart: migrate });
+      await storage.start();
+      this.onStop('storage', () => storage.shutdown());
+      announceStorage(storage, this.log);
+      this.readiness.register('storage', () => storageStatus(storage));
+      return storage;
+    });
+  }
+
+  bus(): Promise<Bus> {
+    return this.once('bus', async () => {
+      const bus = createBus(this.config, await this.nats(), this.log, (loop) => this.metrics.loopRestarts.inc({ loop }));
+      await bus.start();
+      this.onStop('bus', () => bus.shutdown());
+      this.metrics.busSource = () => bus.figures();
+      return bus;
+    });
+  }
+
+  /** Shows the bus and its consumer loops in readiness (after consume(), which adds the loops). */
+  registerBus(bus: Bus): void {
+    for (const name of Object.keys(bus.statuses())) this.readiness.register(name, () => bus.statuses()[name] ?? { ok: false, detail: 'gone' });
+  }
+
+  /** Token buckets per client IP: ingestion, or the relay's sign-in (shared through Redis when configured). */
+  limiter(kind: 'ingest' | 'sign-in'): Promise<Limiter> {
+    return this.once(`${kind} limiter`, async () => {
+      const buckets = kind === 'ingest' ? ingestBuckets(this.config) : { ratePerMinute: SIGN_IN_PER_MINUTE, burst: SIGN_IN_PER_MINUTE };
+      const limiter = await createLimiter(this.config, this.log, buckets, `sluice:${this.config.nats.prefix}:${kind === 'ingest' ? 'rl' : 'relay-signin'}:`);
+      this.onStop(`${kind} limiter`, () => limiter.shutdown());
+      return limiter;
+    });
+  }
+
+  /** The relay module (store mirrors and admin operations); its port is a role's business. */
+  relay(): Promise<Relay> {
+    return this.once('relay', async () => {
+      const relay = await openRelay(await relayParts(this.config, await this.state()));
+      this.onStop('relay', async () => relay.shutdown());
+      return relay;
+    });
+  }
+
+  /** The admin operations of the CLI: in this process, or for the control socket of a server. */
+  async admin(publicUrl: string, storage: () => Promise<Storage> = () => this.storage()): Promise<LocalAdmin> {
+    return new LocalAdmin({
+      sources: await this.sources(),
+      configs: await this.configs(),
+      installTokens: await this.installTokens(),
+      storage,
+      database: this.config.storage.database,
+      schema: schemaOptions(this.config),
+      publicUrl,
+      relay: () => this.relay(),
+    });
+  }
+
+  /** Builds a part once; concurrent callers share the same promise, and a failure is not cached. */
+  private once<T>(name: string, build: () => Promise<T>): Promise<T> {
+    let part = this.built.get(name) as Promise<T> | undefined;
+    if (!part) {
+      part = build();
+      this.built.set(name, part);
+      part.catch(() => this.built.delete(name));
+    }
+    return part;
+  }
+}
