@@ -137,6 +137,38 @@ function describe(error: ErrorObject, envByPath: Map<string, string>): string {
   return `${path || '(root)'}${env ? ` (${env})` : ''}: ${error.message}${allowed}`;
 }
 
+/**
+ * V8's JSON.parse message quotes the text around the error (`Unexpected token 'p', ..."password": p4ss"...`):
+ * a config file holds passwords and tokens, so the quote is cut and the rest kept.
+ */
+function withoutExcerpt(message: string): string {
+  return message.replace(/, (\.\.\.)?".*"(\.\.\.)? is not valid JSON$/s, ' (not valid JSON)');
+}
+
+/** The options holding service URLs, which may carry credentials; NATS_URL is a comma list. */
+const SERVICE_URLS = [
+  { path: 'clickhouse.url', env: 'CLICKHOUSE_URL', list: false },
+  { path: 'nats.url', env: 'NATS_URL', list: true },
+  { path: 'redis.url', env: 'REDIS_URL', list: false },
+] as const;
+
+/**
+ * A service URL that does not parse, named without its value (it may hold a password). Checked
+ * here so that no driver meets it: their URL errors carry the input along.
+ */
+function serviceUrlProblems(raw: Record<string, any>): string[] {
+  const problems: string[] = [];
+  for (const { path, env, list } of SERVICE_URLS) {
+    const [section, key] = path.split('.') as [string, string];
+    const value: unknown = raw[section]?.[key];
+    if (typeof value !== 'string' || value === '') continue;
+    // nats.js also takes `host:port` without a scheme; read it as nats:// like nats.js does.
+    const entries = list ? value.split(',').map((s) => s.trim()).map((s) => (s.includes('://') ? s : `nats://${s}`)) : [value];
+    if (!entries.every((entry) => URL.canParse(entry))) problems.push(`${path} (${env}): must be a valid URL (the value is not shown: it may hold a password)`);
+  }
+  return problems;
+}
+
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === 'object') {
     for (const child of Object.values(value)) deepFreeze(child);
@@ -156,7 +188,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
     try {
       raw = JSON.parse(readFileSync(env.SLUICE_CONFIG, 'utf8'));
     } catch (err) {
-      problems.push(`SLUICE_CONFIG: cannot read ${env.SLUICE_CONFIG}: ${(err as Error).message}`);
+      problems.push(`SLUICE_CONFIG: cannot read ${env.SLUICE_CONFIG}: ${withoutExcerpt((err as Error).message)}`);
     }
   }
   for (const option of OPTIONS) {
@@ -171,6 +203,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
     const envByPath = new Map(OPTIONS.map((o) => [o.path, o.env]));
     problems.push(...(validate.errors ?? []).map((e) => describe(e, envByPath)));
   }
+  problems.push(...serviceUrlProblems(raw));
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(raw as SluiceConfig);
 }
