@@ -68,7 +68,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
   try {
     // chDB and the local state store live in the data dir: one owning process at a time.
     const ownsDataDir = !config.nats.url || (withStorage && !config.clickhouse.url);
-    if (ownsDataDir) stops.push(await lockDataDir(config.dataDir));
+    if (ownsDataDir) stops.push(await lockDataDir(config.dataDir, log));
 
     const nc = await connectNats(config, log);
     if (nc) stops.push(() => nc.drain());
