@@ -163,7 +163,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
       stops.push(() => control.shutdown());
     }
 
-    log.info({ role, host: config.host, httpPort, grpcPort, relayPort: relay?.port ?? 0, dataDir: config.dataDir, cluster: !!nc, engine: config.http.engine }, 'sluice is serving');
+    log.info({ role, host: config.host, httpPort, grpcPort, relayPort: relay?.port ?? 0, dataDir: config.dataDir, cluster: !!nc, engine: http.engine }, 'sluice is serving');
     return { httpPort, grpcPort, relay, storage, state, sources, configs, installTokens, metrics, shutdown };
   } catch (err) {
     await shutdown();

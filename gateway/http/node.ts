@@ -1,6 +1,6 @@
 /**
- * The node:http engine: the fallback when uWebSockets.js cannot load, and the bench's
- * second engine. Same handler, same body cap.
+ * The node:http engine: SLUICE_HTTP_ENGINE=node, the fallback where uWebSockets.js has no
+ * native binary (Node 22 and 24), and the bench's second engine. Same handler, same body cap.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -10,6 +10,7 @@ import type { HttpHandler, HttpRequest, HttpResponse, HttpServer, HttpServerOpti
 const EMPTY = Buffer.allocUnsafeSlow(0);
 
 export class NodeHttpServer implements HttpServer {
+  readonly engine = 'node';
   private server: Server | undefined;
 
   constructor(private readonly handler: HttpHandler, private readonly options: HttpServerOptions) {}
