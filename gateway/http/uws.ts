@@ -65,7 +65,6 @@ export function nativeUws(): UwsProbe {
 }
 
 const decoder = new TextDecoder();
-const EMPTY = Buffer.allocUnsafeSlow(0);
 
 export class UwsHttpServer implements HttpServer {
   readonly engine = 'uws';
@@ -122,7 +121,8 @@ export class UwsHttpServer implements HttpServer {
       query,
       headers,
       remoteAddress,
-      body: () => (collector ? collector.done : Promise.resolve(EMPTY)),
+      // Each request its own empty body: the pipeline may transfer (detach) what it gets.
+      body: () => (collector ? collector.done : Promise.resolve(Buffer.allocUnsafeSlow(0))),
     };
 
     this.handler(request).then(
