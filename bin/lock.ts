@@ -27,7 +27,7 @@ function alive(pid: number): boolean {
 }
 
 /** Creates the data dir private (0700), or warns when an existing one is open to group or others. */
-export async function ensurePrivateDir(dir: string, log?: Pick<Logger, 'warn'>): Promise<void> {
+async function ensurePrivateDir(dir: string, log?: Pick<Logger, 'warn'>): Promise<void> {
   const created = await mkdir(dir, { recursive: true, mode: 0o700 });
   // mkdir's mode passes through the umask, which could only narrow it; parents it made get it too.
   if (created !== undefined) return;
