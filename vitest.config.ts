@@ -1,12 +1,31 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * The files whose tests go through the HTTP front end. They run once more on node:http (the
+ * harness's testConfig reads SLUICE_TEST_HTTP_ENGINE): it is the engine wherever uWebSockets.js
+ * has no native binary (Node 22, 24), so it gets the same tests as uWebSockets.js.
+ */
+const HTTP_FACING = [
+  'test/refusals.test.ts',
+  'test/agent-api.test.ts',
+  'test/otlp-traces.test.ts',
+  'test/otlp-logs.test.ts',
+  'test/otlp-metrics.test.ts',
+  'test/rate-limit.test.ts',
+  'test/relay-admin.test.ts',
+  'test/storage-backlog.test.ts',
+  'test/storage-down.test.ts',
+];
+
 export default defineConfig({
   test: {
     // libchdb binds one data directory per process: every test file gets its own process.
     pool: 'forks',
-    include: ['**/*.test.ts'],
-    exclude: ['node_modules/**'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    projects: [
+      { extends: true, test: { name: 'uws', include: ['**/*.test.ts'], exclude: ['node_modules/**'] } },
+      { extends: true, test: { name: 'node-http', include: HTTP_FACING, env: { SLUICE_TEST_HTTP_ENGINE: 'node' } } },
+    ],
   },
 });

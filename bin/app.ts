@@ -124,7 +124,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
       graph.onStop('control socket', () => control.shutdown());
     }
 
-    log.info({ role, host: config.host, httpPort, grpcPort, relayPort: relay?.port ?? 0, dataDir: config.dataDir, cluster: !!nc, engine: config.http.engine }, 'sluice is serving');
+    log.info({ role, host: config.host, httpPort, grpcPort, relayPort: relay?.port ?? 0, dataDir: config.dataDir, cluster: !!nc, engine: http.engine }, 'sluice is serving');
     return { httpPort, grpcPort, relay, storage, state, sources, configs, installTokens, metrics, readiness, shutdown: () => graph.shutdown() };
   } catch (err) {
     await graph.shutdown();

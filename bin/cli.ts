@@ -160,7 +160,14 @@ async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void
   process.on('SIGTERM', () => void stop('SIGTERM'));
 }
 
+/**
+ * What Sluice writes holds secrets (relay-master.key, key hashes, the pid file, the control
+ * socket, chDB's parts and insert files): none of it is for other users, whatever the shell's umask.
+ */
+const PRIVATE_FILES_UMASK = 0o077;
+
 export async function main(argv: string[]): Promise<number> {
+  process.umask(PRIVATE_FILES_UMASK);
   const [command, sub, ...rest] = argv;
   if (!command || command === 'help' || command === '--help' || command === '-h') {
     print(USAGE + '\n');

@@ -9,6 +9,7 @@ import type { Bus } from '../bus/bus.ts';
 import { JetStreamBus } from '../bus/jetstream.ts';
 import { MemoryBus } from '../bus/memory.ts';
 import type { SluiceConfig } from '../core/config.ts';
+import { redactNatsServers, redactUrl } from '../core/redact.ts';
 import { TokenBucketLimiter, type Limiter, type TokenBucketOptions } from '../gateway/limiter.ts';
 import { RedisTokenBucketLimiter } from '../gateway/redis-limiter.ts';
 import { isAcceptableWebhookUrl, loadMasterKey, type RelayParts } from '../relay/index.ts';
@@ -71,12 +72,15 @@ export function announceStorage(storage: Storage, log: Logger): void {
 export async function connectNats(config: Readonly<SluiceConfig>, log: Logger): Promise<NatsConnection | undefined> {
   if (!config.nats.url) return undefined;
   const servers = config.nats.url.split(',').map((s) => s.trim());
+  // The servers may carry user:password@ or token@: only their redacted form is ever shown.
+  const shown = redactNatsServers(servers);
   try {
     const nc = await connect({ servers, name: 'sluice', maxReconnectAttempts: -1, timeout: 5000 });
-    log.info({ servers }, 'connected to NATS');
+    log.info({ servers: shown, server: nc.getServer() }, 'connected to NATS');
     return nc;
   } catch (err) {
-    throw new Error(`cannot reach NATS at ${servers.join(', ')}: ${(err as Error).message}`);
+    // No `cause`: the client's error may hold the URL it was given (an invalid URL's `input`).
+    throw new Error(`cannot reach NATS at ${shown.join(', ')}: ${(err as Error).message}`);
   }
 }
 
@@ -131,9 +135,16 @@ export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger,
     socket: { connectTimeout: 1000, reconnectStrategy: (retries) => Math.min(100 * 2 ** retries, 5000) },
   });
   redis.on('error', () => {}); // reported by the limiter as a fallback, once
-  await redis.connect().catch((err) => log.warn({ err: (err as Error).message }, 'Redis unreachable at start; rate limits fall back to this gateway'));
+  // connect() does not settle while Redis is down (the client keeps reconnecting): wait for the
+  // first answer either way, then let the reconnects go on in the background.
+  const connecting = redis.connect();
+  connecting.catch(() => {}); // rejects only when the client is closed before it ever connected
+  const failed = await Promise.race([connecting.then(() => undefined), new Promise<Error>((resolve) => redis.once('error', resolve))]);
+  if (failed) log.warn({ redis: redactUrl(config.redis.url), err: failed.message }, 'Redis unreachable at start; rate limits fall back to this gateway');
   const closeClient = async () => {
-    await redis.quit().catch(() => redis.destroy());
+    // quit() never settles on a client that is still reconnecting: that one is destroyed.
+    if (redis.isReady) await redis.quit().catch(() => redis.destroy());
+    else if (redis.isOpen) redis.destroy();
   };
   return new RedisTokenBucketLimiter(redis, { ...buckets, keyPrefix, closeClient }, log);
 }

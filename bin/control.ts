@@ -1,5 +1,5 @@
 /**
- * The control socket: a Unix socket in the data dir (mode 0600) on which `sluice serve`
+ * The control socket: a Unix socket in the data dir (created private, mode 0600) on which `sluice serve`
  * answers the CLI's admin calls, so `sluice sources ...` and `sluice query` work while the
  * server owns the data dir. Only users who can open the data dir can reach it.
  */
@@ -48,9 +48,18 @@ export class ControlServer {
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(path, () => resolve());
+      // The socket file is created inside listen(), synchronously (bind(2) on a pipe path): under
+      // this umask it is born private, with no moment in which another user could connect. 077,
+      // not 177: the umask is process-wide, and a directory another thread (chDB) makes in this
+      // instant must stay usable by its owner.
+      const umask = process.umask(0o077);
+      try {
+        server.listen(path, () => resolve());
+      } finally {
+        process.umask(umask);
+      }
     });
-    await chmod(path, 0o600);
+    await chmod(path, 0o600); // the documented mode (the execute bit means nothing on a socket)
     this.server = server;
   }
 

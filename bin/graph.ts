@@ -65,7 +65,7 @@ export class SluiceGraph {
   /** One process owns the data dir (chDB, the local state store, the control socket). */
   lockDataDir(): Promise<void> {
     return this.once('data dir lock', async () => {
-      this.onStop('data dir lock', await lockDataDir(this.config.dataDir));
+      this.onStop('data dir lock', await lockDataDir(this.config.dataDir, this.log));
     });
   }
 

@@ -57,6 +57,39 @@ describe('loadConfig', () => {
     );
   });
 
+  it('refuses service URLs that do not parse without echoing their passwords', () => {
+    const dir = tempDir();
+    const file = join(dir, 'sluice.json');
+    // Not JSON: V8's parse error would quote the text around the bad token.
+    writeFileSync(file, '{"relay": {"operatorToken": secret-token-5}}');
+    let error: unknown;
+    try {
+      loadConfig({
+        SLUICE_CONFIG: file,
+        NATS_URL: 'nats://127.0.0.1:4222, nats://user:secret-pw-1@[::1',
+        REDIS_URL: 'redis://user:secret-pw-2@[::1',
+        CLICKHOUSE_URL: 'http://default:secret-pw-3@[ch',
+      });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const { problems, message } = error as ConfigError;
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^SLUICE_CONFIG: cannot read .*sluice\.json: Unexpected token 's' \(not valid JSON\)$/),
+        expect.stringMatching(/^nats\.url \(NATS_URL\): must be a valid URL/),
+        expect.stringMatching(/^redis\.url \(REDIS_URL\): must be a valid URL/),
+        expect.stringMatching(/^clickhouse\.url \(CLICKHOUSE_URL\): must be a valid URL/),
+      ]),
+    );
+    expect(message).not.toMatch(/secret/);
+  });
+
+  it('takes NATS servers without a scheme, as nats.js does', () => {
+    expect(loadConfig({ NATS_URL: 'nats://n1:4222,n2:4222, user:pw@n3:4222' }).nats.url).toContain('n3');
+  });
+
   it('documents every option in the README', async () => {
     const { readFile } = await import('node:fs/promises');
     const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8');

@@ -54,7 +54,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'host', env: 'SLUICE_HOST', type: 'string', default: '127.0.0.1', doc: 'Address the HTTP and gRPC listeners bind to (0.0.0.0 for all interfaces).', schema: { minLength: 1 } },
   { path: 'logLevel', env: 'SLUICE_LOG_LEVEL', type: 'string', default: 'info', doc: 'pino log level: fatal, error, warn, info, debug, trace or silent.', schema: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] } },
   { path: 'http.port', env: 'SLUICE_OTLP_HTTP_PORT', type: 'integer', default: 4318, doc: 'OTLP/HTTP and agent API port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
-  { path: 'http.engine', env: 'SLUICE_HTTP_ENGINE', type: 'string', default: 'uws', doc: 'HTTP engine: uws (uWebSockets.js) or node (node:http; also the automatic fallback when uws cannot load).', schema: { enum: ['uws', 'node'] } },
+  { path: 'http.engine', env: 'SLUICE_HTTP_ENGINE', type: 'string', default: 'uws', doc: 'HTTP engine: uws (uWebSockets.js, its native binary only) or node (node:http; also used, with one warning, where uws has no native binary, e.g. on Node 22 and 24).', schema: { enum: ['uws', 'node'] } },
   { path: 'http.publicUrl', env: 'SLUICE_PUBLIC_URL', type: 'string', default: '', doc: 'URL agents reach the HTTP port at (https://ingest.example.com), written into install manifests; default http://localhost:<port>.', schema: { pattern: '^(|https?://[^\\s"\'\\\\<>`]+)$' } },
   { path: 'grpc.port', env: 'SLUICE_OTLP_GRPC_PORT', type: 'integer', default: 4317, doc: 'OTLP/gRPC port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'limits.maxBodyBytes', env: 'SLUICE_MAX_BODY_BYTES', type: 'integer', default: 10 * MiB, doc: 'Cap on the compressed and on the decompressed request body, in bytes (10 MiB).', schema: { minimum: 1024 } },
@@ -137,6 +137,38 @@ function describe(error: ErrorObject, envByPath: Map<string, string>): string {
   return `${path || '(root)'}${env ? ` (${env})` : ''}: ${error.message}${allowed}`;
 }
 
+/**
+ * V8's JSON.parse message quotes the text around the error (`Unexpected token 'p', ..."password": p4ss"...`):
+ * a config file holds passwords and tokens, so the quote is cut and the rest kept.
+ */
+function withoutExcerpt(message: string): string {
+  return message.replace(/, (\.\.\.)?".*"(\.\.\.)? is not valid JSON$/s, ' (not valid JSON)');
+}
+
+/** The options holding service URLs, which may carry credentials; NATS_URL is a comma list. */
+const SERVICE_URLS = [
+  { path: 'clickhouse.url', env: 'CLICKHOUSE_URL', list: false },
+  { path: 'nats.url', env: 'NATS_URL', list: true },
+  { path: 'redis.url', env: 'REDIS_URL', list: false },
+] as const;
+
+/**
+ * A service URL that does not parse, named without its value (it may hold a password). Checked
+ * here so that no driver meets it: their URL errors carry the input along.
+ */
+function serviceUrlProblems(raw: Record<string, any>): string[] {
+  const problems: string[] = [];
+  for (const { path, env, list } of SERVICE_URLS) {
+    const [section, key] = path.split('.') as [string, string];
+    const value: unknown = raw[section]?.[key];
+    if (typeof value !== 'string' || value === '') continue;
+    // nats.js also takes `host:port` without a scheme; read it as nats:// like nats.js does.
+    const entries = list ? value.split(',').map((s) => s.trim()).map((s) => (s.includes('://') ? s : `nats://${s}`)) : [value];
+    if (!entries.every((entry) => URL.canParse(entry))) problems.push(`${path} (${env}): must be a valid URL (the value is not shown: it may hold a password)`);
+  }
+  return problems;
+}
+
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === 'object') {
     for (const child of Object.values(value)) deepFreeze(child);
@@ -156,7 +188,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
     try {
       raw = JSON.parse(readFileSync(env.SLUICE_CONFIG, 'utf8'));
     } catch (err) {
-      problems.push(`SLUICE_CONFIG: cannot read ${env.SLUICE_CONFIG}: ${(err as Error).message}`);
+      problems.push(`SLUICE_CONFIG: cannot read ${env.SLUICE_CONFIG}: ${withoutExcerpt((err as Error).message)}`);
     }
   }
   for (const option of OPTIONS) {
@@ -171,6 +203,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
     const envByPath = new Map(OPTIONS.map((o) => [o.path, o.env]));
     problems.push(...(validate.errors ?? []).map((e) => describe(e, envByPath)));
   }
+  problems.push(...serviceUrlProblems(raw));
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(raw as SluiceConfig);
 }

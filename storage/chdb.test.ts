@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,8 +10,17 @@ import { assertReadOnlySql } from './storage.ts';
 let dir: string;
 let storage: ChdbStorage;
 
+const scratch = () => join(dir, 'clickhouse', 'sluice-scratch');
+
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'sluice-chdb-'));
+  // What start() must leave alone: a user's <dataDir>/tmp (a data dir may be $HOME), and a
+  // file of someone else's in the scratch dir; and what it must clear: an insert file left by a crash.
+  await mkdir(join(dir, 'tmp'));
+  await writeFile(join(dir, 'tmp', 'notes.txt'), 'mine');
+  await mkdir(scratch(), { recursive: true });
+  await writeFile(join(scratch(), 'insert-4242-7.bin'), 'left by a crash');
+  await writeFile(join(scratch(), 'README'), 'not ours');
   storage = new ChdbStorage(dir, 'otel');
   await storage.start();
 });
@@ -36,8 +45,13 @@ describe('ChdbStorage', () => {
     expect(await count()).toBe(9);
   });
 
-  it('leaves no temp files behind', async () => {
-    expect(await readdir(join(dir, 'tmp'))).toEqual([]);
+  it('leaves no insert files behind', async () => {
+    expect(await readdir(scratch())).toEqual(['README']);
+  });
+
+  it('at start removes only its own leftover insert files, never a directory', async () => {
+    expect(await readdir(join(dir, 'tmp'))).toEqual(['notes.txt']);
+    expect(await readdir(scratch())).toEqual(['README']);
   });
 
   it('migrates once: a second start finds the schema current', async () => {

@@ -3,9 +3,13 @@
  * data under <dataDir>/clickhouse. chDB's raw insert takes text formats only, so RowBinary goes
  * through a file: the chunks are written to a temp file and loaded with INSERT ... FROM INFILE
  * (100k rows in ~120 ms here, see FINDINGS). queryAsync runs off the event loop.
+ *
+ * Those files live in <dataDir>/clickhouse/sluice-scratch, a directory of Sluice's own
+ * (0700: they hold the rows). At start only our own leftovers (insert-*.bin) are removed there:
+ * nothing else is ever deleted, whatever the data dir points at.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, rm, open } from 'node:fs/promises';
+import { mkdir, open, readdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Session } from 'chdb';
 import { SluiceError } from '../core/errors.ts';
@@ -14,9 +18,12 @@ import { migrate } from './migrate.ts';
 import type { SchemaOptions } from './schema.ts';
 import { quoteIdentifier, quoteString, type InsertBatch, type Storage, type StorageDescription } from './storage.ts';
 
+/** The insert files this driver writes (and the only files it deletes at start). */
+const INSERT_FILE = /^insert-\d+-\d+\.bin$/;
+
 export class ChdbStorage implements Storage {
   private session: Session | undefined;
-  private readonly tmpDir: string;
+  private readonly scratchDir: string;
   private readonly engineDir: string;
   private insertSeq = 0;
 
@@ -27,13 +34,15 @@ export class ChdbStorage implements Storage {
     private readonly schema: SchemaOptions = {},
   ) {
     this.engineDir = resolve(dataDir, 'clickhouse');
-    this.tmpDir = resolve(dataDir, 'tmp');
+    this.scratchDir = join(this.engineDir, 'sluice-scratch');
   }
 
   async start(): Promise<void> {
-    await mkdir(this.engineDir, { recursive: true });
-    await rm(this.tmpDir, { recursive: true, force: true });
-    await mkdir(this.tmpDir, { recursive: true });
+    await mkdir(this.scratchDir, { recursive: true, mode: 0o700 });
+    // Files of a process that died mid-insert; the data-dir lock says none of ours is running.
+    for (const name of await readdir(this.scratchDir)) {
+      if (INSERT_FILE.test(name)) await rm(join(this.scratchDir, name), { force: true });
+    }
     const { Session } = await import('chdb');
     this.session = new Session(this.engineDir);
     await migrate(this, this.database, this.schema);
@@ -45,7 +54,7 @@ export class ChdbStorage implements Storage {
   }
 
   async insert(batch: InsertBatch): Promise<void> {
-    const file = join(this.tmpDir, `insert-${process.pid}-${++this.insertSeq}.bin`);
+    const file = join(this.scratchDir, `insert-${process.pid}-${++this.insertSeq}.bin`);
     try {
       const handle = await open(file, 'w', 0o600);
       try {

@@ -17,6 +17,7 @@ import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient, type ClickHouseSettings, type DataFormat } from '@clickhouse/client';
 import { SluiceError } from '../core/errors.ts';
+import { redactUrl } from '../core/redact.ts';
 import { clickhouseException, describeException, insertError } from './errors.ts';
 import { migrate } from './migrate.ts';
 import type { SchemaOptions } from './schema.ts';
@@ -46,6 +47,8 @@ export class ClickhouseServerStorage implements Storage {
   private tokens = false;
 
   constructor(private readonly options: ClickhouseServerOptions) {
+    // Not echoed: a malformed URL may still contain the password.
+    if (!URL.canParse(options.url)) throw new Error('the ClickHouse URL is not a valid URL');
     this.safeUrl = redactUrl(options.url);
     this.database = options.database ?? 'otel';
   }
@@ -163,18 +166,4 @@ async function readText(stream: AsyncIterable<Buffer>): Promise<string> {
   const parts: Buffer[] = [];
   for await (const part of stream) parts.push(part);
   return Buffer.concat(parts).toString('utf8');
-}
-
-/** The URL as `scheme://user@host:port/path`: no password, no query parameters (they may hold one). */
-export function redactUrl(url: string): string {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    // Not echoed: a malformed URL may still contain the password.
-    throw new Error('the ClickHouse URL is not a valid URL');
-  }
-  const user = parsed.username ? `${parsed.username}@` : '';
-  const path = parsed.pathname === '/' ? '' : parsed.pathname;
-  return `${parsed.protocol}//${user}${parsed.host}${path}`;
 }

@@ -4,7 +4,7 @@
  */
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { lstat, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -79,6 +79,18 @@ describe('sluice CLI', () => {
     afterAll(async () => {
       server.kill('SIGTERM');
       await new Promise((resolve) => server.once('exit', resolve));
+    });
+
+    it('keeps everything it wrote in the data dir private, whatever the shell umask', async () => {
+      // This test process runs with the usual umask (022); `sluice` sets its own.
+      const open: string[] = [];
+      for (const entry of await readdir(dataDir, { recursive: true, withFileTypes: true })) {
+        if (entry.isSymbolicLink()) continue; // chDB's links; a link's own mode means nothing
+        const path = join(entry.parentPath, entry.name);
+        const mode = (await lstat(path)).mode & 0o777;
+        if (mode & 0o077) open.push(`${path.slice(dataDir.length + 1)} ${mode.toString(8)}`);
+      }
+      expect(open).toEqual([]);
     });
 
     it('creates sources, lists them and queries storage through the control socket', async () => {

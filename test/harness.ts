@@ -28,13 +28,18 @@ export interface TestSluice extends RunningSluice {
   stop(): Promise<void>;
 }
 
-/** A config for tests: free ports, quiet logs (SLUICE_TEST_LOG_LEVEL to see them), the environment ignored. */
+/**
+ * A config for tests: free ports, quiet logs (SLUICE_TEST_LOG_LEVEL to see them), the HTTP
+ * engine of the vitest project (SLUICE_TEST_HTTP_ENGINE: vitest.config.ts runs the HTTP-facing
+ * files once per engine), the environment otherwise ignored.
+ */
 export function testConfig(dataDir: string, overrides: Record<string, unknown> = {}): Readonly<SluiceConfig> {
   return loadConfig(
     {},
     {
       dataDir,
       logLevel: process.env.SLUICE_TEST_LOG_LEVEL ?? 'silent',
+      'http.engine': process.env.SLUICE_TEST_HTTP_ENGINE ?? 'uws',
       'http.port': 0,
       'grpc.port': 0,
       'relay.port': 0,

@@ -180,6 +180,13 @@ describe('health and metrics', () => {
     expect(await response.json()).toEqual({ status: 'ok', service: 'sluice-ingest' });
   });
 
+  it('is served by the engine the test project asked for (vitest.config.ts runs this file on both)', async () => {
+    const response = await fetch(sluice.baseUrl + '/api/v1/health');
+    // uWebSockets.js marks every response with this header; node:http does not.
+    expect(response.headers.has('uwebsockets')).toBe(sluice.config.http.engine === 'uws');
+    expect(sluice.config.http.engine).toBe(process.env.SLUICE_TEST_HTTP_ENGINE ?? 'uws');
+  });
+
   it('GET /metrics counts accepted items and refusals per signal', async () => {
     const text = await (await fetch(sluice.baseUrl + '/metrics')).text();
     expect(text).toMatch(/sluice_items_accepted_total\{signal="traces"\} \d+/);

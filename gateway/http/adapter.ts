@@ -29,6 +29,8 @@ export interface HttpResponse {
 export type HttpHandler = (request: HttpRequest) => Promise<HttpResponse>;
 
 export interface HttpServer {
+  /** Which engine serves: uWebSockets.js (native) or node:http. */
+  readonly engine: 'uws' | 'node';
   /** Starts listening; resolves to the bound port (useful with port 0). */
   listen(host: string, port: number): Promise<number>;
   close(): Promise<void>;

@@ -2,16 +2,23 @@
 import type { Logger } from '../../core/log.ts';
 import type { HttpHandler, HttpServer, HttpServerOptions } from './adapter.ts';
 import { NodeHttpServer } from './node.ts';
-import { UwsHttpServer } from './uws.ts';
+import { nativeUws, UwsHttpServer, type UwsProbe } from './uws.ts';
 
 export type { HttpHandler, HttpRequest, HttpResponse, HttpServer } from './adapter.ts';
 
-export function createHttpServer(engine: 'uws' | 'node', handler: HttpHandler, options: HttpServerOptions, log: Logger): HttpServer {
+/** Probes whose fallback was already logged: one line per process, not one per server. */
+const announced = new WeakSet<UwsProbe>();
+
+/**
+ * The configured engine: uWebSockets.js when its native binary runs in this process, otherwise
+ * node:http, said once in a warning. `uws` is this process's probe; tests pass their own.
+ */
+export function createHttpServer(engine: 'uws' | 'node', handler: HttpHandler, options: HttpServerOptions, log: Logger, uws: UwsProbe = nativeUws()): HttpServer {
   if (engine === 'uws') {
-    try {
-      return new UwsHttpServer(handler, options);
-    } catch (err) {
-      log.warn({ err }, 'uWebSockets.js cannot load on this platform; falling back to node:http');
+    if (uws.uws) return new UwsHttpServer(handler, options, uws.uws);
+    if (!announced.has(uws)) {
+      announced.add(uws);
+      log.warn({ reason: uws.reason }, `${uws.reason}: serving HTTP with node:http (SLUICE_HTTP_ENGINE=node chooses it without this warning)`);
     }
   }
   return new NodeHttpServer(handler, options);

@@ -1,15 +1,20 @@
 /**
- * The node:http engine: the fallback when uWebSockets.js cannot load, and the bench's
- * second engine. Same handler, same body cap.
+ * The node:http engine: SLUICE_HTTP_ENGINE=node, the fallback where uWebSockets.js has no
+ * native binary (Node 22 and 24), and the bench's second engine. Same handler, same body cap.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { BodyCollector } from './body.ts';
 import type { HttpHandler, HttpRequest, HttpResponse, HttpServer, HttpServerOptions } from './adapter.ts';
 
-const EMPTY = Buffer.allocUnsafeSlow(0);
+/** Marks the end of a body; never handed out (a body may be transferred to a worker, detaching it). */
+const END = new Uint8Array(0);
+
+/** How long a connection whose body we refused stays open for the client to read the answer. */
+const LINGER_MS = 5000;
 
 export class NodeHttpServer implements HttpServer {
+  readonly engine = 'node';
   private server: Server | undefined;
 
   constructor(private readonly handler: HttpHandler, private readonly options: HttpServerOptions) {}
@@ -43,12 +48,14 @@ export class NodeHttpServer implements HttpServer {
     const length = headers['content-length'] === undefined ? undefined : Number(headers['content-length']);
     const hasBody = headers['transfer-encoding'] !== undefined || (length !== undefined && length > 0);
     let collector: BodyCollector | undefined;
+    let answered = false;
     if (hasBody) {
       collector = new BodyCollector(this.options.maxBodyBytes, Number.isSafeInteger(length) ? length : undefined);
       req.on('data', (chunk: Buffer) => {
-        if (!collector!.push(chunk, false)) req.pause();
+        // Once answered, the rest of a refused body is read and dropped (see closeAfterLinger).
+        if (!collector!.push(chunk, false) && !answered) req.pause();
       });
-      req.on('end', () => collector!.push(EMPTY, true));
+      req.on('end', () => collector!.push(END, true));
       req.on('error', (err) => collector!.fail(err));
       req.on('aborted', () => collector!.fail(new Error('client went away')));
     }
@@ -58,7 +65,8 @@ export class NodeHttpServer implements HttpServer {
       query: q < 0 ? '' : url.slice(q + 1),
       headers,
       remoteAddress: req.socket.remoteAddress ?? '',
-      body: () => (collector ? collector.done : Promise.resolve(EMPTY)),
+      // Each request its own empty body: the pipeline may transfer (detach) what it gets.
+      body: () => (collector ? collector.done : Promise.resolve(Buffer.allocUnsafeSlow(0))),
     };
     this.handler(request)
       .catch((): HttpResponse => ({ status: 500, body: 'internal error' }))
@@ -67,11 +75,32 @@ export class NodeHttpServer implements HttpServer {
         const unread = collector !== undefined && !collector.isComplete;
         collector?.fail(new Error('response already sent'));
         if (res.destroyed) return;
-        if (unread) res.shouldKeepAlive = false;
+        answered = true;
+        if (unread) {
+          res.shouldKeepAlive = false; // `Connection: close`
+          lingerOnClose(req);
+        }
         res.writeHead(response.status, response.headers);
-        res.end(response.body, () => {
-          if (unread) req.socket.destroy();
-        });
+        res.end(response.body);
       });
   }
+}
+
+/**
+ * How a connection whose request body was not read to the end is closed. node:http ends a
+ * `Connection: close` response with socket.destroySoon(): FIN, then destroy as soon as it is
+ * flushed. With the client still sending, that destroy resets the connection, and a reset makes
+ * the client's kernel drop the answer it has not read yet: it sees ECONNRESET, not the 413.
+ * Instead (as uWebSockets.js does): FIN after the answer, the rest of the body read and dropped,
+ * the socket destroyed when the client closes or after LINGER_MS. (node:http calls destroySoon
+ * when a socket has it and end() otherwise: both Node 20 and 24.)
+ */
+function lingerOnClose(req: IncomingMessage): void {
+  const socket = req.socket as Socket & { destroySoon?: () => void };
+  socket.destroySoon = () => {
+    const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref();
+    socket.once('close', () => clearTimeout(timer));
+    socket.end();
+    req.resume();
+  };
 }

@@ -2,29 +2,76 @@
  * The uWebSockets.js engine. uWS hands over the request on the stack: everything the handler
  * needs (method, url, headers, peer address) is copied out synchronously, and body chunks are
  * copied as they arrive (their memory is reused after the callback returns).
+ *
+ * Only the native engine is used. The package's entry point (src/uws.js) requires
+ * binaries/uws_<platform>_<arch>_<ABI>.node and, when that fails (Node 22 and 24 have no
+ * binary in it), prints to the console and returns a JavaScript emulation on top of node:http,
+ * which is slower than our own node:http adapter. So the binary is loaded here by the same name,
+ * and without it the caller serves with node:http (gateway/http/index.ts).
  */
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { BodyCollector } from './body.ts';
 import { STATUS_TEXT, type HttpHandler, type HttpRequest, type HttpResponse, type HttpServer, type HttpServerOptions } from './adapter.ts';
 
-type Uws = typeof import('uWebSockets.js');
+export type Uws = typeof import('uWebSockets.js');
 type UwsResponse = import('uWebSockets.js').HttpResponse;
 
-/** Loads the native module; throws if this platform or Node version has no binary. */
-export function loadUws(): Uws {
-  return createRequire(import.meta.url)('uWebSockets.js') as Uws;
+/** What picks the binary: the package names each one by platform, arch and Node ABI. */
+export interface UwsTarget {
+  platform: string;
+  arch: string;
+  /** process.versions.modules: the Node ABI version. */
+  modules: string;
+  /** process.versions.node, for the message. */
+  node: string;
+}
+
+/** The native engine, or the reason it cannot run in this process. */
+export type UwsProbe = { uws: Uws; reason?: undefined } | { uws?: undefined; reason: string };
+
+const requireHere = createRequire(import.meta.url);
+const THIS_PROCESS: UwsTarget = { platform: process.platform, arch: process.arch, modules: process.versions.modules, node: process.versions.node };
+
+/**
+ * Loads uWebSockets.js's native binary for `target`, never its emulation. `load` is `require`;
+ * tests pass another to play a binary that exists but cannot load (a too-old glibc).
+ */
+export function probeNativeUws(target: UwsTarget = THIS_PROCESS, load: (path: string) => unknown = requireHere): UwsProbe {
+  let file: string;
+  try {
+    const name = `uws_${target.platform}_${target.arch}_${target.modules}.node`;
+    file = join(dirname(requireHere.resolve('uWebSockets.js/package.json')), 'binaries', name);
+  } catch (err) {
+    return { reason: `uWebSockets.js is not installed (${(err as Error).message.split('\n')[0]})` };
+  }
+  if (!existsSync(file)) {
+    return { reason: `uWebSockets.js has no binary for Node ${target.node} (ABI ${target.modules}) on ${target.platform}-${target.arch}` };
+  }
+  try {
+    return { uws: load(file) as Uws };
+  } catch (err) {
+    return { reason: `uWebSockets.js's binary for Node ${target.node} does not load here: ${(err as Error).message.split('\n')[0]}` };
+  }
+}
+
+let thisProcess: UwsProbe | undefined;
+
+/** The probe for this process, made once (every server of the process shares its answer). */
+export function nativeUws(): UwsProbe {
+  thisProcess ??= probeNativeUws();
+  return thisProcess;
 }
 
 const decoder = new TextDecoder();
-const EMPTY = Buffer.allocUnsafeSlow(0);
 
 export class UwsHttpServer implements HttpServer {
-  private readonly uws: Uws;
+  readonly engine = 'uws';
   private listenSocket: unknown;
 
-  constructor(private readonly handler: HttpHandler, private readonly options: HttpServerOptions) {
-    this.uws = loadUws();
-  }
+  /** `uws`: the native module (probeNativeUws), never the package's emulation. */
+  constructor(private readonly handler: HttpHandler, private readonly options: HttpServerOptions, private readonly uws: Uws) {}
 
   listen(host: string, port: number): Promise<number> {
     const app = this.uws.App();
@@ -74,7 +121,8 @@ export class UwsHttpServer implements HttpServer {
       query,
       headers,
       remoteAddress,
-      body: () => (collector ? collector.done : Promise.resolve(EMPTY)),
+      // Each request its own empty body: the pipeline may transfer (detach) what it gets.
+      body: () => (collector ? collector.done : Promise.resolve(Buffer.allocUnsafeSlow(0))),
     };
 
     this.handler(request).then(

@@ -1,0 +1,62 @@
+/**
+ * Credentials in service URLs never reach a log line or an error: NATS against the real
+ * nats-server (NATS_URL, default nats://127.0.0.1:4222; it has no auth and accepts the
+ * credentials it does not check), Redis on a port where nothing listens.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger, type Logger } from '../core/log.ts';
+import { testConfig } from '../test/harness.ts';
+import { connectNats, createLimiter } from './components.ts';
+
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+/** NATS_URL's host:port, to build URLs with credentials in them. */
+const NATS_HOST = new URL(NATS_URL).host;
+
+/** A logger whose lines the test reads. */
+function capturedLog(): { log: Logger; text: () => string } {
+  const lines: string[] = [];
+  return { log: createLogger('info', { write: (line: string) => void lines.push(line) }), text: () => lines.join('') };
+}
+
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+describe('connectNats', () => {
+  it('names an unreachable server without its password', async () => {
+    const { log, text } = capturedLog();
+    const config = testConfig('/nonexistent', { 'nats.url': 'nats://user:secret-pw@127.0.0.1:1' });
+    const error: Error = await connectNats(config, log).then(
+      () => {
+        throw new Error('connected to a port where nothing listens');
+      },
+      (err) => err,
+    );
+    expect(error.message).toContain('cannot reach NATS at nats://user@127.0.0.1:1');
+    expect(error.message).not.toContain('secret-pw');
+    expect(JSON.stringify(error.cause ?? null)).not.toContain('secret-pw');
+    expect(text()).not.toContain('secret-pw');
+  });
+
+  it('logs the servers it connects to without a password or a token', async () => {
+    const { log, text } = capturedLog();
+    const url = `nats://user:secret-pw@${NATS_HOST}, nats://secret-token@${NATS_HOST}`;
+    const nc = await connectNats(testConfig('/nonexistent', { 'nats.url': url }), log);
+    cleanups.push(() => nc!.close());
+    const line = JSON.parse(text().split('\n').find((l) => l.includes('connected to NATS'))!);
+    expect(line.servers).toEqual([`nats://user@${NATS_HOST}`, `nats://***@${NATS_HOST}`]);
+    expect(text()).not.toMatch(/secret-pw|secret-token/);
+  });
+});
+
+describe('createLimiter', () => {
+  it('starts while Redis is down, falls back, and names Redis without its password', { timeout: 20_000 }, async () => {
+    const { log, text } = capturedLog();
+    const limiter = await createLimiter(testConfig('/nonexistent', { 'redis.url': 'redis://user:secret-pw@127.0.0.1:1' }), log, { ratePerMinute: 60, burst: 5 }, 'test:down:');
+    cleanups.push(() => limiter.shutdown());
+    expect(await limiter.take('203.0.113.7')).toMatchObject({ allowed: true });
+    expect(text()).toContain('"redis":"redis://user@127.0.0.1:1"');
+    expect(text()).not.toContain('secret-pw');
+  });
+});
