@@ -9,6 +9,7 @@
 import type { SluiceConfig } from '../core/config.ts';
 import type { Logger } from '../core/log.ts';
 import { descriptorStatus } from '../core/descriptors.ts';
+import { ByteBudget } from '../core/byte-budget.ts';
 import { SluiceMetrics } from '../core/metrics.ts';
 import { Readiness } from '../core/readiness.ts';
 import { Supervisor } from '../core/supervisor.ts';
@@ -128,11 +129,15 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     let relay: RunningRelay | undefined;
     let handler = opsRoutes({ metrics, readiness, log });
     if (withFrontEnd) {
-      const pool = new PipelinePool({
-        workers: config.pipeline.workers,
-        maxQueuedBytes: config.storage.maxPendingBytes,
+      // One byte budget per process: request bytes from admission until the bus settled them.
+      const budget = new ByteBudget({
+        limitBytes: config.limits.maxInFlightBytes,
         retryAfterSeconds: config.storage.retryAfterSeconds,
+        onRefusal: () => metrics.byteBudgetRefusals.inc(),
       });
+      metrics.byteBudgetSource = () => budget.figures;
+      readiness.register('inflight', () => budget.status());
+      const pool = new PipelinePool({ workers: config.pipeline.workers, retryAfterSeconds: config.storage.retryAfterSeconds });
       await pool.start();
       stops.push(() => pool.shutdown());
       const ingest = new IngestService(
@@ -144,7 +149,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
       );
       const limiter = await createLimiter(config, log, ingestBuckets(config), `sluice:${config.nats.prefix}:rl:`);
       stops.push(() => limiter.shutdown());
-      const guards = { auth: sources, limiter, clientIp: clientIpResolver(config.limits.trustedProxies) };
+      const guards = { auth: sources, limiter, clientIp: clientIpResolver(config.limits.trustedProxies), budget };
       handler = ingestRoutes({ ...guards, ingest, metrics, readiness, log, configs, installTokens, publicUrl: () => publicUrl(config, httpPort) });
 
       const grpc = new OtlpGrpcServer({ ...guards, ingest, metrics, log, maxBodyBytes: config.limits.maxBodyBytes });

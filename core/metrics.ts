@@ -99,6 +99,27 @@ export class SluiceMetrics {
     },
   });
 
+  /** Reads the byte budget when Prometheus scrapes (set by the composition root). */
+  byteBudgetSource: () => { inUseBytes: number; limitBytes: number } = () => ({ inUseBytes: 0, limitBytes: 0 });
+
+  readonly byteBudget: Gauge = new Gauge({
+    name: 'sluice_inflight_bytes',
+    help: 'The in-flight byte budget: bytes held by requests (bodies, then rows until the bus acknowledged them) and the limit (SLUICE_MAX_INFLIGHT_BYTES).',
+    labelNames: ['figure'] as const,
+    registers: [this.registry],
+    collect: (): void => {
+      const { inUseBytes, limitBytes } = this.byteBudgetSource();
+      this.byteBudget.set({ figure: 'in_use' }, inUseBytes);
+      this.byteBudget.set({ figure: 'limit' }, limitBytes);
+    },
+  });
+
+  readonly byteBudgetRefusals = new Counter({
+    name: 'sluice_inflight_refusals_total',
+    help: 'Requests refused with 503 because the in-flight byte budget was used up.',
+    registers: [this.registry],
+  });
+
   /** Time from handing rows to the bus to their acknowledgement (JetStream PubAck, or the commit). */
   readonly publishSeconds = new Histogram({
     name: 'sluice_bus_publish_seconds',

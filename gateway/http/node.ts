@@ -44,7 +44,9 @@ export class NodeHttpServer implements HttpServer {
     const hasBody = headers['transfer-encoding'] !== undefined || (length !== undefined && length > 0);
     let collector: BodyCollector | undefined;
     if (hasBody) {
-      collector = new BodyCollector(this.options.maxBodyBytes, Number.isSafeInteger(length) ? length : undefined);
+      // Reading pauses until the handler takes the body (after admission).
+      const flow = { pause: () => req.pause(), resume: () => req.resume() };
+      collector = new BodyCollector(this.options.maxBodyBytes, Number.isSafeInteger(length) ? length : undefined, flow);
       req.on('data', (chunk: Buffer) => {
         if (!collector!.push(chunk, false)) req.pause();
       });
@@ -58,19 +60,24 @@ export class NodeHttpServer implements HttpServer {
       query: q < 0 ? '' : url.slice(q + 1),
       headers,
       remoteAddress: req.socket.remoteAddress ?? '',
-      body: () => (collector ? collector.done : Promise.resolve(EMPTY)),
+      body: (allowance) => (collector ? collector.take(allowance) : Promise.resolve(EMPTY)),
     };
     this.handler(request)
       .catch((): HttpResponse => ({ status: 500, body: 'internal error' }))
       .then((response) => {
-        // A body we stopped reading leaves the connection mid-request: close it after responding.
+        // A body left unread (a refusal at the door): the rest of an announced length is read
+        // and dropped while the answer goes out, so the client can finish sending and read it
+        // (closing under a client still writing makes it fail with EPIPE, not see the 503);
+        // anything else is closed.
         const unread = collector !== undefined && !collector.isComplete;
-        collector?.fail(new Error('response already sent'));
+        const close = unread && collector?.canDrain !== true;
+        if (unread && !close) collector!.drain().catch(() => req.socket.destroy());
+        else collector?.fail(new Error('response already sent'));
         if (res.destroyed) return;
-        if (unread) res.shouldKeepAlive = false;
+        if (close) res.shouldKeepAlive = false;
         res.writeHead(response.status, response.headers);
         res.end(response.body, () => {
-          if (unread) req.socket.destroy();
+          if (close) req.socket.destroy();
         });
       });
   }
