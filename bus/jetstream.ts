@@ -141,13 +141,13 @@ export class JetStreamBus implements Bus {
     return { fullRefusals: Object.fromEntries(this.fullRefusals), consumer: await this.consumerFigures() };
   }
 
-  /** Not ok while a stream refused a publish as full in the last few seconds, or NATS is away. */
+  /** Not ok while a stream refused a publish as full in the last few seconds, publishes are stalled, or NATS is away. */
   status(): ComponentStatus {
     const recent = [...this.fullAt].filter(([, at]) => Date.now() - at < FULL_REPORT_MS).map(([table]) => table);
     const figures = { fullRefusals: [...this.fullRefusals.values()].reduce((a, b) => a + b, 0), ...this.stall.figures };
     if (this.nc.isClosed()) return { ok: false, detail: 'the NATS connection is closed', figures };
     if (this.stall.stalled) {
-      return { ok: false, detail: `stalled: no PubAck for ${this.stall.stalledSeconds} s; publishes are refused with 503 until NATS answers`, figures };
+      return { ok: false, detail: `stalled for ${this.stall.stalledSeconds} s: a publish got no PubAck in time; publishes are refused with 503 until NATS answers`, figures };
     }
     if (recent.length > 0) return { ok: false, detail: `stream full (max_bytes reached) for ${recent.join(', ')}: publishes are refused with 503`, figures };
     return { ok: true, figures };

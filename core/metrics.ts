@@ -99,8 +99,8 @@ export class SluiceMetrics {
     },
   });
 
-  /** Reads the byte budget when Prometheus scrapes (set by the composition root). */
-  byteBudgetSource: () => { inUseBytes: number; limitBytes: number } = () => ({ inUseBytes: 0, limitBytes: 0 });
+  /** Reads the byte budget when Prometheus scrapes (set by the composition root on roles with a front end). */
+  byteBudgetSource: (() => { inUseBytes: number; limitBytes: number }) | undefined;
 
   readonly byteBudget: Gauge = new Gauge({
     name: 'sluice_inflight_bytes',
@@ -108,6 +108,7 @@ export class SluiceMetrics {
     labelNames: ['figure'] as const,
     registers: [this.registry],
     collect: (): void => {
+      if (!this.byteBudgetSource) return;
       const { inUseBytes, limitBytes } = this.byteBudgetSource();
       this.byteBudget.set({ figure: 'in_use' }, inUseBytes);
       this.byteBudget.set({ figure: 'limit' }, limitBytes);
