@@ -44,6 +44,8 @@ export interface BusFigures {
   backlogBytes?: number;
   /** Publishes refused because the bus was full, per table. */
   fullRefusals?: Record<string, number>;
+  /** Messages of publishes that timed out (their requests got 503): to withdraw, withdrawn, not withdrawn (may be stored). */
+  timedOut?: { pending: number; withdrawn: number; notWithdrawn: number };
   /** This process's storage consumer, when it runs one on a shared bus. */
   consumer?: { totals: Record<string, number>; lag: Record<string, number> };
 }

@@ -59,6 +59,7 @@ describe('a JetStream bus whose server stops answering', () => {
     await eventually(() => bus.statuses().bus?.ok && bus.statuses().bus?.figures?.withdrawalsPending === 0, 15_000);
     expect(budget.figures.inUseBytes).toBe(0);
     expect(bus.statuses().bus?.figures).toMatchObject({ withdrawn: 1, notWithdrawn: 0 });
+    expect((await bus.figures()).timedOut).toEqual({ pending: 0, withdrawn: 1, notWithdrawn: 0 });
     // The late message reached the stream and was withdrawn: nothing of the refused request is left.
     expect((await jsm.streams.info(stream)).state.messages).toBe(0);
 

@@ -138,7 +138,8 @@ export class JetStreamBus implements Bus {
   }
 
   async figures(): Promise<BusFigures> {
-    return { fullRefusals: Object.fromEntries(this.fullRefusals), consumer: await this.consumerFigures() };
+    const { withdrawalsPending: pending, withdrawn, notWithdrawn } = this.stall.figures;
+    return { fullRefusals: Object.fromEntries(this.fullRefusals), timedOut: { pending, withdrawn, notWithdrawn }, consumer: await this.consumerFigures() };
   }
 
   /** Not ok while a stream refused a publish as full in the last few seconds, publishes are stalled, or NATS is away. */

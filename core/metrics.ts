@@ -12,6 +12,7 @@ export type SignalLabel = Signal | 'agent_logs' | 'agent_metrics' | 'heartbeats'
 export interface BusMetricFigures {
   backlogBytes?: number;
   fullRefusals?: Record<string, number>;
+  timedOut?: { pending: number; withdrawn: number; notWithdrawn: number };
   consumer?: {
     totals: Record<string, number>;
     /** Messages waiting per table stream. */
@@ -119,6 +120,20 @@ export class SluiceMetrics {
     name: 'sluice_inflight_refusals_total',
     help: 'Requests refused with 503 because the in-flight byte budget was used up.',
     registers: [this.registry],
+  });
+
+  readonly busTimedOut: Gauge = new Gauge({
+    name: 'sluice_bus_timed_out_messages',
+    help: 'Messages of JetStream publishes that got no PubAck in time (their requests got 503), since start: pending withdrawal, withdrawn, not withdrawn (a consumer may have stored them).',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+    collect: async (): Promise<void> => {
+      const figures = (await this.busSource()).timedOut;
+      if (!figures) return;
+      this.busTimedOut.set({ outcome: 'pending' }, figures.pending);
+      this.busTimedOut.set({ outcome: 'withdrawn' }, figures.withdrawn);
+      this.busTimedOut.set({ outcome: 'not_withdrawn' }, figures.notWithdrawn);
+    },
   });
 
   /** Time from handing rows to the bus to their acknowledgement (JetStream PubAck, or the commit). */
