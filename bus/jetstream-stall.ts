@@ -10,8 +10,11 @@
  *   server read everything queued before it, so the bytes have left the process;
  * - their messages are withdrawn once the server answers: publishing an empty message with the
  *   same msgID returns the original's sequence (a duplicate) or stores the empty one (the
- *   original never arrived); either is deleted. A storage consumer that takes the message
- *   first stores it (logged and counted): the withdrawal races the consumers.
+ *   original never arrived); either is deleted. The msgID stays known to the stream after the
+ *   delete (nats-server 2.9, measured), so an original arriving later still, within the
+ *   duplicate window, is dropped as a duplicate. A storage consumer that takes the message
+ *   first stores it (logged and counted): the withdrawal races the consumers. The empty
+ *   message carries the original's columns and 0 rows, so a consumer that takes it inserts nothing.
  */
 import { errors, headers, type NatsConnection } from '@nats-io/transport-node';
 import { JetStreamApiError, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
