@@ -9,6 +9,7 @@
  */
 import type { SluiceConfig } from '../core/config.ts';
 import type { Logger } from '../core/log.ts';
+import { ByteBudget } from '../core/byte-budget.ts';
 import type { SluiceMetrics } from '../core/metrics.ts';
 import type { Readiness } from '../core/readiness.ts';
 import { IngestService } from '../pipeline/ingest.ts';
@@ -77,11 +78,15 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     let relay: RunningRelay | undefined;
     let handler = opsRoutes({ metrics, readiness, log });
     if (withFrontEnd) {
-      const pool = new PipelinePool({
-        workers: config.pipeline.workers,
-        maxQueuedBytes: config.storage.maxPendingBytes,
+      // One byte budget per process: request bytes from admission until the bus settled them.
+      const budget = new ByteBudget({
+        limitBytes: config.limits.maxInFlightBytes,
         retryAfterSeconds: config.storage.retryAfterSeconds,
+        onRefusal: () => metrics.byteBudgetRefusals.inc(),
       });
+      metrics.byteBudgetSource = () => budget.figures;
+      readiness.register('inflight', () => budget.status());
+      const pool = new PipelinePool({ workers: config.pipeline.workers, retryAfterSeconds: config.storage.retryAfterSeconds });
       await pool.start();
       graph.onStop('worker pool', () => pool.shutdown());
       const ingest = new IngestService(
@@ -91,7 +96,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         { maxBodyBytes: config.limits.maxBodyBytes, maxChunkBytes: maxChunkBytes(nc) },
         (detail) => log.error({ detail }, 'pipeline task failed unexpectedly'),
       );
-      const guards = { auth: sources, limiter: await graph.limiter('ingest'), clientIp: clientIpResolver(config.limits.trustedProxies) };
+      const guards = { auth: sources, limiter: await graph.limiter('ingest'), clientIp: clientIpResolver(config.limits.trustedProxies), budget };
       handler = ingestRoutes({ ...guards, ingest, metrics, readiness, log, configs, installTokens, publicUrl: () => publicUrl(config, httpPort) });
 
       const grpc = new OtlpGrpcServer({ ...guards, ingest, metrics, log, maxBodyBytes: config.limits.maxBodyBytes });

@@ -4,6 +4,7 @@
  * only once the rows are durable — committed to storage (memory) or acknowledged by
  * JetStream (cluster) — which is what a 2xx promises the client.
  */
+import type { Reservation } from '../core/byte-budget.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 
 /** RowBinary rows for one table. */
@@ -24,7 +25,12 @@ export interface Bus {
   start(): Promise<void>;
   /** Stops taking new chunks and drains what was accepted. */
   shutdown(): Promise<void>;
-  publish(chunks: readonly TableChunk[]): Promise<void>;
+  /**
+   * `held` is the byte-budget reservation covering the chunks; the publisher releases it when
+   * this settles. A bus that still holds the bytes after settling (JetStream after a timeout:
+   * they may sit in the connection's buffer) splits off what it keeps and releases that later.
+   */
+  publish(chunks: readonly TableChunk[], held?: Reservation): Promise<void>;
   /** Registers the sink the consumer side delivers batches to. */
   consume(sink: ChunkSink): void;
   /** How the bus and this process's consumer loops are, for readiness (`bus`, `consumer.<table>`). */
@@ -38,6 +44,8 @@ export interface BusFigures {
   backlogBytes?: number;
   /** Publishes refused because the bus was full, per table. */
   fullRefusals?: Record<string, number>;
+  /** Messages of publishes that timed out (their requests got 503): to withdraw, withdrawn, not withdrawn (may be stored). */
+  timedOut?: { pending: number; withdrawn: number; notWithdrawn: number };
   /** This process's storage consumer, when it runs one on a shared bus. */
   consumer?: { totals: Record<string, number>; lag: Record<string, number> };
 }

@@ -9,6 +9,10 @@
  * into a full stream fails and the client gets 503 + Retry-After. (JetStream's default, discard
  * old, deletes the oldest messages — rows already acknowledged — and keeps accepting.) start()
  * checks every existing stream and corrects what it can, or refuses to start saying why.
+ *
+ * A publish that times out stalls the bus (jetstream-stall.ts): new publishes are refused at
+ * once until NATS answers again, the timed-out request's bytes stay reserved in the byte budget
+ * until they have left the process, and its messages are withdrawn once NATS answers.
  */
 import { randomUUID } from 'node:crypto';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
@@ -25,12 +29,14 @@ import {
   type PubAck,
   type StreamConfig,
 } from '@nats-io/jetstream';
+import type { Reservation } from '../core/byte-budget.ts';
 import { SluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import type { Bus, BusFigures, ChunkSink, TableChunk } from './bus.ts';
 import { JetStreamStorageConsumer, type ConsumerTuning } from './jetstream-consumer.ts';
 import { streamOf } from './jetstream-names.ts';
+import { outcomeUnknown, PublishStall } from './jetstream-stall.ts';
 
 export interface JetStreamBusOptions {
   /** Prefix of stream names and subjects, so deployments (or tests) can share a server. Default 'SLUICE'. */
@@ -55,6 +61,9 @@ const HEADER_ROOM = 4096;
 /** JetStream's answer to a publish into a stream at its max_bytes (or max_msgs) with discard new. */
 const STREAM_FULL_CODES = new Set([10077, 10076]);
 
+/** How long after a timeout a message can still be withdrawn: the streams' duplicate window (2 min) less a margin. */
+const WITHDRAW_WITHIN_MS = 105_000;
+
 /** How long readiness keeps reporting a stream full after a publish was refused for it. */
 const FULL_REPORT_MS = 10_000;
 
@@ -69,10 +78,13 @@ export class JetStreamBus implements Bus {
   private readonly fullAt = new Map<string, number>();
   /** Publishes refused because a stream was full, per table (for /metrics). */
   private readonly fullRefusals = new Map<string, number>();
+  /** Publishes that timed out: the bus refuses new ones until NATS answers, then withdraws them. */
+  private readonly stall: PublishStall;
 
   constructor(private readonly nc: NatsConnection, private readonly options: JetStreamBusOptions) {
     this.js = jetstream(nc, { timeout: options.publishTimeoutMs ?? 5000 });
     this.prefix = options.prefix ?? 'SLUICE';
+    this.stall = new PublishStall(nc, this.js, { duplicateWindowMs: WITHDRAW_WITHIN_MS, log: options.log });
   }
 
   /**
@@ -126,20 +138,25 @@ export class JetStreamBus implements Bus {
   }
 
   async figures(): Promise<BusFigures> {
-    return { fullRefusals: Object.fromEntries(this.fullRefusals), consumer: await this.consumerFigures() };
+    const { withdrawalsPending: pending, withdrawn, notWithdrawn } = this.stall.figures;
+    return { fullRefusals: Object.fromEntries(this.fullRefusals), timedOut: { pending, withdrawn, notWithdrawn }, consumer: await this.consumerFigures() };
   }
 
-  /** Not ok while a stream refused a publish as full in the last few seconds, or NATS is away. */
+  /** Not ok while a stream refused a publish as full in the last few seconds, publishes are stalled, or NATS is away. */
   status(): ComponentStatus {
     const recent = [...this.fullAt].filter(([, at]) => Date.now() - at < FULL_REPORT_MS).map(([table]) => table);
-    const figures = { fullRefusals: [...this.fullRefusals.values()].reduce((a, b) => a + b, 0) };
+    const figures = { fullRefusals: [...this.fullRefusals.values()].reduce((a, b) => a + b, 0), ...this.stall.figures };
     if (this.nc.isClosed()) return { ok: false, detail: 'the NATS connection is closed', figures };
+    if (this.stall.stalled) {
+      return { ok: false, detail: `stalled for ${this.stall.stalledSeconds} s: a publish got no PubAck in time; publishes are refused with 503 until NATS answers`, figures };
+    }
     if (recent.length > 0) return { ok: false, detail: `stream full (max_bytes reached) for ${recent.join(', ')}: publishes are refused with 503`, figures };
     return { ok: true, figures };
   }
 
   /** Stops consuming after the batch in flight. */
   async shutdown(): Promise<void> {
+    this.stall.shutdown();
     await this.consumer?.shutdown();
   }
 
@@ -169,25 +186,43 @@ export class JetStreamBus implements Bus {
     this.fullRefusals.set(table, (this.fullRefusals.get(table) ?? 0) + 1);
   }
 
-  async publish(chunks: readonly TableChunk[]): Promise<void> {
+  async publish(chunks: readonly TableChunk[], held?: Reservation): Promise<void> {
     const limit = this.nc.info ? this.nc.info.max_payload - HEADER_ROOM : 1024 * 1024 - HEADER_ROOM;
     // Refuse before publishing anything: a request is stored whole or not at all.
     const oversized = chunks.find((chunk) => chunk.data.byteLength > limit);
     if (oversized) {
       throw new SluiceError('payload_too_large', `a row of ${oversized.data.byteLength} bytes exceeds the bus message limit of ${limit} bytes`);
     }
+    // A server that does not answer does not read either: writing more would only pile up here.
+    if (this.stall.stalled) {
+      throw new SluiceError('unavailable', `the bus is stalled: NATS has not answered for ${this.stall.stalledSeconds} s`, { retryAfterSeconds: this.options.retryAfterSeconds });
+    }
     const request = randomUUID();
+    const messages = chunks.map((chunk, index) => ({
+      subject: streamOf(this.prefix, chunk.table).subject,
+      msgID: `${request}:${index}`,
+      columns: chunk.columns.join(','),
+    }));
     const acks = chunks.map((chunk, index) => {
       const h = headers();
-      h.set('Sluice-Columns', chunk.columns.join(','));
+      h.set('Sluice-Columns', messages[index]!.columns);
       h.set('Sluice-Rows', String(chunk.rows));
-      return this.js.publish(streamOf(this.prefix, chunk.table).subject, chunk.data, { msgID: `${request}:${index}`, headers: h });
+      return this.js.publish(messages[index]!.subject, chunk.data, { msgID: messages[index]!.msgID, headers: h });
     });
     const results = await Promise.allSettled(acks);
     const failures = results.flatMap((result, index) =>
       result.status === 'rejected' ? [{ table: chunks[index]!.table, err: result.reason as unknown }] : [],
     );
     if (failures.length === 0) return;
+    if (failures.some(({ err }) => outcomeUnknown(err))) {
+      // Sent but unanswered: the bytes may still be queued here and the rows may still arrive.
+      // Keep the bytes reserved until NATS answers, then withdraw the whole request.
+      this.stall.timedOut(messages, held?.split(held.bytes));
+      throw new SluiceError('unavailable', `the bus did not acknowledge the rows in time: ${(failures[0]!.err as Error).message}`, {
+        cause: failures[0]!.err,
+        retryAfterSeconds: this.options.retryAfterSeconds,
+      });
+    }
     await this.withdraw(results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : [])));
     const full = failures.filter(({ err }) => err instanceof JetStreamApiError && STREAM_FULL_CODES.has(err.code));
     for (const { table } of full) this.noteFull(table);

@@ -16,6 +16,7 @@ export interface SluiceConfig {
   grpc: { port: number };
   limits: {
     maxBodyBytes: number;
+    maxInFlightBytes: number;
     ratePerMinute: number;
     rateBurst: number;
     trustedProxies: string[];
@@ -58,6 +59,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'http.publicUrl', env: 'SLUICE_PUBLIC_URL', type: 'string', default: '', doc: 'URL agents reach the HTTP port at (https://ingest.example.com), written into install manifests; default http://localhost:<port>.', schema: { pattern: '^(|https?://[^\\s"\'\\\\<>`]+)$' } },
   { path: 'grpc.port', env: 'SLUICE_OTLP_GRPC_PORT', type: 'integer', default: 4317, doc: 'OTLP/gRPC port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'limits.maxBodyBytes', env: 'SLUICE_MAX_BODY_BYTES', type: 'integer', default: 10 * MiB, doc: 'Cap on the compressed and on the decompressed request body, in bytes (10 MiB).', schema: { minimum: 1024 } },
+  { path: 'limits.maxInFlightBytes', env: 'SLUICE_MAX_INFLIGHT_BYTES', type: 'integer', default: 256 * MiB, doc: 'Memory budget of a front end for requests in flight, in bytes: bodies being read and decoded, rows until the bus committed or acknowledged them; when it is used up, requests get 503 + Retry-After. Keep it several times the body cap.', schema: { minimum: MiB } },
   { path: 'limits.ratePerMinute', env: 'SLUICE_RATE_LIMIT_PER_MINUTE', type: 'integer', default: 600, doc: 'Ingestion requests per minute per source IP (token bucket refill rate).', schema: { minimum: 1 } },
   { path: 'limits.rateBurst', env: 'SLUICE_RATE_LIMIT_BURST', type: 'integer', default: 600, doc: 'Token bucket size: the burst a source IP may send at once.', schema: { minimum: 1 } },
   { path: 'limits.trustedProxies', env: 'SLUICE_TRUSTED_PROXIES', type: 'list', default: [], doc: 'Comma-separated proxy IPs whose X-Forwarded-For is trusted for the client IP (none by default).', schema: { items: { type: 'string', minLength: 1 } } },

@@ -34,7 +34,7 @@ export const ERROR_CODES = {
   payload_too_large: { http: 413, grpc: GrpcCode.RESOURCE_EXHAUSTED, retryable: false, doc: 'The body is over 10 MiB, compressed or decompressed.' },
   unsupported_media_type: { http: 415, grpc: GrpcCode.INVALID_ARGUMENT, retryable: false, doc: 'Content-Type or Content-Encoding is not supported.' },
   rate_limited: { http: 429, grpc: GrpcCode.UNAVAILABLE, retryable: true, doc: 'The source IP used up its token bucket; retry after Retry-After seconds.' },
-  unavailable: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryable: true, doc: 'Storage is down or cannot keep up; nothing of the request was stored; retry after Retry-After seconds.' },
+  unavailable: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryable: true, doc: 'Storage or the bus is down or cannot keep up, or the gateway\'s in-flight memory budget is used up; nothing of the request was stored; retry after Retry-After seconds.' },
   internal: { http: 500, grpc: GrpcCode.INTERNAL, retryable: false, doc: 'A bug: the request failed in a way Sluice did not expect (logged with its cause); not known to succeed if sent again.' },
 } as const satisfies Record<string, ErrorSpec>;
 

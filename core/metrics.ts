@@ -12,6 +12,7 @@ export type SignalLabel = Signal | 'agent_logs' | 'agent_metrics' | 'heartbeats'
 export interface BusMetricFigures {
   backlogBytes?: number;
   fullRefusals?: Record<string, number>;
+  timedOut?: { pending: number; withdrawn: number; notWithdrawn: number };
   consumer?: {
     totals: Record<string, number>;
     /** Messages waiting per table stream. */
@@ -96,6 +97,42 @@ export class SluiceMetrics {
     registers: [this.registry],
     collect: async (): Promise<void> => {
       for (const [table, count] of Object.entries((await this.busSource()).fullRefusals ?? {})) this.busFullRefusals.set({ table }, count);
+    },
+  });
+
+  /** Reads the byte budget when Prometheus scrapes (set by the composition root on roles with a front end). */
+  byteBudgetSource: (() => { inUseBytes: number; limitBytes: number }) | undefined;
+
+  readonly byteBudget: Gauge = new Gauge({
+    name: 'sluice_inflight_bytes',
+    help: 'The in-flight byte budget: bytes held by requests (bodies, then rows until the bus acknowledged them) and the limit (SLUICE_MAX_INFLIGHT_BYTES).',
+    labelNames: ['figure'] as const,
+    registers: [this.registry],
+    collect: (): void => {
+      if (!this.byteBudgetSource) return;
+      const { inUseBytes, limitBytes } = this.byteBudgetSource();
+      this.byteBudget.set({ figure: 'in_use' }, inUseBytes);
+      this.byteBudget.set({ figure: 'limit' }, limitBytes);
+    },
+  });
+
+  readonly byteBudgetRefusals = new Counter({
+    name: 'sluice_inflight_refusals_total',
+    help: 'Requests refused with 503 because the in-flight byte budget was used up.',
+    registers: [this.registry],
+  });
+
+  readonly busTimedOut: Gauge = new Gauge({
+    name: 'sluice_bus_timed_out_messages',
+    help: 'Messages of JetStream publishes that got no PubAck in time (their requests got 503), since start: pending withdrawal, withdrawn, not withdrawn (a consumer may have stored them).',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+    collect: async (): Promise<void> => {
+      const figures = (await this.busSource()).timedOut;
+      if (!figures) return;
+      this.busTimedOut.set({ outcome: 'pending' }, figures.pending);
+      this.busTimedOut.set({ outcome: 'withdrawn' }, figures.withdrawn);
+      this.busTimedOut.set({ outcome: 'not_withdrawn' }, figures.notWithdrawn);
     },
   });
 

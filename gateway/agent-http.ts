@@ -64,12 +64,18 @@ function ingestHandler(payload: AgentKind, signal: SignalLabel, deps: AgentHttpD
     const encoding = parseContentEncoding(request.headers['content-encoding']);
     if (!encoding) throw new SluiceError('unsupported_media_type', 'Content-Encoding must be gzip, zstd or identity');
     const sourceId = await admit(deps, request);
-    const body = await request.body();
-    const outcome = await deps.ingest.ingestAgent({ payload, encoding, body, sourceId });
-    const answer: Record<string, unknown> = { accepted: outcome.accepted };
-    // A heartbeat learns whether its config changed without a second request.
-    if (payload === 'heartbeat') answer.configEtag = deps.configs.current(sourceId).etag;
-    return json(200, answer);
+    // Held until the bus settled the rows; 503 when the budget is used up.
+    const reservation = deps.budget.reserve(0);
+    try {
+      const body = await request.body(reservation);
+      const outcome = await deps.ingest.ingestAgent({ payload, encoding, body, sourceId, reservation });
+      const answer: Record<string, unknown> = { accepted: outcome.accepted };
+      // A heartbeat learns whether its config changed without a second request.
+      if (payload === 'heartbeat') answer.configEtag = deps.configs.current(sourceId).etag;
+      return json(200, answer);
+    } finally {
+      reservation.release();
+    }
   });
 }
 

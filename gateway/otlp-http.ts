@@ -4,6 +4,7 @@
  * the Export*ServiceResponse (with partial_success) on success, a google.rpc.Status on error,
  * both in the request's content type.
  */
+import type { ByteBudget } from '../core/byte-budget.ts';
 import { SluiceError, toSluiceError } from '../core/errors.ts';
 import type { Signal, SluiceMetrics } from '../core/metrics.ts';
 import type { Logger } from '../core/log.ts';
@@ -19,6 +20,8 @@ export interface IngestGuards {
   auth: KeyAuthenticator;
   limiter: Limiter;
   clientIp: ClientIpResolver;
+  /** The process's in-flight byte budget, taken after admission and before the body is read. */
+  budget: ByteBudget;
 }
 
 export interface OtlpHttpDeps extends IngestGuards {
@@ -66,13 +69,19 @@ export function otlpHttpHandler(signal: Signal, deps: OtlpHttpDeps): (request: H
       const encoding = parseContentEncoding(request.headers['content-encoding']);
       if (!encoding) throw new SluiceError('unsupported_media_type', 'Content-Encoding must be gzip, zstd or identity');
       const sourceId = await admit(deps, request);
-      const body = await request.body();
-      const outcome = await deps.ingest.ingestOtlp({ signal, format, encoding, body, sourceId });
-      response = {
-        status: 200,
-        headers: { 'content-type': MEDIA_TYPE[format] },
-        body: encodeExportResponse(signal, format, { rejected: outcome.rejected, message: outcome.rejectMessage }),
-      };
+      // Held until the bus settled the rows; 503 when the budget is used up.
+      const reservation = deps.budget.reserve(0);
+      try {
+        const body = await request.body(reservation);
+        const outcome = await deps.ingest.ingestOtlp({ signal, format, encoding, body, sourceId, reservation });
+        response = {
+          status: 200,
+          headers: { 'content-type': MEDIA_TYPE[format] },
+          body: encodeExportResponse(signal, format, { rejected: outcome.rejected, message: outcome.rejectMessage }),
+        };
+      } finally {
+        reservation.release();
+      }
     } catch (err) {
       response = errorResponse(err, format ?? 'json', deps.log);
     }

@@ -2,10 +2,15 @@
  * IngestService: the pipeline's face to the front ends. A front end hands it an authenticated
  * request's raw bytes; it runs them through the worker pool, publishes the rows on the bus and
  * resolves once they are durable. It knows formats and rows, not HTTP or gRPC.
+ *
+ * Memory: the request comes with its byte-budget reservation (the front end took it after
+ * admission and releases it when this settles). It covers the body through the worker pool,
+ * is resized to the rows when they come back, and is handed to the bus with them.
  */
+import type { Reservation } from '../core/byte-budget.ts';
 import { SluiceError } from '../core/errors.ts';
 import type { SignalLabel, SluiceMetrics } from '../core/metrics.ts';
-import type { Bus } from '../bus/bus.ts';
+import { chunkBytes, type Bus } from '../bus/bus.ts';
 import type { ContentEncoding } from './decompress.ts';
 import type { Signal } from './otlp/index.ts';
 import type { PipelinePool } from './pool.ts';
@@ -18,6 +23,8 @@ export interface OtlpIngestRequest {
   encoding: ContentEncoding;
   body: Uint8Array;
   sourceId: string;
+  /** Budget bytes held for this request (the caller releases them). */
+  reservation: Reservation;
 }
 
 export interface AgentIngestRequest {
@@ -25,6 +32,7 @@ export interface AgentIngestRequest {
   encoding: ContentEncoding;
   body: Uint8Array;
   sourceId: string;
+  reservation: Reservation;
 }
 
 /** The metrics label of each agent payload. */
@@ -56,22 +64,23 @@ export class IngestService {
     private readonly onInternalError: (detail: string) => void = () => {},
   ) {}
 
-  ingestOtlp(request: OtlpIngestRequest): Promise<IngestOutcome> {
-    return this.run(request.signal, { kind: 'otlp', ...request, maxBytes: this.options.maxBodyBytes, maxChunkBytes: this.options.maxChunkBytes });
+  ingestOtlp({ reservation, ...request }: OtlpIngestRequest): Promise<IngestOutcome> {
+    return this.run(request.signal, { kind: 'otlp', ...request, maxBytes: this.options.maxBodyBytes, maxChunkBytes: this.options.maxChunkBytes }, reservation);
   }
 
   /** An agent API request: validated whole (a bad batch stores nothing), then published. */
-  ingestAgent(request: AgentIngestRequest): Promise<IngestOutcome> {
-    return this.run(AGENT_SIGNAL[request.payload], {
+  ingestAgent({ reservation, ...request }: AgentIngestRequest): Promise<IngestOutcome> {
+    const task: PipelineTask = {
       kind: 'agent',
       ...request,
       maxBytes: this.options.maxBodyBytes,
       maxChunkBytes: this.options.maxChunkBytes,
       receivedAt: String(BigInt(Date.now()) * 1_000_000n),
-    });
+    };
+    return this.run(AGENT_SIGNAL[request.payload], task, reservation);
   }
 
-  private async run(signal: SignalLabel, task: PipelineTask): Promise<IngestOutcome> {
+  private async run(signal: SignalLabel, task: PipelineTask, reservation: Reservation): Promise<IngestOutcome> {
     const result = await this.pool.run(task);
     if (!result.ok) {
       if (result.detail) this.onInternalError(result.detail);
@@ -80,7 +89,9 @@ export class IngestService {
     this.metrics.itemsReceived.inc({ signal }, result.accepted + result.rejected);
     const stopTimer = this.metrics.publishSeconds.startTimer();
     try {
-      await this.bus.publish(result.tables);
+      // The body went to the worker; the rows take its place until the bus settles them.
+      reservation.resize(chunkBytes(result.tables));
+      await this.bus.publish(result.tables, reservation);
       stopTimer();
     } catch (err) {
       const reason = err instanceof SluiceError ? err.code : 'internal';

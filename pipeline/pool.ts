@@ -1,7 +1,7 @@
 /**
  * The worker pool (piscina). Request bodies are transferred in, row buffers transferred out.
- * Admission is bounded by bytes: bodies queued or in work above maxQueuedBytes are refused
- * with 503 rather than piling up in memory.
+ * Its queue needs no bound of its own: every body in it holds a reservation of the process's
+ * byte budget (core/byte-budget.ts), which refuses new requests with 503 when it is used up.
  */
 import { Piscina } from 'piscina';
 import { SluiceError } from '../core/errors.ts';
@@ -9,13 +9,11 @@ import type { PipelineTask, TaskResult } from './tasks.ts';
 
 export interface PipelinePoolOptions {
   workers: number;
-  maxQueuedBytes: number;
   retryAfterSeconds: number;
 }
 
 export class PipelinePool {
   private pool: Piscina | undefined;
-  private queuedBytes = 0;
 
   constructor(private readonly options: PipelinePoolOptions) {}
 
@@ -37,17 +35,8 @@ export class PipelinePool {
 
   async run(task: PipelineTask): Promise<TaskResult> {
     if (!this.pool) throw new SluiceError('unavailable', 'pipeline is not running', { retryAfterSeconds: this.options.retryAfterSeconds });
-    const bytes = task.body.byteLength;
-    if (this.queuedBytes + bytes > this.options.maxQueuedBytes) {
-      throw new SluiceError('unavailable', 'pipeline is overloaded', { retryAfterSeconds: this.options.retryAfterSeconds });
-    }
-    this.queuedBytes += bytes;
-    try {
-      // Transfer only a buffer the body owns whole; a view into a shared buffer is copied.
-      const owned = task.body.byteOffset === 0 && task.body.byteLength === task.body.buffer.byteLength;
-      return await this.pool.run(task, { transferList: owned ? [task.body.buffer as ArrayBuffer] : [] });
-    } finally {
-      this.queuedBytes -= bytes;
-    }
+    // Transfer only a buffer the body owns whole; a view into a shared buffer is copied.
+    const owned = task.body.byteOffset === 0 && task.body.byteLength === task.body.buffer.byteLength;
+    return this.pool.run(task, { transferList: owned ? [task.body.buffer as ArrayBuffer] : [] });
   }
 }

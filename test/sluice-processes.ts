@@ -1,7 +1,7 @@
 /**
  * Sluice roles as real OS processes (`node bin/sluice.mjs <role>`), for tests that kill them:
- * free ports, a data dir and a log file each, health-checked before use. Also a Redis of the
- * test's own, which a test may stop without touching the shared one.
+ * free ports, a data dir and a log file each, health-checked before use. Also a Redis and a
+ * nats-server of the test's own, which a test may stop (or freeze) without touching the shared ones.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
@@ -157,4 +157,42 @@ function portOpen(port: number): Promise<boolean> {
       })
       .once('error', () => resolve(false));
   });
+}
+
+export interface NatsProcess {
+  url: string;
+  child: ChildProcess;
+  /** SIGSTOP: the server freezes with its connections open (writes to it pile up in the clients). */
+  freeze(): void;
+  /** SIGCONT after freeze(). */
+  thaw(): void;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** A nats-server with JetStream of this test's own: random port, its store under `storeDir`. */
+export async function startNatsServer(storeDir: string): Promise<NatsProcess> {
+  const port = await freePort();
+  const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir], { stdio: 'ignore' });
+  const failed = new Promise<never>((_, reject) => {
+    child.once('error', (err) => reject(new Error(`nats-server could not start (run deploy/services.sh): ${err.message}`)));
+  });
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const open = await Promise.race([failed, portOpen(port)]);
+    if (open) break;
+    if (Date.now() > deadline) throw new Error('nats-server did not listen in 10 s');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    child,
+    freeze: () => child.kill('SIGSTOP'),
+    thaw: () => child.kill('SIGCONT'),
+    async stop(signal = 'SIGKILL') {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGCONT');
+      child.kill(signal);
+      await exited(child, 10_000);
+    },
+  };
 }

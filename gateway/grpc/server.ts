@@ -5,6 +5,7 @@
  * max_receive_message_length (it stops a message that decompresses past the cap).
  */
 import * as grpc from '@grpc/grpc-js';
+import type { ByteBudget } from '../../core/byte-budget.ts';
 import { SluiceError, toSluiceError } from '../../core/errors.ts';
 import type { Logger } from '../../core/log.ts';
 import type { Signal, SluiceMetrics } from '../../core/metrics.ts';
@@ -16,6 +17,8 @@ import { encodeExportResponse, encodeStatus } from '../otlp-response.ts';
 
 export interface GrpcDeps {
   ingest: IngestService;
+  /** The process's in-flight byte budget (grpc-js has read the message already: it bounds what follows). */
+  budget: ByteBudget;
   auth: KeyAuthenticator;
   limiter: Limiter;
   clientIp: ClientIpResolver;
@@ -113,11 +116,17 @@ export class OtlpGrpcServer {
       throw new SluiceError('rate_limited', 'too many requests from this IP', { retryAfterSeconds: decision.retryAfterSeconds });
     }
     const sourceId = requireSource(deps.auth, first(call.metadata, 'x-api-key'), first(call.metadata, 'authorization'));
-    // Copy into a buffer of its own so it can be transferred to a worker.
-    const body = Buffer.allocUnsafeSlow(call.request.byteLength);
-    body.set(call.request);
-    const outcome = await deps.ingest.ingestOtlp({ signal, format: 'protobuf', encoding: 'identity', body, sourceId });
-    return encodeExportResponse(signal, 'protobuf', { rejected: outcome.rejected, message: outcome.rejectMessage }) as Uint8Array;
+    // Held until the bus settled the rows; UNAVAILABLE when the budget is used up.
+    const reservation = deps.budget.reserve(call.request.byteLength);
+    try {
+      // Copy into a buffer of its own so it can be transferred to a worker.
+      const body = Buffer.allocUnsafeSlow(call.request.byteLength);
+      body.set(call.request);
+      const outcome = await deps.ingest.ingestOtlp({ signal, format: 'protobuf', encoding: 'identity', body, sourceId, reservation });
+      return encodeExportResponse(signal, 'protobuf', { rejected: outcome.rejected, message: outcome.rejectMessage }) as Uint8Array;
+    } finally {
+      reservation.release();
+    }
   }
 }
 

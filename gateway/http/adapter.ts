@@ -13,11 +13,18 @@ export interface HttpRequest {
   readonly headers: Readonly<Record<string, string | undefined>>;
   readonly remoteAddress: string;
   /**
-   * The body, collected while it streams in. Rejects with payload_too_large at the first byte
-   * past the cap (or at once when Content-Length announces more), without buffering the rest.
-   * The returned Buffer owns its ArrayBuffer, so it can be transferred to a worker.
+   * The body, collected while it streams in. Nothing is allocated for it before this call
+   * (call it after admission); its bytes are taken from `allowance` first — the Content-Length,
+   * or chunk by chunk — and a refusal there refuses the body. Rejects with payload_too_large at
+   * the first byte past the cap (or at once when Content-Length announces more), without
+   * buffering the rest. The returned Buffer owns its ArrayBuffer, so it can be transferred to a worker.
    */
-  body(): Promise<Buffer>;
+  body(allowance?: BodyAllowance): Promise<Buffer>;
+}
+
+/** Memory a request body may take: a byte-budget reservation. resize() throws when it cannot grow. */
+export interface BodyAllowance {
+  resize(bytes: number): void;
 }
 
 export interface HttpResponse {

@@ -50,9 +50,11 @@ export class NodeHttpServer implements HttpServer {
     let collector: BodyCollector | undefined;
     let answered = false;
     if (hasBody) {
-      collector = new BodyCollector(this.options.maxBodyBytes, Number.isSafeInteger(length) ? length : undefined);
+      // Reading pauses until the handler takes the body (after admission).
+      const flow = { pause: () => req.pause(), resume: () => req.resume() };
+      collector = new BodyCollector(this.options.maxBodyBytes, Number.isSafeInteger(length) ? length : undefined, flow);
       req.on('data', (chunk: Buffer) => {
-        // Once answered, the rest of a refused body is read and dropped (see closeAfterLinger).
+        // Once answered, the rest of a refused body is read and dropped (see lingerOnClose).
         if (!collector!.push(chunk, false) && !answered) req.pause();
       });
       req.on('end', () => collector!.push(END, true));
@@ -66,17 +68,22 @@ export class NodeHttpServer implements HttpServer {
       headers,
       remoteAddress: req.socket.remoteAddress ?? '',
       // Each request its own empty body: the pipeline may transfer (detach) what it gets.
-      body: () => (collector ? collector.done : Promise.resolve(Buffer.allocUnsafeSlow(0))),
+      body: (allowance) => (collector ? collector.take(allowance) : Promise.resolve(Buffer.allocUnsafeSlow(0))),
     };
     this.handler(request)
       .catch((): HttpResponse => ({ status: 500, body: 'internal error' }))
       .then((response) => {
-        // A body we stopped reading leaves the connection mid-request: close it after responding.
+        // A body left unread (a refusal at the door): the rest of an announced length is read
+        // and dropped while the answer goes out, so the client can finish sending and read it
+        // (closing under a client still writing makes it fail with EPIPE, not see the 503);
+        // anything else is closed.
         const unread = collector !== undefined && !collector.isComplete;
-        collector?.fail(new Error('response already sent'));
+        const close = unread && collector?.canDrain !== true;
+        if (unread && !close) collector!.drain().catch(() => req.socket.destroy());
+        else collector?.fail(new Error('response already sent'));
         if (res.destroyed) return;
         answered = true;
-        if (unread) {
+        if (close) {
           res.shouldKeepAlive = false; // `Connection: close`
           lingerOnClose(req);
         }

@@ -111,7 +111,11 @@ export class UwsHttpServer implements HttpServer {
     const length = headers['content-length'] === undefined ? undefined : Number(headers['content-length']);
     const hasBody = headers['transfer-encoding'] !== undefined || (length !== undefined && length > 0);
     if (hasBody) {
-      collector = new BodyCollector(this.options.maxBodyBytes, Number.isSafeInteger(length) ? length : undefined);
+      // Reading pauses until the handler takes the body (after admission); never on an aborted
+      // response. Only what was paused is resumed: res.resume() on a response uWS was not
+      // pausing lost the connection's next request (the client got a reset after the idle timeout).
+      const flow = { pause: () => !aborted && res.pause(), resume: () => !aborted && res.resume() };
+      collector = new BodyCollector(this.options.maxBodyBytes, Number.isSafeInteger(length) ? length : undefined, flow);
       if (!collector.isSettled) res.onData((chunk, isLast) => collector!.push(new Uint8Array(chunk), isLast));
     }
 
@@ -122,18 +126,32 @@ export class UwsHttpServer implements HttpServer {
       headers,
       remoteAddress,
       // Each request its own empty body: the pipeline may transfer (detach) what it gets.
-      body: () => (collector ? collector.done : Promise.resolve(Buffer.allocUnsafeSlow(0))),
+      body: (allowance) => (collector ? collector.take(allowance) : Promise.resolve(Buffer.allocUnsafeSlow(0))),
     };
 
     this.handler(request).then(
-      (response) => !aborted && this.send(res, response, collector),
-      () => !aborted && this.send(res, { status: 500, body: 'internal error' }, collector),
+      (response) => this.answer(res, response, collector, () => aborted),
+      () => this.answer(res, { status: 500, body: 'internal error' }, collector, () => aborted),
     );
   }
 
-  private send(res: UwsResponse, response: HttpResponse, collector: BodyCollector | undefined): void {
-    // A body we stopped reading leaves the connection mid-request: close it after responding.
-    const closeConnection = collector !== undefined && !collector.isComplete;
+  /**
+   * A body left unread (a refusal at the door) is drained first when its length is announced,
+   * and the answer goes out once the client has sent it all: closing under a client still
+   * writing makes it fail with EPIPE instead of seeing the answer. Otherwise the connection is
+   * closed after the answer.
+   */
+  private answer(res: UwsResponse, response: HttpResponse, collector: BodyCollector | undefined, aborted: () => boolean): void {
+    if (aborted()) return;
+    if (!collector || collector.isComplete) return this.send(res, response, collector, false);
+    if (!collector.canDrain) return this.send(res, response, collector, true);
+    collector.drain().then(
+      () => !aborted() && this.send(res, response, collector, false),
+      () => !aborted() && this.send(res, response, collector, true),
+    );
+  }
+
+  private send(res: UwsResponse, response: HttpResponse, collector: BodyCollector | undefined, closeConnection: boolean): void {
     collector?.fail(new Error('response already sent'));
     res.cork(() => {
       res.writeStatus(`${response.status} ${STATUS_TEXT[response.status] ?? ''}`);

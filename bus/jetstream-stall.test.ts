@@ -1,0 +1,70 @@
+/**
+ * A JetStream bus whose server stops answering (a nats-server of this test's own, frozen with
+ * SIGSTOP: the connection stays open): the publish that times out keeps its bytes reserved
+ * until the server answers again, later publishes are refused at once instead of queueing
+ * more bytes, and once the server answers the timed-out message is withdrawn from its stream.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ByteBudget } from '../core/byte-budget.ts';
+import { eventually } from '../test/harness.ts';
+import { startNatsServer, type NatsProcess } from '../test/sluice-processes.ts';
+import type { TableChunk } from './bus.ts';
+import { JetStreamBus } from './jetstream.ts';
+import { streamOf } from './jetstream-names.ts';
+
+const log = pino({ level: process.env.SLUICE_TEST_LOG_LEVEL ?? 'silent' });
+let dir: string;
+let nats: NatsProcess;
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'sluice-stall-bus-'));
+  nats = await startNatsServer(dir);
+  nc = await connect({ servers: nats.url });
+});
+afterAll(async () => {
+  await nc?.close();
+  await nats?.stop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+const chunk = (bytes: number): TableChunk => ({ table: 'otel_traces', columns: ['A', 'B'], rows: 1, data: new Uint8Array(bytes).fill(7) });
+
+describe('a JetStream bus whose server stops answering', () => {
+  it('keeps the timed-out bytes reserved, refuses at once, and withdraws the message once the server answers', async () => {
+    const bus = new JetStreamBus(nc, { prefix: 'STALL', tables: ['otel_traces'], maxStreamBytes: 16 * 1024 * 1024, publishTimeoutMs: 500, retryAfterSeconds: 2, log });
+    await bus.start();
+    const jsm = await jetstreamManager(nc);
+    const { stream } = streamOf('STALL', 'otel_traces');
+    const budget = new ByteBudget({ limitBytes: 1024 * 1024, retryAfterSeconds: 2 });
+
+    nats.freeze();
+    const request = budget.reserve(100_000);
+    await expect(bus.publish([chunk(100_000)], request)).rejects.toMatchObject({ code: 'unavailable', retryAfterSeconds: 2 });
+    request.release();
+    // Its bytes may still sit in the connection: they stay counted.
+    expect(budget.figures.inUseBytes).toBe(100_000);
+    expect(bus.statuses().bus).toMatchObject({ ok: false, detail: expect.stringContaining('stalled'), figures: { withdrawalsPending: 1 } });
+    const started = Date.now();
+    await expect(bus.publish([chunk(10)])).rejects.toMatchObject({ code: 'unavailable', message: expect.stringContaining('stalled') });
+    expect(Date.now() - started).toBeLessThan(400); // refused at once, not after a timeout
+
+    nats.thaw();
+    await eventually(() => bus.statuses().bus?.ok && bus.statuses().bus?.figures?.withdrawalsPending === 0, 15_000);
+    expect(budget.figures.inUseBytes).toBe(0);
+    expect(bus.statuses().bus?.figures).toMatchObject({ withdrawn: 1, notWithdrawn: 0 });
+    expect((await bus.figures()).timedOut).toEqual({ pending: 0, withdrawn: 1, notWithdrawn: 0 });
+    // The late message reached the stream and was withdrawn: nothing of the refused request is left.
+    expect((await jsm.streams.info(stream)).state.messages).toBe(0);
+
+    await bus.publish([chunk(10)]);
+    expect((await jsm.streams.info(stream)).state.messages).toBe(1);
+    await bus.shutdown();
+  });
+});

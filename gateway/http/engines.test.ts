@@ -1,0 +1,166 @@
+/**
+ * Both HTTP engines read a body only once the handler takes it: a request refused at the door
+ * (after admission, which may take a while) costs no allocation of its Content-Length, and a
+ * body taken late still arrives whole, its bytes taken from the handler's allowance.
+ */
+import { createHash } from 'node:crypto';
+import { connect } from 'node:net';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { SluiceError } from '../../core/errors.ts';
+import type { HttpHandler, HttpServer } from './adapter.ts';
+import { NodeHttpServer } from './node.ts';
+import { nativeUws, UwsHttpServer } from './uws.ts';
+
+const MiB = 1024 * 1024;
+const engines = {
+  uws: (handler: HttpHandler) => new UwsHttpServer(handler, { maxBodyBytes: 10 * MiB }, nativeUws().uws!),
+  node: (handler: HttpHandler) => new NodeHttpServer(handler, { maxBodyBytes: 10 * MiB }),
+};
+
+let server: HttpServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+async function serve(engine: keyof typeof engines, handler: HttpHandler): Promise<number> {
+  server = engines[engine](handler);
+  return server.listen('127.0.0.1', 0);
+}
+
+/** A raw keep-alive connection: what was received so far, and writes. */
+function rawConnection(port: number) {
+  const socket = connect(port, '127.0.0.1');
+  const state = { received: '', errors: [] as Error[] };
+  socket.on('data', (data) => (state.received += data.toString('latin1')));
+  socket.on('error', (err) => state.errors.push(err));
+  return {
+    state,
+    write: (data: string | Buffer) => socket.write(data),
+    /** Sends the head of a POST announcing `length` bytes, and the first `sent` of them. */
+    postHead(length: number, sent: number) {
+      socket.write(`POST /x HTTP/1.1\r\nhost: localhost\r\ncontent-length: ${length}\r\n\r\n`);
+      socket.write(Buffer.alloc(sent, 1));
+    },
+    /** The status lines received so far. */
+    statuses: () => [...state.received.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1])),
+    close: () => socket.destroy(),
+  };
+}
+
+/** An allowance that records what it was asked for and refuses past `limit`. */
+function allowance(limit = Infinity) {
+  const asked: number[] = [];
+  return {
+    asked,
+    resize(n: number) {
+      if (n > limit) throw new SluiceError('unavailable', 'budget used up', { retryAfterSeconds: 3 });
+      asked.push(n);
+    },
+  };
+}
+
+const digest = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
+const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe.each(['uws', 'node'] as const)('%s engine', (engine) => {
+  it('allocates nothing for a Content-Length of 10 MiB while admission runs, and answers 401 without it', async () => {
+    let admitted!: () => void;
+    const admission = new Promise<void>((resolve) => (admitted = resolve));
+    let waiting = 0;
+    const port = await serve(engine, async () => {
+      waiting++;
+      await admission; // a slow key check: the bodies are announced, the bytes not read
+      return { status: 401, body: 'unauthorized' };
+    });
+    const before = process.memoryUsage().arrayBuffers;
+    const clients = Array.from({ length: 4 }, () => rawConnection(port));
+    for (const client of clients) client.postHead(10 * MiB, 16 * 1024);
+    await vi.waitFor(() => expect(waiting).toBe(4), { timeout: 10_000 });
+    await delay(100); // let the first bytes of each body arrive
+    const grown = process.memoryUsage().arrayBuffers - before;
+    admitted();
+    for (const client of clients) client.write(Buffer.alloc(10 * MiB - 16 * 1024, 1)); // the clients finish sending
+    await vi.waitFor(() => expect(clients.map((c) => c.statuses())).toEqual(Array(4).fill([401])), { timeout: 10_000 });
+    for (const client of clients) client.close();
+    // Four preallocated bodies would be 40 MiB; what the clients sent is 64 KiB.
+    expect(grown).toBeLessThan(4 * MiB);
+  });
+
+  it.each([
+    ['with a Content-Length', false],
+    ['chunked', true],
+  ])('hands over a body taken after admission whole (%s), its bytes taken from the allowance', async (_name, chunked) => {
+    const budget = allowance();
+    const port = await serve(engine, async (request) => {
+      await delay(200); // admission: the body keeps arriving meanwhile, up to the read-ahead
+      const body = await request.body(budget);
+      return { status: 200, body: `${body.byteLength} ${digest(body)}` };
+    });
+    const payload = Buffer.alloc(MiB);
+    for (let i = 0; i < payload.length; i++) payload[i] = (i * 7) % 251;
+    const body = chunked
+      ? new ReadableStream({
+          start(controller) {
+            for (let at = 0; at < payload.length; at += 64 * 1024) controller.enqueue(payload.subarray(at, at + 64 * 1024));
+            controller.close();
+          },
+        })
+      : payload;
+    const response = await fetch(`http://127.0.0.1:${port}/x`, { method: 'POST', body, duplex: 'half' } as RequestInit);
+    expect([response.status, await response.text()]).toEqual([200, `${MiB} ${digest(payload)}`]);
+    if (chunked) {
+      expect(budget.asked.at(-1)).toBe(MiB);
+      expect(budget.asked.length).toBeGreaterThan(1); // grown as the chunks came
+    } else {
+      expect(budget.asked).toEqual([MiB]);
+    }
+  });
+
+  it.each([
+    ['within the read-ahead', 16 * 1024],
+    ['past the read-ahead (reading paused)', 256 * 1024],
+    ['whole before the answer', MiB],
+  ])('answers a client refused at the door without a reset and serves its next request (body sent %s)', async (_name, sent) => {
+    const port = await serve(engine, async (request) => {
+      if (request.method === 'GET') return { status: 200, body: 'ok' };
+      await delay(100);
+      return { status: 401, body: 'no' };
+    });
+    const client = rawConnection(port);
+    client.postHead(MiB, sent);
+    await delay(300); // the answer is decided while the client may still be sending
+    // The rest is read and dropped (closing under a client still writing makes it fail with EPIPE).
+    client.write(Buffer.alloc(MiB - sent, 1));
+    client.write('GET /y HTTP/1.1\r\nhost: localhost\r\n\r\n');
+    await vi.waitFor(() => expect(client.statuses()).toEqual([401, 200]), { timeout: 10_000 });
+    client.close();
+    expect(client.state.errors).toEqual([]);
+  });
+
+  it('answers fetch clients refused at once, request after request on their connections', async () => {
+    const port = await serve(engine, async () => ({ status: 503, headers: { 'retry-after': '1' }, body: 'full' }));
+    const body = Buffer.alloc(MiB, 1);
+    for (let i = 0; i < 5; i++) {
+      const response = await fetch(`http://127.0.0.1:${port}/x`, { method: 'POST', body, signal: AbortSignal.timeout(8_000) });
+      expect([response.status, await response.text()]).toEqual([503, 'full']);
+    }
+  });
+
+  it('answers the allowance\'s refusal with 503, keeping nothing of the body', async () => {
+    const port = await serve(engine, async (request) => {
+      try {
+        await request.body(allowance(100 * 1024));
+        return { status: 200 };
+      } catch (err) {
+        return { status: (err as SluiceError).httpStatus, headers: { 'retry-after': String((err as SluiceError).retryAfterSeconds) } };
+      }
+    });
+    const client = rawConnection(port);
+    client.postHead(5 * MiB, 1024);
+    client.write(Buffer.alloc(5 * MiB - 1024, 1));
+    await vi.waitFor(() => expect(client.statuses()).toEqual([503]), { timeout: 10_000 });
+    expect(client.state.received.toLowerCase()).toContain('retry-after: 3');
+    client.close();
+  });
+});
