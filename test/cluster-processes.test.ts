@@ -287,7 +287,7 @@ describe('cluster processes: 2 gateways, 2 consumers, storage behind the ClickHo
     await sleep(1000);
     const client = createClient({ url: redis!.url });
     await client.connect();
-    const buckets = await client.keys('sluice:rl:*');
+    const buckets = await client.keys('sluice:*:rl:*');
     await client.quit();
     expect(buckets.length, 'gateways share buckets in Redis before it goes').toBeGreaterThan(0);
     const before = traffic.acknowledged;
