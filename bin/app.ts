@@ -89,6 +89,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
       const pool = new PipelinePool({ workers: config.pipeline.workers, retryAfterSeconds: config.storage.retryAfterSeconds });
       await pool.start();
       graph.onStop('worker pool', () => pool.shutdown());
+      readiness.register('pool', () => pool.status());
       const ingest = new IngestService(
         pool,
         bus,

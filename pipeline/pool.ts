@@ -5,6 +5,7 @@
  */
 import { Piscina } from 'piscina';
 import { SluiceError } from '../core/errors.ts';
+import type { ComponentStatus } from '../core/readiness.ts';
 import type { PipelineTask, TaskResult } from './tasks.ts';
 
 export interface PipelinePoolOptions {
@@ -31,6 +32,14 @@ export class PipelinePool {
   async shutdown(): Promise<void> {
     await this.pool?.destroy();
     this.pool = undefined;
+  }
+
+  /** Ready while its threads run (piscina replaces a thread that died); figures for operators. */
+  status(): ComponentStatus {
+    if (!this.pool) return { ok: false, detail: 'the worker pool is not running' };
+    const figures = { threads: this.pool.threads.length, queued: this.pool.queueSize, utilization: Math.round(this.pool.utilization * 100) / 100 };
+    if (figures.threads === 0) return { ok: false, detail: 'no worker thread is running', figures };
+    return { ok: true, figures };
   }
 
   async run(task: PipelineTask): Promise<TaskResult> {

@@ -22,7 +22,8 @@ describe('readiness', () => {
     const { status, body } = await ready();
     expect(status).toBe(200);
     expect(body.status).toBe('ready');
-    expect(Object.keys(body.components)).toEqual(expect.arrayContaining(['bus', 'descriptors', 'storage']));
+    expect(Object.keys(body.components)).toEqual(expect.arrayContaining(['bus', 'descriptors', 'inflight', 'pool', 'storage']));
+    expect(body.components.pool.figures.threads).toBe(2);
     for (const [name, component] of Object.entries(body.components)) expect((component as { ok: boolean }).ok, name).toBe(true);
     const metrics = await (await fetch(`${sluice.baseUrl}/metrics`)).text();
     expect(metrics).toContain('sluice_component_ready{component="storage"} 1');
