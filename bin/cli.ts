@@ -15,6 +15,7 @@ import type { RelayAdmin } from '../relay/admin.ts';
 import type { RelayStore } from '../relay/store.ts';
 import { OPERATOR_COMMANDS, type OperatorInput } from '../relay/operator.ts';
 import type { Storage } from '../storage/storage.ts';
+import { migrate } from '../storage/migrate.ts';
 import { LocalAdmin, type Admin, type DeployFilter } from './admin.ts';
 import { startSluice, type Role } from './app.ts';
 import { connectNats, createStateStore, createStorage, publicUrl, schemaOptions } from './components.ts';
@@ -115,6 +116,29 @@ async function withAdmin<T>(config: Readonly<SluiceConfig>, fn: (admin: Admin) =
   }
 }
 
+/**
+ * `sluice migrate` opens the storage and nothing else: in a cluster it must not wait for NATS
+ * (a JetStream cluster starting beside it may have no leader yet, and the schema does not need
+ * one). On the data dir it behaves like every admin command: through the running server's
+ * control socket, or with the data dir locked while chDB is open.
+ */
+async function migrateStorage(config: Readonly<SluiceConfig>): Promise<unknown> {
+  const socket = controlSocketPath(config.dataDir);
+  if (await controlSocketAlive(socket)) return remoteAdmin(socket).migrate();
+  const unlock = config.clickhouse.url ? undefined : await lockDataDir(config.dataDir);
+  try {
+    const storage = createStorage(config, { migrateOnStart: false });
+    await storage.start();
+    try {
+      return await migrate(storage, config.storage.database, schemaOptions(config));
+    } finally {
+      await storage.shutdown();
+    }
+  } finally {
+    await unlock?.();
+  }
+}
+
 function print(value: unknown): void {
   process.stdout.write(typeof value === 'string' ? value : JSON.stringify(value, null, 2) + '\n');
 }
@@ -208,7 +232,7 @@ export async function main(argv: string[]): Promise<number> {
       await runRole(command, config);
       return -1; // keep running
     case 'migrate':
-      print(await withAdmin(config, (admin) => admin.migrate()));
+      print(await migrateStorage(config));
       return 0;
     case 'query':
       if (!sub) throw new UsageError('missing SQL');
