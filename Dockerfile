@@ -3,9 +3,15 @@ FROM node:20-bookworm-slim
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund
+# The code stays root's and read-only to the process.
 COPY . .
 ENV SLUICE_HOST=0.0.0.0 SLUICE_DATA_DIR=/data
+# The process runs as the base image's unprivileged `node` user (uid 1000), which owns the data
+# dir; a new volume mounted there starts with this owner and mode. (Before VOLUME: changes to a
+# volume path after it are discarded.)
+RUN mkdir -p /data && chown node:node /data && chmod 0700 /data
 VOLUME /data
+USER node
 EXPOSE 4317 4318 8080
 ENTRYPOINT ["node", "bin/sluice.mjs"]
 CMD ["serve"]

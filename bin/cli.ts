@@ -10,7 +10,8 @@ import { createLogger } from '../core/log.ts';
 import { OPERATOR_COMMANDS, type OperatorInput } from '../relay/operator.ts';
 import type { Admin, DeployFilter } from './admin.ts';
 import { startSluice, type Role, type RunningSluice } from './app.ts';
-import { publicUrl } from './components.ts';
+import { migrate } from '../storage/migrate.ts';
+import { publicUrl, schemaOptions } from './components.ts';
 import { SluiceGraph } from './graph.ts';
 import { controlSocketAlive, controlSocketPath, remoteAdmin } from './control.ts';
 
@@ -64,6 +65,24 @@ async function withAdmin<T>(config: Readonly<SluiceConfig>, fn: (admin: Admin) =
     if (!config.nats.url || !config.clickhouse.url) await graph.lockDataDir();
     // `sluice migrate` is the one place a server's schema is created: no migration on open.
     return await fn(await graph.admin(publicUrl(config), () => graph.storage(false)));
+  } finally {
+    await graph.shutdown();
+  }
+}
+
+/**
+ * `sluice migrate` opens the storage and nothing else: in a cluster it must not wait for NATS
+ * (a JetStream cluster starting beside it may have no leader yet, and the schema does not need
+ * one). On the data dir it behaves like every admin command: through the running server's
+ * control socket, or with the data dir locked while chDB is open.
+ */
+async function migrateStorage(config: Readonly<SluiceConfig>): Promise<unknown> {
+  const socket = controlSocketPath(config.dataDir);
+  if (await controlSocketAlive(socket)) return remoteAdmin(socket).migrate();
+  const graph = new SluiceGraph(config, createLogger('warn', 'stderr'));
+  try {
+    if (!config.clickhouse.url) await graph.lockDataDir();
+    return await migrate(await graph.storage(false), config.storage.database, schemaOptions(config));
   } finally {
     await graph.shutdown();
   }
@@ -181,7 +200,7 @@ export async function main(argv: string[]): Promise<number> {
       await runRole(command, config);
       return -1; // keep running
     case 'migrate':
-      print(await withAdmin(config, (admin) => admin.migrate()));
+      print(await migrateStorage(config));
       return 0;
     case 'query':
       if (!sub) throw new UsageError('missing SQL');

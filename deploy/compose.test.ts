@@ -1,33 +1,154 @@
 /**
  * docker-compose.yml as Compose reads it (`docker-compose config`, no engine needed; installed
- * by deploy/services.sh): it parses, and it wires the cluster the README describes.
+ * by deploy/services.sh): it parses, it wires the cluster the README describes, and it starts in
+ * an order that works on a first `up` — every long-running service has a health check, every
+ * dependency waits for health (or for the one-shot `migrate` to succeed), and `migrate` waits
+ * for ClickHouse only. The files it points at (Dockerfile, nginx and NATS configs) agree with it.
  */
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parse } from 'yaml';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../core/config.ts';
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const MASTER_KEY = 'x'.repeat(43) + '=';
+
+interface Service {
+  image?: string;
+  build?: unknown;
+  pull_policy?: string;
+  restart?: string;
+  command?: string[];
+  environment?: Record<string, string>;
+  ports?: Array<{ published: number; target: number }>;
+  depends_on?: Record<string, { condition: string }>;
+  healthcheck?: { test?: string[]; disable?: boolean };
+  ulimits?: { nofile?: { soft: number; hard: number } };
+}
+
+let services: Record<string, Service>;
+
+beforeAll(async () => {
+  // The file's defaults, not whatever this shell exports.
+  const { SLUICE_PUBLIC_URL: _ignored, ...env } = process.env;
+  const { stdout } = await run('docker-compose', ['config'], { cwd: ROOT, env: { ...env, SLUICE_RELAY_MASTER_KEY: MASTER_KEY } }).catch((err) => {
+    throw new Error(`docker-compose config failed (run deploy/services.sh to install it): ${err.stderr ?? err.message}`);
+  });
+  services = (parse(stdout) as { services: Record<string, Service> }).services;
+});
+
+const SLUICE_ROLES = ['gateway-1', 'gateway-2', 'consumer-1', 'consumer-2', 'migrate'];
+const NATS = ['nats-1', 'nats-2', 'nats-3'];
+const healthy = { condition: 'service_healthy' };
 
 describe('docker-compose.yml', () => {
-  it('is accepted by Compose and runs the cluster the README describes', async () => {
-    const { stdout } = await run('docker-compose', ['config'], { cwd: ROOT, env: { ...process.env, SLUICE_RELAY_MASTER_KEY: 'x'.repeat(43) + '=' } }).catch((err) => {
-      throw new Error(`docker-compose config failed (run deploy/services.sh to install it): ${err.stderr ?? err.message}`);
-    });
-    const config = parse(stdout) as { services: Record<string, { command?: string[]; environment?: Record<string, string>; ports?: unknown[]; depends_on?: Record<string, unknown> }> };
-    const services = config.services;
+  it('is accepted by Compose and runs the cluster the README describes', () => {
     expect(Object.keys(services).sort()).toEqual(
       ['clickhouse', 'consumer-1', 'consumer-2', 'gateway-1', 'gateway-2', 'lb', 'migrate', 'nats-1', 'nats-2', 'nats-3', 'redis'],
     );
     for (const name of ['gateway-1', 'gateway-2']) expect(services[name]!.command).toEqual(['gateway']);
     for (const name of ['consumer-1', 'consumer-2']) expect(services[name]!.command).toEqual(['consume']);
-    for (const name of ['gateway-1', 'gateway-2', 'consumer-1', 'consumer-2', 'migrate']) {
+    expect(services.migrate!.command).toEqual(['migrate']);
+    for (const name of SLUICE_ROLES) {
       expect(services[name]!.environment, name).toMatchObject({ SLUICE_NATS_REPLICAS: '3', NATS_URL: expect.stringContaining('nats-3') });
     }
-    expect(services['gateway-1']!.environment!.SLUICE_RELAY_MASTER_KEY).toBe('x'.repeat(43) + '=');
-    expect(services['consumer-1']!.depends_on).toHaveProperty('migrate');
+    expect(services['gateway-1']!.environment!.SLUICE_RELAY_MASTER_KEY).toBe(MASTER_KEY);
     expect(JSON.stringify(services.lb!.ports)).toMatch(/4318.*4317.*8080/);
+  });
+
+  it('builds the Sluice image once: migrate builds sluice:local, the others run it and never pull it', () => {
+    expect(Object.keys(services).filter((name) => services[name]!.build !== undefined)).toEqual(['migrate']);
+    expect(services.migrate).toMatchObject({ image: 'sluice:local', pull_policy: 'build' });
+    for (const name of SLUICE_ROLES.filter((n) => n !== 'migrate')) {
+      expect(services[name], name).toMatchObject({ image: 'sluice:local', pull_policy: 'never' });
+    }
+  });
+
+  it('gives every long-running service a health check; migrate is a one-shot that is not restarted', () => {
+    for (const [name, service] of Object.entries(services)) {
+      if (name === 'migrate') continue;
+      expect(service.healthcheck?.disable, name).not.toBe(true);
+      expect(service.healthcheck?.test?.[0], name).toMatch(/^CMD(-SHELL)?$/);
+    }
+    expect(services.migrate!.healthcheck).toBeUndefined();
+    expect(services.migrate!.restart).toBeUndefined();
+  });
+
+  it('starts each service after what it needs is healthy; migrate needs ClickHouse and never NATS', () => {
+    for (const [name, service] of Object.entries(services)) {
+      for (const [dependency, { condition }] of Object.entries(service.depends_on ?? {})) {
+        // Only a one-shot is waited for by its exit; anything else must be healthy.
+        expect([name, dependency, condition]).toEqual([name, dependency, dependency === 'migrate' ? 'service_completed_successfully' : 'service_healthy']);
+      }
+    }
+    expect(services.migrate!.depends_on).toEqual({ clickhouse: healthy });
+    const natsReady = Object.fromEntries(NATS.map((n) => [n, healthy]));
+    for (const name of ['gateway-1', 'gateway-2']) expect(services[name]!.depends_on, name).toEqual({ ...natsReady, redis: healthy });
+    for (const name of ['consumer-1', 'consumer-2']) {
+      expect(services[name]!.depends_on, name).toEqual({ ...natsReady, clickhouse: healthy, migrate: { condition: 'service_completed_successfully' } });
+    }
+    expect(services.lb!.depends_on).toEqual({ 'gateway-1': healthy, 'gateway-2': healthy });
+  });
+
+  it('tells agents the URL they reach through nginx', () => {
+    for (const name of SLUICE_ROLES) expect(services[name]!.environment!.SLUICE_PUBLIC_URL, name).toBe('http://localhost:4318');
+    expect(services.lb!.ports).toContainEqual(expect.objectContaining({ published: 4318, target: 4318 }));
+  });
+
+  it("checks a Sluice container's health with node alone: 0 when /api/v1/health answers 200, 1 otherwise", async () => {
+    const test = services['gateway-1']!.healthcheck!.test!;
+    expect(test.slice(0, 3)).toEqual(['CMD', 'node', '-e']);
+    for (const name of SLUICE_ROLES.filter((n) => n !== 'migrate')) expect(services[name]!.healthcheck!.test, name).toEqual(test);
+    const check = (port: number) =>
+      run(process.execPath, test.slice(2), { env: { PATH: process.env.PATH, SLUICE_OTLP_HTTP_PORT: String(port) } }).then(() => 0, (err) => err.code as number);
+
+    const server = createServer((req, res) => res.writeHead(req.url === '/api/v1/health' ? 200 : 404).end());
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as { port: number };
+    try {
+      expect(await check(port)).toBe(0);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+    expect(await check(port)).toBe(1); // nobody listens any more
+  });
+
+  it("checks NATS on the monitoring port its config enables, with the full /healthz (a leader and current streams)", async () => {
+    for (const name of NATS) {
+      const conf = await readFile(`${ROOT}deploy/nats/${name}.conf`, 'utf8');
+      const monitorPort = /^http:\s*[\d.]+:(\d+)\s*$/m.exec(conf)?.[1];
+      expect(monitorPort, `${name}.conf enables the monitoring port`).toBeDefined();
+      // js-enabled-only answers ok before JetStream has a leader: dependents would start too early.
+      expect(services[name]!.healthcheck!.test!.at(-1), name).toBe(`http://127.0.0.1:${monitorPort}/healthz`);
+    }
+  });
+
+  it('runs the Sluice container as a user other than root, owning its data dir', async () => {
+    const dockerfile = await readFile(`${ROOT}Dockerfile`, 'utf8');
+    const users = [...dockerfile.matchAll(/^USER\s+(\S+)/gm)].map((m) => m[1]);
+    expect(users.at(-1)).toBeDefined();
+    expect(users.at(-1)).not.toMatch(/^(root|0)(:|$)/);
+    expect(dockerfile).toMatch(new RegExp(`chown ${users.at(-1)}(:\\S+)? /data`));
+  });
+
+  it("sizes nginx for ingest: the gateways' body limit, a worker per core, open files the container allows, its own health port", async () => {
+    const nginx = await readFile(`${ROOT}deploy/nginx/nginx.conf`, 'utf8');
+    const directive = (name: string) => [...nginx.matchAll(new RegExp(`^\\s*${name}\\s+([^;]+);`, 'gm'))].map((m) => m[1]!.trim());
+    const defaultMaxBody = loadConfig({}).limits.maxBodyBytes;
+    expect(directive('client_max_body_size')[0]).toBe(`${defaultMaxBody / 1024 / 1024}m`);
+    expect(directive('worker_processes')).toEqual(['auto']);
+    const rlimit = Number(directive('worker_rlimit_nofile')[0]);
+    expect(rlimit).toBeGreaterThanOrEqual(2 * Number(directive('worker_connections')[0]));
+    expect(services.lb!.ulimits!.nofile!.soft).toBeGreaterThanOrEqual(rlimit);
+    for (const upstream of ['sluice_http', 'sluice_grpc', 'sluice_relay']) {
+      expect(nginx, upstream).toMatch(new RegExp(`upstream ${upstream} \\{[^}]*keepalive \\d+;`));
+    }
+    expect(directive('listen')).toContain('127.0.0.1:8081');
+    expect(services.lb!.healthcheck!.test!.at(-1)).toBe('http://127.0.0.1:8081/healthz');
   });
 });

@@ -1,107 +1,133 @@
 #!/usr/bin/env bash
-# Starts the real services Sluice's tests and CI talk to, on a bare Debian machine:
+# Brings up the real services Sluice's tests talk to. `npm test` runs it first (the `pretest`
+# script), so a fresh clone needs only `npm install && npm test`:
 #   NATS (nats-server with JetStream) on 127.0.0.1:4222
 #   Redis on 127.0.0.1:6379 (and ::1)
 #   ClickHouse server: installed only. The tests start their own instance (random ports, temp
 #   data dir), so the system one is not started.
 #   docker-compose: installed only; deploy/compose.test.ts validates docker-compose.yml with it.
-# Idempotent: a package already installed is not reinstalled, a service already answering is
-# left alone. Each wait is bounded and says what did not answer. Run as root (or with sudo).
+# Idempotent, and quick when all is there: an installed package is not reinstalled, a service
+# already answering is left alone. Missing packages are installed with apt-get when this runs
+# as root or with passwordless sudo; otherwise it stops with one line naming the command to run
+# as root. Installed services are started as whoever runs this (root keeps their state in
+# /var/lib, anyone else under ~/.local/state/sluice-services). Each wait is bounded and says
+# what did not answer.
+#
+# Settings (environment): SERVICES_WAIT_SECONDS (30), SERVICES_INSTALL (auto; never: only
+# report what is missing), SERVICES_PATH (where the binaries are looked for; default PATH and
+# the sbin directories), SERVICES_NATS_PORT (4222), SERVICES_REDIS_PORT (6379),
+# SERVICES_STATE_DIR (a non-root user's state dir). The tests expect the default ports.
 set -euo pipefail
 
 WAIT_SECONDS="${SERVICES_WAIT_SECONDS:-30}"
-SUDO=""
-if [[ $EUID -ne 0 ]]; then SUDO="sudo"; fi
+SEARCH_PATH="${SERVICES_PATH:-$PATH:/usr/sbin:/usr/bin:/sbin}"
+NATS_PORT="${SERVICES_NATS_PORT:-4222}"
+REDIS_PORT="${SERVICES_REDIS_PORT:-6379}"
+AS_ROOT_COMMAND="sudo bash deploy/services.sh"
 
 say() { printf 'services: %s\n' "$*"; }
 fail() { printf 'services: FAILED: %s\n' "$*" >&2; exit 1; }
 
-# apt-get update runs at most once, and only when something must be installed.
-APT_UPDATED=0
-install_package() {
-  local package="$1"
-  if [[ $APT_UPDATED -eq 0 ]]; then
-    say "apt-get update"
-    $SUDO apt-get update -qq || fail "apt-get update did not work"
-    APT_UPDATED=1
-  fi
-  say "installing $package"
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$package" >/dev/null \
-    || fail "apt-get install $package did not work"
-}
+# Two runs at once (two `npm test`s) take turns: apt-get and the starts are not re-entrant. The
+# lock is on this file; a daemon started below does not inherit it (9<&-).
+exec 9<"${BASH_SOURCE[0]}"
+flock -w 600 9 || fail "another deploy/services.sh held its lock for 10 minutes"
 
-# ensure_binary PATH PACKAGE: installs PACKAGE unless PATH is there.
-ensure_binary() {
-  local binary="$1" package="$2"
-  if [[ -x "$binary" ]]; then
-    say "$package: already installed ($binary)"
-  else
-    install_package "$package"
-    [[ -x "$binary" ]] || fail "$package is installed but $binary is not there"
+# binary NAME: the path of an installed NAME, or nothing.
+binary() (
+  IFS=:
+  for dir in $SEARCH_PATH; do
+    [[ -n "$dir" && -x "$dir/$1" ]] && { printf '%s' "$dir/$1"; return 0; }
+  done
+  return 0
+)
+
+# --- Packages: install what is missing, if this may ------------------------------------
+# Package names are the binaries' names (Debian).
+missing=()
+for name in nats-server redis-server clickhouse-server docker-compose; do
+  [[ -n "$(binary "$name")" ]] || missing+=("$name")
+done
+if (( ${#missing[@]} > 0 )); then
+  may_install=no
+  if [[ "${SERVICES_INSTALL:-auto}" != never ]]; then
+    if [[ $EUID -eq 0 ]]; then ROOT=(); may_install=yes
+    elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then ROOT=(sudo -n); may_install=yes
+    fi
   fi
-}
+  [[ $may_install == yes ]] || fail "not installed: ${missing[*]}; install them as root with: $AS_ROOT_COMMAND"
+  command -v apt-get >/dev/null || fail "not installed: ${missing[*]}, and there is no apt-get here: install them with this system's package manager"
+  say "installing ${missing[*]} (apt-get)"
+  "${ROOT[@]}" apt-get update -qq || fail "apt-get update did not work"
+  "${ROOT[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+    || fail "apt-get install ${missing[*]} did not work"
+  for name in "${missing[@]}"; do
+    [[ -n "$(binary "$name")" ]] || fail "$name was installed but is not in $SEARCH_PATH"
+  done
+fi
+say "installed: nats-server, redis-server, clickhouse-server, docker-compose"
+
+# Where a started service keeps its state and log.
+if [[ $EUID -eq 0 ]]; then
+  NATS_STORE=/var/lib/nats-server NATS_LOG=/var/log/nats-server.log
+  REDIS_DIR=/var/lib/redis REDIS_LOG=/var/log/redis/ci.log
+else
+  STATE_DIR="${SERVICES_STATE_DIR:-${XDG_STATE_HOME:-$HOME/.local/state}/sluice-services}"
+  NATS_STORE="$STATE_DIR/nats" NATS_LOG="$STATE_DIR/nats-server.log"
+  REDIS_DIR="$STATE_DIR/redis" REDIS_LOG="$STATE_DIR/redis-server.log"
+fi
 
 # The checks run in subshells: the connection's file descriptor and the shell's own "connection
 # refused" message stay in there.
 # nats_info: the INFO line NATS greets every new connection with (nothing if nobody answers).
 nats_info() (
-  exec 3<>/dev/tcp/127.0.0.1/4222 && IFS= read -r -t 2 line <&3 && printf '%s' "$line"
+  exec 3<>"/dev/tcp/127.0.0.1/$NATS_PORT" && IFS= read -r -t 2 line <&3 && printf '%s' "$line"
 ) 2>/dev/null
 nats_answers() { [[ "$(nats_info)" == INFO* ]]; }
 
 redis_answers() (
-  exec 3<>/dev/tcp/127.0.0.1/6379 && printf 'PING\r\n' >&3 && IFS= read -r -t 2 reply <&3 && [[ "$reply" == "+PONG"* ]]
+  exec 3<>"/dev/tcp/127.0.0.1/$REDIS_PORT" && printf 'PING\r\n' >&3 && IFS= read -r -t 2 reply <&3 && [[ "$reply" == "+PONG"* ]]
 ) 2>/dev/null
 
-# wait_for NAME CHECK LOG: polls CHECK until it succeeds or WAIT_SECONDS pass.
+# wait_for NAME CHECK LOG PORT: polls CHECK until it succeeds or WAIT_SECONDS pass.
 wait_for() {
-  local name="$1" check="$2" log="$3" deadline=$((SECONDS + WAIT_SECONDS))
+  local name="$1" check="$2" log="$3" port="$4" deadline=$((SECONDS + WAIT_SECONDS))
   until "$check"; do
     if (( SECONDS >= deadline )); then
       [[ -r "$log" ]] && { printf -- '--- last lines of %s ---\n' "$log" >&2; tail -n 20 "$log" >&2; }
-      fail "$name did not answer within ${WAIT_SECONDS}s"
+      fail "$name did not answer on 127.0.0.1:$port within ${WAIT_SECONDS}s"
     fi
     sleep 0.2
   done
 }
 
 # --- NATS with JetStream ---------------------------------------------------------------
-ensure_binary /usr/sbin/nats-server nats-server
 if nats_answers; then
-  say "nats-server: already answering on 127.0.0.1:4222"
+  say "nats-server: already answering on 127.0.0.1:$NATS_PORT"
 else
-  $SUDO mkdir -p /var/lib/nats-server
-  say "nats-server: starting on 127.0.0.1:4222 with JetStream (store /var/lib/nats-server)"
-  $SUDO start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
-    -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
-  wait_for nats-server nats_answers /var/log/nats-server.log
+  mkdir -p "$NATS_STORE" "$(dirname "$NATS_LOG")"
+  say "nats-server: starting on 127.0.0.1:$NATS_PORT with JetStream (store $NATS_STORE)"
+  # setsid -f: detached from this shell and from npm, which would otherwise wait for it.
+  setsid -f "$(binary nats-server)" -a 127.0.0.1 -p "$NATS_PORT" -js -sd "$NATS_STORE" -l "$NATS_LOG" -P "$NATS_STORE/nats-server.pid" \
+    </dev/null >/dev/null 2>&1 9<&-
+  wait_for nats-server nats_answers "$NATS_LOG" "$NATS_PORT"
   say "nats-server: answering"
 fi
 # A NATS someone else started without -js would pass the connect check but fail every test.
 info="$(nats_info)" || true
 [[ "$info" == *'"jetstream":true'* ]] \
-  || fail "the NATS server on 127.0.0.1:4222 runs without JetStream (restart it with -js): ${info:-no answer}"
+  || fail "the NATS server on 127.0.0.1:$NATS_PORT runs without JetStream (restart it with -js): ${info:-no answer}"
 
 # --- Redis ------------------------------------------------------------------------------
-ensure_binary /usr/bin/redis-server redis-server
 if redis_answers; then
-  say "redis-server: already answering on 127.0.0.1:6379"
+  say "redis-server: already answering on 127.0.0.1:$REDIS_PORT"
 else
-  $SUDO mkdir -p /var/lib/redis /var/log/redis
-  say "redis-server: starting on 127.0.0.1:6379 (no persistence)"
-  $SUDO redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
-    --dir /var/lib/redis --logfile /var/log/redis/ci.log
-  wait_for redis-server redis_answers /var/log/redis/ci.log
+  mkdir -p "$REDIS_DIR" "$(dirname "$REDIS_LOG")"
+  say "redis-server: starting on 127.0.0.1:$REDIS_PORT (no persistence)"
+  "$(binary redis-server)" --daemonize yes --bind 127.0.0.1 -::1 --port "$REDIS_PORT" --save "" --appendonly no \
+    --dir "$REDIS_DIR" --logfile "$REDIS_LOG" --pidfile "$REDIS_DIR/redis-server.pid" 9<&-
+  wait_for redis-server redis_answers "$REDIS_LOG" "$REDIS_PORT"
   say "redis-server: answering"
 fi
-
-# --- ClickHouse server: installed only --------------------------------------------------
-ensure_binary /usr/sbin/clickhouse-server clickhouse-server
-say "clickhouse-server: not started here (storage/clickhouse.test.ts starts its own instance)"
-
-# --- docker-compose: installed only, to validate docker-compose.yml ----------------------
-# No container engine runs here; `docker-compose config` checks the file without one
-# (deploy/compose.test.ts).
-ensure_binary /usr/bin/docker-compose docker-compose
 
 say "ready"

@@ -108,6 +108,12 @@ describe('sluice CLI', () => {
       expect(JSON.stringify(list)).not.toContain(second.apiKey);
     });
 
+    it('migrates through the control socket (the server holds the data dir and its chDB)', async () => {
+      const report = JSON.parse((await sluice(['migrate'])).stdout);
+      expect(report).toEqual({ applied: [], current: expect.any(Number) });
+      expect(report.current).toBeGreaterThan(0);
+    });
+
     it('refuses writes through `sluice query`', async () => {
       const error = await sluice(['query', 'DROP TABLE otel.otel_traces']).catch((err) => err);
       expect(error.code).toBe(1);
