@@ -100,18 +100,21 @@ describe('docker-compose.yml', () => {
     expect(services.lb!.ports).toContainEqual(expect.objectContaining({ published: 4318, target: 4318 }));
   });
 
-  it("checks a Sluice container's health with node alone: 0 when /api/v1/health answers 200, 1 otherwise", async () => {
+  it("checks a Sluice container's readiness with node alone: 0 when /api/v1/ready answers 200, 1 on 503 or no answer", async () => {
     const test = services['gateway-1']!.healthcheck!.test!;
     expect(test.slice(0, 3)).toEqual(['CMD', 'node', '-e']);
     for (const name of SLUICE_ROLES.filter((n) => n !== 'migrate')) expect(services[name]!.healthcheck!.test, name).toEqual(test);
     const check = (port: number) =>
       run(process.execPath, test.slice(2), { env: { PATH: process.env.PATH, SLUICE_OTLP_HTTP_PORT: String(port) } }).then(() => 0, (err) => err.code as number);
 
-    const server = createServer((req, res) => res.writeHead(req.url === '/api/v1/health' ? 200 : 404).end());
+    let ready = true;
+    const server = createServer((req, res) => res.writeHead(req.url === '/api/v1/ready' ? (ready ? 200 : 503) : 404).end());
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as { port: number };
     try {
       expect(await check(port)).toBe(0);
+      ready = false;
+      expect(await check(port)).toBe(1);
     } finally {
       await new Promise((resolve) => server.close(resolve));
     }
