@@ -118,7 +118,7 @@ export class JetStreamStorageConsumer {
       replicas: this.tuning.replicas,
       ttl: MANIFEST_TTL_MS,
     });
-    const index = new ManifestIndex(manifests, MANIFEST_TTL_MS);
+    const index = new ManifestIndex(manifests, MANIFEST_TTL_MS, { name: `batch manifests of ${table}`, log: this.options.log });
     await index.start();
     const consumer = await this.js.consumers.get(stream, DURABLE);
     let backoffMs = 0;
