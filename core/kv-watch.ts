@@ -30,7 +30,6 @@ export class KvWatch {
   private readonly supervisor: Supervisor;
   /** The last revision delivered; at first the bucket's last one, 0 to replay the whole bucket. */
   private revision: number | undefined;
-  private opens = 0;
   /** Set when the watch failed, until it is open again. */
   private reopening = false;
   private lastFailure = '';
@@ -105,8 +104,9 @@ export class KvWatch {
     if (signal.aborted) stopUpdates();
     try {
       report({ ok: true });
+      const resumed = this.reopening;
       this.reopening = false;
-      if (this.opens++ > 0) this.options.onResumed?.();
+      if (resumed) this.options.onResumed?.();
       for await (const entry of updates) {
         this.revision = entry.revision;
         this.deliver(entry);

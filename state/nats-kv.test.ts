@@ -189,6 +189,29 @@ describe('NatsKvStateStore: values that are not JSON, watches that end', () => {
     await store.shutdown();
   });
 
+  it('a watch that cannot be opened at first keeps trying, and then delivers what changed meanwhile', async () => {
+    const nc = await natsConnection();
+    const prefix = freshPrefix();
+    const store = new NatsKvStateStore(nc, { bucketPrefix: prefix, log: capturedLog().log, watchMinBackoffMs: 10 });
+    await store.put('things', 'a', { name: 'a', n: 1 });
+    const feeds = watchFeeds(`${prefix}things`);
+    feeds.failNextOpens(new Error('JetStream not ready'));
+    const retried = feeds.holdNextOpen();
+    const mirror = new StateMirror(store, 'things', { validate: isThing, log: capturedLog().log });
+    await mirror.start();
+    // Loaded by the list, but not ok: its watch is not open yet.
+    expect(mirror.get('a')).toEqual({ name: 'a', n: 1 });
+    await eventually(() => mirror.status().detail === 'watch re-opening after: JetStream not ready');
+    await store.put('things', 'b', { name: 'b', n: 2 });
+    await store.delete('things', 'a');
+    retried.release();
+    await eventually(() => mirror.get('b') && !mirror.get('a'));
+    await eventually(() => mirror.status().ok);
+    expect(mirror.status().figures).toMatchObject({ restarts: 1 });
+    mirror.stop();
+    await store.shutdown();
+  });
+
   it('a wrong-shaped API key record breaks neither authentication of other keys nor listing and revoking them', async () => {
     const prefix = freshPrefix();
     const gatewayA = new NatsKvStateStore(await natsConnection(), { bucketPrefix: prefix, log: capturedLog().log });

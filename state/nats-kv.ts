@@ -112,10 +112,8 @@ export class NatsKvStateStore implements StateStore {
         onResumed: () => onEvent?.({ type: 'resumed' }),
       },
     );
-    const stop = () => {
-      this.stops.delete(stop);
-      return follower.stop();
-    };
+    // Left in the set until its loop has ended, so shutdown() waits for it.
+    const stop = () => follower.stop().finally(() => this.stops.delete(stop));
     this.stops.add(stop);
     this.track(bucket, follower.start());
     return () => void stop();
@@ -126,7 +124,7 @@ export class NatsKvStateStore implements StateStore {
     const key = decodeKey(entry.key);
     let bad = this.badValues.get(bucket);
     const json = readJson(entry);
-    if (json && json.value !== undefined) {
+    if (json) {
       bad?.clear(key);
       return json.value as T;
     }

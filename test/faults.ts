@@ -41,9 +41,12 @@ export function escapedErrors() {
 export function watchFeeds(bucket: string) {
   const feeds: Array<QueuedIterator<KvWatchEntry>> = [];
   let hold: Promise<void> | undefined;
+  let failures: Error[] = [];
   const watch = Bucket.prototype.watch;
   vi.spyOn(Bucket.prototype, 'watch').mockImplementation(async function (this: Bucket, options?: KvWatchOptions) {
     if (this.bucket !== bucket) return watch.call(this, options);
+    const failure = failures.shift();
+    if (failure) throw failure;
     if (hold) await hold;
     const feed = await watch.call(this, options);
     feeds.push(feed);
@@ -54,6 +57,10 @@ export function watchFeeds(bucket: string) {
       const feed = feeds.at(-1);
       if (!feed) throw new Error(`no watch of ${bucket} was opened`);
       return feed;
+    },
+    /** The next opens of a watch of the bucket fail at once with these errors, in order. */
+    failNextOpens(...errors: Error[]) {
+      failures = errors;
     },
     /** Watches of the bucket opened from now on wait until release() is called. */
     holdNextOpen() {
