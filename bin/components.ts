@@ -85,9 +85,9 @@ export async function connectNats(config: Readonly<SluiceConfig>, log: Logger): 
 }
 
 /** Sources, key hashes and configs: a local file store, or NATS KV shared by every gateway. */
-export function createStateStore(config: Readonly<SluiceConfig>, nc: NatsConnection | undefined): StateStore {
+export function createStateStore(config: Readonly<SluiceConfig>, nc: NatsConnection | undefined, log: Logger): StateStore {
   if (!nc) return new LocalStateStore(join(config.dataDir, 'state'));
-  return new NatsKvStateStore(nc, { bucketPrefix: `${config.nats.prefix.toLowerCase()}_`, replicas: config.nats.replicas });
+  return new NatsKvStateStore(nc, { bucketPrefix: `${config.nats.prefix.toLowerCase()}_`, replicas: config.nats.replicas, log });
 }
 
 /** The in-process group-commit queue, or JetStream streams consumed by any number of processes. */
@@ -150,11 +150,12 @@ export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger,
 }
 
 /** The relay's parts: its master key (configured, or the data dir's own when embedded) and the deployment's checks. */
-export async function relayParts(config: Readonly<SluiceConfig>, state: StateStore): Promise<RelayParts> {
+export async function relayParts(config: Readonly<SluiceConfig>, state: StateStore, log: Logger): Promise<RelayParts> {
   // A key made up here would differ from the other gateways': secrets sealed with it could not be opened there.
   if (config.nats.url && !config.relay.masterKey) throw new Error('the relay in cluster mode needs SLUICE_RELAY_MASTER_KEY (the same on every gateway)');
   return {
     state,
+    log,
     masterKey: await loadMasterKey(config.relay.masterKey, config.dataDir),
     checks: { webhookUrl: (url) => isAcceptableWebhookUrl(url, config.relay.allowPrivateWebhooks) },
   };

@@ -82,7 +82,7 @@ export class SluiceGraph {
 
   state(): Promise<StateStore> {
     return this.once('state', async () => {
-      const state = createStateStore(this.config, await this.nats());
+      const state = createStateStore(this.config, await this.nats(), this.log);
       await state.start();
       this.onStop('state', () => state.shutdown());
       return state;
@@ -91,18 +91,20 @@ export class SluiceGraph {
 
   sources(): Promise<SourceRegistry> {
     return this.once('sources', async () => {
-      const sources = new SourceRegistry(await this.state());
+      const sources = new SourceRegistry(await this.state(), this.log);
       await sources.start();
       this.onStop('sources', () => sources.shutdown());
+      this.readiness.register('state.api_keys', () => sources.status());
       return sources;
     });
   }
 
   configs(): Promise<AgentConfigs> {
     return this.once('agent configs', async () => {
-      const configs = new AgentConfigs(await this.state());
+      const configs = new AgentConfigs(await this.state(), this.log);
       await configs.start();
       this.onStop('agent configs', () => configs.shutdown());
+      this.readiness.register('state.agent_configs', () => configs.status());
       return configs;
     });
   }
@@ -154,8 +156,11 @@ export class SluiceGraph {
   /** The relay module (store mirrors and admin operations); its port is a role's business. */
   relay(): Promise<Relay> {
     return this.once('relay', async () => {
-      const relay = await openRelay(await relayParts(this.config, await this.state()));
+      const relay = await openRelay(await relayParts(this.config, await this.state(), this.log));
       this.onStop('relay', async () => relay.shutdown());
+      for (const bucket of Object.keys(relay.store.statuses())) {
+        this.readiness.register(`state.${bucket}`, () => relay.store.statuses()[bucket] ?? { ok: false, detail: 'gone' });
+      }
       return relay;
     });
   }

@@ -4,8 +4,14 @@
  * hour without a KV round trip: a message that comes back after it was stored — redelivered,
  * or reappearing because a nats-server killed with SIGKILL lost the acks it had not yet
  * written — is recognised and acked instead of being inserted again.
+ * The watch is kept open from the last revision it saw (core/kv-watch.ts); a manifest that
+ * cannot be read is counted and left out (its batch may then be inserted again, never lost).
  */
-import { KvWatchInclude, type KV } from '@nats-io/kv';
+import type { KV, KvEntry } from '@nats-io/kv';
+import { BadValues } from '../core/bad-values.ts';
+import { KvWatch, readJson } from '../core/kv-watch.ts';
+import { fallbackLogger, type Logger } from '../core/log.ts';
+import type { ComponentStatus } from '../core/readiness.ts';
 
 export interface Manifest {
   token: string;
@@ -23,28 +29,83 @@ interface Indexed {
   manifest: Manifest;
 }
 
+export interface ManifestIndexOptions {
+  /** Names the index in logs and in its status (e.g. the table whose batches it holds). */
+  name?: string;
+  /** Where unreadable manifests and re-opened watches are logged. Default: warnings to stderr. */
+  log?: Logger;
+  /** First pause before a watch that ended is re-opened (it doubles up to 30 s). Default 250 ms. */
+  watchMinBackoffMs?: number;
+}
+
+function isManifest(value: unknown): value is Manifest {
+  const manifest = value as Partial<Manifest> | null;
+  return (
+    typeof manifest === 'object' && manifest !== null && typeof manifest.token === 'string' &&
+    (manifest.state === 'pending' || manifest.state === 'committed') &&
+    Array.isArray(manifest.seqs) && manifest.seqs.length > 0 && manifest.seqs.every(Number.isSafeInteger)
+  );
+}
+
 export class ManifestIndex {
   private readonly byKey = new Map<string, Indexed>();
-  private stopWatch: (() => void) | undefined;
+  private readonly watch: KvWatch;
+  private readonly bad: BadValues;
+  /** While the first listing runs: keys the watch changed meanwhile (the listing's values are older). */
+  private changedWhileListing: Set<string> | undefined;
 
   /** @param maxAgeMs the bucket's TTL: KV drops expired manifests without telling watchers. */
-  constructor(readonly kv: KV, private readonly maxAgeMs: number) {}
+  constructor(readonly kv: KV, private readonly maxAgeMs: number, options: ManifestIndexOptions = {}) {
+    const log = options.log ?? fallbackLogger();
+    const name = options.name ?? 'batch manifests';
+    this.bad = new BadValues(log, { bucket: name });
+    this.watch = new KvWatch(() => kv, (entry) => this.fromWatch(entry), { name: `watch of ${name}`, log, minBackoffMs: options.watchMinBackoffMs });
+  }
 
   /** Loads the manifests there are and follows every later change. */
   async start(): Promise<void> {
-    const updates = await this.kv.watch({ include: KvWatchInclude.UpdatesOnly });
-    this.stopWatch = () => updates.stop();
-    void (async () => {
-      for await (const entry of updates) this.apply(entry.key, entry.operation === 'PUT' ? entry.json<Manifest>() : undefined);
-    })();
-    for await (const key of await this.kv.keys()) {
-      const entry = await this.kv.get(key);
-      if (entry?.operation === 'PUT' && !this.byKey.has(key)) this.apply(key, entry.json<Manifest>());
+    this.changedWhileListing = new Set();
+    await this.watch.start();
+    try {
+      for await (const key of await this.kv.keys()) {
+        const entry = await this.kv.get(key);
+        if (entry?.operation === 'PUT' && !this.changedWhileListing.has(key)) this.receive(entry);
+      }
+    } catch (err) {
+      this.stop();
+      throw err;
+    } finally {
+      this.changedWhileListing = undefined;
     }
   }
 
   stop(): void {
-    this.stopWatch?.();
+    void this.watch.stop();
+  }
+
+  /** ok while the watch is open; figures: watch re-opens, unreadable manifests skipped. */
+  status(): ComponentStatus {
+    const status = this.watch.status();
+    const figures = { ...status.figures, badValues: this.bad.count };
+    if (!status.ok || this.bad.count === 0) return { ...status, figures };
+    return { ...status, detail: `${this.bad.count} unreadable manifests skipped (keys in the log)`, figures };
+  }
+
+  private fromWatch(entry: KvEntry): void {
+    this.changedWhileListing?.add(entry.key);
+    if (entry.operation === 'PUT') this.receive(entry);
+    else this.apply(entry.key, undefined);
+  }
+
+  /** A stored manifest: indexed when readable; otherwise counted, and its key left out. */
+  private receive(entry: KvEntry): void {
+    const value = readJson(entry)?.value;
+    if (isManifest(value)) {
+      this.bad.clear(entry.key);
+      return this.apply(entry.key, value);
+    }
+    this.bad.note(entry.key, value === undefined ? 'not JSON' : 'not a manifest');
+    this.apply(entry.key, undefined);
   }
 
   /** Records a manifest this process wrote (the watch would bring it a moment later). */

@@ -81,6 +81,8 @@ export class JetStreamStorageConsumer {
   readonly stats = { batches: 0, rows: 0, redelivered: 0, deadLettered: 0, failures: 0 };
   private readonly js: JetStreamClient;
   private readonly supervisor: Supervisor;
+  /** Each running table loop's manifest index (for its status). */
+  private readonly manifests = new Map<string, ManifestIndex>();
   private readonly tuning: Required<Omit<ConsumerTuning, 'log' | 'onRestart'>>;
 
   constructor(
@@ -113,7 +115,17 @@ export class JetStreamStorageConsumer {
 
   /** Each table's loop, by readiness name (`consumer.<table>`). */
   statuses(): Record<string, ComponentStatus> {
-    return Object.fromEntries(this.options.tables.map((table) => [loopName(table), this.supervisor.status(loopName(table))]));
+    return Object.fromEntries(this.options.tables.map((table) => [loopName(table), this.status(table)]));
+  }
+
+  /** The table's loop, and the watch of the batch manifests it checks every message against. */
+  private status(table: string): ComponentStatus {
+    const loop = this.supervisor.status(loopName(table));
+    const manifests = this.manifests.get(table)?.status();
+    if (!manifests) return loop;
+    const figures = { ...loop.figures, manifestBadValues: manifests.figures?.badValues ?? 0 };
+    if (loop.ok && !manifests.ok) return { ok: false, detail: `batch manifests: ${manifests.detail}`, figures };
+    return { ...loop, ...(loop.ok && manifests.detail ? { detail: `batch manifests: ${manifests.detail}` } : {}), figures };
   }
 
   /** Messages waiting in a table's stream for this consumer group (consumer lag). */
@@ -133,9 +145,10 @@ export class JetStreamStorageConsumer {
       replicas: this.tuning.replicas,
       ttl: MANIFEST_TTL_MS,
     });
-    const index = new ManifestIndex(manifests, MANIFEST_TTL_MS);
-    await index.start();
+    const index = new ManifestIndex(manifests, MANIFEST_TTL_MS, { name: `batch manifests of ${table}`, log: this.options.log });
+    this.manifests.set(table, index);
     try {
+      await index.start();
       const consumer = await this.js.consumers.get(stream, DURABLE);
       let backoffMs = 0;
       while (!signal.aborted) {
@@ -165,6 +178,7 @@ export class JetStreamStorageConsumer {
         }
       }
     } finally {
+      this.manifests.delete(table);
       index.stop();
     }
   }

@@ -14,3 +14,13 @@ export function createLogger(level: string, destination: 'stdout' | 'stderr' | p
   const stream = typeof destination === 'string' ? pino.destination({ fd: destination === 'stdout' ? 1 : 2, sync: false }) : destination;
   return pino({ level, base: { service: 'sluice' }, redact: REDACT }, stream);
 }
+
+let fallback: Logger | undefined;
+
+/**
+ * The logger of a component built without one (the CLI, a test): its warnings still reach
+ * stderr rather than nowhere. The composition root passes its own logger instead.
+ */
+export function fallbackLogger(): Logger {
+  return (fallback ??= createLogger('warn', 'stderr'));
+}

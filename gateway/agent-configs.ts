@@ -5,7 +5,11 @@
  */
 import { createHash } from 'node:crypto';
 import { SluiceError } from '../core/errors.ts';
+import type { Logger } from '../core/log.ts';
+import type { ComponentStatus } from '../core/readiness.ts';
 import { MAX_AGENT_CONFIG_BYTES } from '../pipeline/agent/schemas.ts';
+import { StateMirror } from '../state/mirror.ts';
+import { recordOf } from '../state/shape.ts';
 import type { StateStore } from '../state/store.ts';
 
 export interface AgentConfigRecord {
@@ -25,20 +29,28 @@ export interface RenderedAgentConfig {
 
 const AGENT_CONFIGS = 'agent_configs';
 
+const isAgentConfigRecord = recordOf<AgentConfigRecord>({ sourceId: 'string', version: 'number', updatedAt: 'string?', config: 'object' });
+
 export class AgentConfigs {
   private readonly rendered = new Map<string, RenderedAgentConfig>();
-  private unwatch: (() => void) | undefined;
+  private readonly records: StateMirror<AgentConfigRecord>;
 
-  constructor(private readonly store: StateStore) {}
+  constructor(private readonly store: StateStore, log?: Logger) {
+    this.records = new StateMirror(store, AGENT_CONFIGS, { validate: isAgentConfigRecord, log });
+    this.records.onChange((sourceId, record) => this.index(sourceId, record));
+  }
 
   async start(): Promise<void> {
-    // Watch first, then list, so no change between the two is missed.
-    this.unwatch = this.store.watch<AgentConfigRecord>(AGENT_CONFIGS, ({ key, value }) => this.index(key, value));
-    for (const [sourceId, record] of await this.store.list<AgentConfigRecord>(AGENT_CONFIGS)) this.index(sourceId, record);
+    await this.records.start();
   }
 
   async shutdown(): Promise<void> {
-    this.unwatch?.();
+    this.records.stop();
+  }
+
+  /** The rendered configs' health, for readiness (`state.agent_configs`). */
+  status(): ComponentStatus {
+    return this.records.status();
   }
 
   /** What the agents of `sourceId` get: its config, or an empty one at version 0. */
@@ -47,7 +59,8 @@ export class AgentConfigs {
   }
 
   async get(sourceId: string): Promise<AgentConfigRecord | undefined> {
-    return this.store.get<AgentConfigRecord>(AGENT_CONFIGS, sourceId);
+    const record = await this.store.get<unknown>(AGENT_CONFIGS, sourceId);
+    return isAgentConfigRecord(record) ? record : undefined;
   }
 
   /** Replaces a source's config (the caller checked the source exists). */
@@ -66,8 +79,7 @@ export class AgentConfigs {
       updatedAt: new Date().toISOString(),
       config: config as Record<string, unknown>,
     };
-    await this.store.put(AGENT_CONFIGS, sourceId, record);
-    this.index(sourceId, record);
+    await this.records.set(sourceId, record);
     return record;
   }
 

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LocalStateStore } from '../state/local.ts';
+import type { StateStore } from '../state/store.ts';
 import { AgentConfigs, etagMatches } from './agent-configs.ts';
 import { INSTALL_TOKEN_TTL_MS, InstallTokens } from './install-tokens.ts';
 import { SourceRegistry } from './sources.ts';
@@ -21,9 +22,10 @@ async function setup() {
   const sources = new SourceRegistry(store);
   await sources.start();
   let now = Date.parse('2026-11-22T12:00:00Z');
-  const tokens = new InstallTokens(store, sources, () => now);
+  const clock = () => now;
+  const tokens = new InstallTokens(store, sources, clock);
   const advance = (ms: number) => { now += ms; };
-  return { dir, store, sources, tokens, advance };
+  return { dir, store, sources, tokens, advance, clock };
 }
 
 async function filesUnder(dir: string): Promise<string> {
@@ -67,6 +69,27 @@ describe('InstallTokens', () => {
     const issued = await tokens.create(source.id);
     await sources.revokeKey(issued.keyId);
     expect(await tokens.redeem(issued.token)).toBeUndefined();
+  });
+
+  it('is redeemed, and kept, by a gateway whose watch has not brought its key yet; a revoked key still takes it', async () => {
+    const { store, sources, tokens, clock } = await setup();
+    // Another gateway on the same store, whose watch delivers nothing (it lags behind).
+    const lagging = new SourceRegistry(Object.assign(Object.create(store) as StateStore, { watch: () => () => {} }));
+    await lagging.start();
+    const laggingTokens = new InstallTokens(store, lagging, clock);
+    const source = await sources.createSource('web');
+    const issued = await tokens.create(source.id);
+    expect(lagging.keyActive(issued.keyId)).toBe(false);
+
+    const grant = await laggingTokens.redeem(issued.token);
+    expect(grant).toMatchObject({ sourceId: source.id, tokenId: issued.id });
+    expect(sources.authenticate(grant!.apiKey)).toBe(source.id);
+    expect(await store.list('install_tokens')).toHaveLength(1);
+    expect(await tokens.redeem(issued.token)).toBeDefined();
+
+    await sources.revokeKey(issued.keyId);
+    expect(await laggingTokens.redeem(issued.token)).toBeUndefined();
+    expect(await store.list('install_tokens')).toEqual([]);
   });
 
   it('is refused for an unknown source', async () => {

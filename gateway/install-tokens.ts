@@ -7,10 +7,13 @@
  * the state store holds only the token's SHA-256 and a ciphertext it cannot open, so neither
  * a copy of the store nor its logs reveal a usable key. The token is shown once, like a key.
  * An expired token is deleted when next presented; the key it carried stays valid (agents
- * installed with it keep working) until revoked with `sluice sources revoke-key`.
+ * installed with it keep working) until revoked with `sluice sources revoke-key`. A token is
+ * deleted only for what the store says (expired, its key revoked or gone), never because this
+ * gateway's watch has not yet brought a key created through another one.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { SecretBox } from '../core/secret-box.ts';
+import { recordOf } from '../state/shape.ts';
 import type { StateStore } from '../state/store.ts';
 import type { SourceRegistry } from './sources.ts';
 
@@ -31,6 +34,10 @@ interface InstallTokenRecord {
   /** base64url(iv ‖ ciphertext ‖ tag) of the API key. */
   sealedKey: string;
 }
+
+const isInstallTokenRecord = recordOf<InstallTokenRecord>({
+  id: 'string', sourceId: 'string', keyId: 'string', expiresAt: 'string', sealedKey: 'string',
+});
 
 export interface IssuedInstallToken {
   id: string;
@@ -77,10 +84,12 @@ export class InstallTokens {
   async redeem(token: string): Promise<InstallGrant | undefined> {
     if (!TOKEN_SHAPE.test(token)) return undefined;
     const lookup = lookupKey(token);
-    const record = await this.store.get<InstallTokenRecord>(INSTALL_TOKENS, lookup);
-    if (!record) return undefined;
-    // A revoked key takes the token with it: the manifest would not work anyway.
-    if (Date.parse(record.expiresAt) <= this.now() || !this.sources.keyActive(record.keyId)) {
+    const record = await this.store.get<unknown>(INSTALL_TOKENS, lookup);
+    // A record of the wrong shape is as good as unknown (and left in place for an operator).
+    if (!isInstallTokenRecord(record)) return undefined;
+    // A revoked key takes the token with it: the manifest would not work anyway. A date that
+    // does not parse counts as expired.
+    if (!(Date.parse(record.expiresAt) > this.now()) || !(await this.sources.keyActiveInStore(record.keyId))) {
       await this.store.delete(INSTALL_TOKENS, lookup);
       return undefined;
     }

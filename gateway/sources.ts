@@ -6,6 +6,10 @@
  * store's watch, so a revoked key is refused as soon as the change reaches it.
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { Logger } from '../core/log.ts';
+import type { ComponentStatus } from '../core/readiness.ts';
+import { StateMirror } from '../state/mirror.ts';
+import { recordOf } from '../state/shape.ts';
 import type { StateStore } from '../state/store.ts';
 
 export interface Source {
@@ -37,6 +41,10 @@ const SOURCES = 'sources';
 const API_KEYS = 'api_keys';
 const KEY_PREFIX = 'slk_';
 
+/** What the key index relies on: a record without a string hash authenticates nothing. */
+const isApiKeyRecord = recordOf<ApiKeyRecord>({ id: 'string', sourceId: 'string', hash: 'string', revokedAt: 'string?' });
+const isSource = recordOf<Source>({ id: 'string', name: 'string', createdAt: 'string' });
+
 export function hashApiKey(apiKey: string): string {
   return createHash('sha256').update(apiKey).digest('hex');
 }
@@ -45,18 +53,24 @@ export class SourceRegistry {
   /** hash → active key record: the only thing the hot path reads. */
   private readonly activeByHash = new Map<string, ApiKeyRecord>();
   private readonly hashById = new Map<string, string>();
-  private unwatch: (() => void) | undefined;
+  private readonly keys: StateMirror<ApiKeyRecord>;
 
-  constructor(private readonly store: StateStore) {}
+  constructor(private readonly store: StateStore, log?: Logger) {
+    this.keys = new StateMirror(store, API_KEYS, { validate: isApiKeyRecord, log });
+    this.keys.onChange((id, record) => this.index(id, record));
+  }
 
   async start(): Promise<void> {
-    // Watch first, then list, so no change between the two is missed.
-    this.unwatch = this.store.watch<ApiKeyRecord>(API_KEYS, ({ key, value }) => this.index(key, value));
-    for (const [id, record] of await this.store.list<ApiKeyRecord>(API_KEYS)) this.index(id, record);
+    await this.keys.start();
   }
 
   async shutdown(): Promise<void> {
-    this.unwatch?.();
+    this.keys.stop();
+  }
+
+  /** The key index's health, for readiness (`state.api_keys`). */
+  status(): ComponentStatus {
+    return this.keys.status();
   }
 
   /** The source a presented key belongs to, or undefined if the key is unknown or revoked. */
@@ -73,8 +87,8 @@ export class SourceRegistry {
   }
 
   async listSources(): Promise<Array<Source & { keys: Array<Omit<ApiKeyRecord, 'hash'>> }>> {
-    const keys = (await this.store.list<ApiKeyRecord>(API_KEYS)).map(([, k]) => k);
-    const sources = (await this.store.list<Source>(SOURCES)).map(([, s]) => s);
+    const keys = await this.storedKeys();
+    const sources = (await this.store.list<unknown>(SOURCES)).map(([, s]) => s).filter(isSource);
     return sources
       .sort((a, b) => a.createdAt.localeCompare(b.createdAt))
       .map((source) => ({
@@ -84,12 +98,23 @@ export class SourceRegistry {
   }
 
   async getSource(id: string): Promise<Source | undefined> {
-    return this.store.get<Source>(SOURCES, id);
+    const source = await this.store.get<unknown>(SOURCES, id);
+    return isSource(source) ? source : undefined;
   }
 
   /** Whether a key (by id) exists and is not revoked, as this gateway last heard. */
   keyActive(keyId: string): boolean {
     return this.hashById.has(keyId);
+  }
+
+  /**
+   * Whether a key exists and is not revoked, asking the store when this gateway has not heard of
+   * it: its watch may lag behind a key created a moment ago through another gateway.
+   */
+  async keyActiveInStore(keyId: string): Promise<boolean> {
+    if (this.keyActive(keyId)) return true;
+    const record = await this.store.get<unknown>(API_KEYS, keyId);
+    return isApiKeyRecord(record) && !record.revokedAt;
   }
 
   async addKey(sourceId: string, label?: string): Promise<IssuedKey> {
@@ -102,21 +127,25 @@ export class SourceRegistry {
       createdAt: new Date().toISOString(),
       ...(label ? { label } : {}),
     };
-    await this.store.put(API_KEYS, record.id, record);
-    this.index(record.id, record);
+    await this.keys.set(record.id, record);
     return { keyId: record.id, sourceId, apiKey };
   }
 
   /** Revokes by key id or by the key itself. */
   async revokeKey(keyIdOrApiKey: string): Promise<Omit<ApiKeyRecord, 'hash'>> {
     const record = keyIdOrApiKey.startsWith(KEY_PREFIX)
-      ? (await this.store.list<ApiKeyRecord>(API_KEYS)).map(([, k]) => k).find((k) => k.hash === hashApiKey(keyIdOrApiKey))
-      : await this.store.get<ApiKeyRecord>(API_KEYS, keyIdOrApiKey);
-    if (!record) throw new NotFoundError('no such API key');
+      ? (await this.storedKeys()).find((k) => k.hash === hashApiKey(keyIdOrApiKey))
+      : await this.store.get<unknown>(API_KEYS, keyIdOrApiKey);
+    if (!isApiKeyRecord(record)) throw new NotFoundError('no such API key');
     const revoked = { ...record, revokedAt: record.revokedAt ?? new Date().toISOString() };
-    await this.store.put(API_KEYS, record.id, revoked);
+    await this.keys.set(record.id, revoked);
     const { hash: _hash, ...visible } = revoked;
     return visible;
+  }
+
+  /** Every readable key record in the store (not only the active ones this gateway indexes). */
+  private async storedKeys(): Promise<ApiKeyRecord[]> {
+    return (await this.store.list<unknown>(API_KEYS)).map(([, k]) => k).filter(isApiKeyRecord);
   }
 
   private index(id: string, record: ApiKeyRecord | undefined): void {

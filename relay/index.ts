@@ -27,6 +27,7 @@ export const SIGN_IN_PER_MINUTE = 10;
 
 export interface RelayParts {
   state: StateStore;
+  log: Logger;
   /** 32 bytes: seals stored secrets and signs sessions; the same on every gateway. */
   masterKey: Buffer;
   checks: BodyChecks;
@@ -42,7 +43,7 @@ export interface Relay {
 /** Opens the relay's store (its mirrors start) and admin operations. */
 export async function openRelay(parts: RelayParts): Promise<Relay> {
   const keys = deriveRelayKeys(parts.masterKey);
-  const store = new RelayStore(parts.state);
+  const store = new RelayStore(parts.state, parts.log);
   await store.start();
   const sessions = new Sessions(keys.sessionKey, store);
   const admin = new RelayAdmin(store, keys.secrets, sessions, createBodyValidator(parts.checks));

@@ -5,43 +5,20 @@
  * deactivated site) reaches every other within the watch's latency.
  */
 import { createHash } from 'node:crypto';
+import type { Logger } from '../core/log.ts';
+import type { ComponentStatus } from '../core/readiness.ts';
+import { StateMirror } from '../state/mirror.ts';
+import { recordOf, type FieldKind } from '../state/shape.ts';
 import type { StateStore } from '../state/store.ts';
 import type { Form, RelayApiKey, Site, Template, Tenant, User } from './model.ts';
 
-/** One bucket, mirrored in memory. */
-export class Collection<T extends { id: string }> {
-  private readonly items = new Map<string, T>();
-  private unwatch: (() => void) | undefined;
-  private readonly listeners: Array<(id: string, value: T | undefined) => void> = [];
-
-  constructor(private readonly store: StateStore, readonly bucket: string) {}
-
-  async start(): Promise<void> {
-    // Watch first, then list, so no change between the two is missed.
-    this.unwatch = this.store.watch<T>(this.bucket, ({ key, value }) => this.apply(key, value));
-    for (const [id, value] of await this.store.list<T>(this.bucket)) this.apply(id, value);
-  }
-
-  stop(): void {
-    this.unwatch?.();
-  }
-
-  /** Calls fn on every change seen (for indexes). */
-  onChange(fn: (id: string, value: T | undefined) => void): void {
-    this.listeners.push(fn);
-  }
-
-  get(id: string): T | undefined {
-    return this.items.get(id);
-  }
-
-  values(): T[] {
-    return [...this.items.values()];
-  }
-
-  find(predicate: (item: T) => boolean): T | undefined {
-    for (const item of this.items.values()) if (predicate(item)) return item;
-    return undefined;
+/** One bucket of records keyed by their id, mirrored in memory (state/mirror.ts). */
+export class Collection<T extends { id: string }> extends StateMirror<T> {
+  /** @param fields the fields the relay reads from each record, checked on every value the store brings */
+  constructor(store: StateStore, bucket: string, fields: Record<string, FieldKind>, log?: Logger) {
+    const shaped = recordOf<T>({ id: 'string', ...fields });
+    // A record stored under another id than its own would be found under the wrong one.
+    super(store, bucket, { validate: (value, key): value is T => shaped(value) && value.id === key, log });
   }
 
   filter(predicate: (item: T) => boolean): T[] {
@@ -49,20 +26,8 @@ export class Collection<T extends { id: string }> {
   }
 
   async put(item: T): Promise<T> {
-    await this.store.put(this.bucket, item.id, item);
-    this.apply(item.id, item);
+    await this.set(item.id, item);
     return item;
-  }
-
-  async delete(id: string): Promise<void> {
-    await this.store.delete(this.bucket, id);
-    this.apply(id, undefined);
-  }
-
-  private apply(id: string, value: T | undefined): void {
-    if (value) this.items.set(id, value);
-    else this.items.delete(id);
-    for (const listener of this.listeners) listener(id, value);
   }
 }
 
@@ -81,13 +46,24 @@ export class RelayStore {
   private readonly activeKeys = new Map<string, RelayApiKey>();
   private readonly keyHashById = new Map<string, string>();
 
-  constructor(readonly state: StateStore) {
-    this.tenants = new Collection(state, 'relay_tenants');
-    this.users = new Collection(state, 'relay_users');
-    this.sites = new Collection(state, 'relay_sites');
-    this.forms = new Collection(state, 'relay_forms');
-    this.templates = new Collection(state, 'relay_templates');
-    this.apiKeys = new Collection(state, 'relay_api_keys');
+  constructor(readonly state: StateStore, log?: Logger) {
+    const stamped = { createdAt: 'string', updatedAt: 'string' } as const;
+    this.tenants = new Collection(state, 'relay_tenants', { ...stamped, name: 'string' }, log);
+    this.users = new Collection(state, 'relay_users', {
+      ...stamped, tenantId: 'string', email: 'string', name: 'string', role: 'string', active: 'boolean',
+      passwordHash: 'string', mustChangePassword: 'boolean', sessionVersion: 'number',
+    }, log);
+    this.sites = new Collection(state, 'relay_sites', {
+      ...stamped, tenantId: 'string', name: 'string', siteKey: 'string', active: 'boolean', allowedOrigins: 'array', captcha: 'object?',
+    }, log);
+    this.forms = new Collection(state, 'relay_forms', {
+      ...stamped, tenantId: 'string', siteId: 'string', formKey: 'string', name: 'string', active: 'boolean',
+      templateId: 'string?', recipients: 'array', webhooks: 'array',
+    }, log);
+    this.templates = new Collection(state, 'relay_templates', { ...stamped, tenantId: 'string', name: 'string', subject: 'string', html: 'string' }, log);
+    this.apiKeys = new Collection(state, 'relay_api_keys', {
+      ...stamped, tenantId: 'string', siteId: 'string', name: 'string', hash: 'string', prefix: 'string', revokedAt: 'string?',
+    }, log);
     this.apiKeys.onChange((id, key) => {
       const previous = this.keyHashById.get(id);
       if (previous) this.activeKeys.delete(previous);
@@ -109,6 +85,11 @@ export class RelayStore {
 
   shutdown(): void {
     for (const collection of this.collections) collection.stop();
+  }
+
+  /** Each collection's health by bucket, for readiness (`state.relay_tenants`...). */
+  statuses(): Record<string, ComponentStatus> {
+    return Object.fromEntries(this.collections.map((collection) => [collection.bucket, collection.status()]));
   }
 
   /** The active API key a presented key is, if any (revoked keys are dropped from the index). */

@@ -29,11 +29,13 @@ export class LocalStateStore implements StateStore {
   }
 
   async get<T>(bucket: string, key: string): Promise<T | undefined> {
-    return (await this.load(bucket)).get(key) as T | undefined;
+    // Copies, here as in every read: a caller changing what it got must not change the store.
+    return structuredClone((await this.load(bucket)).get(key)) as T | undefined;
   }
 
+  // Every value came from JSON, so none is unreadable: nothing to report to an onEvent handler.
   async list<T>(bucket: string): Promise<Array<[string, T]>> {
-    return [...(await this.load(bucket))] as Array<[string, T]>;
+    return [...(await this.load(bucket))].map(([key, value]) => [key, structuredClone(value) as T]);
   }
 
   async put<T>(bucket: string, key: string, value: T): Promise<void> {
@@ -68,7 +70,8 @@ export class LocalStateStore implements StateStore {
   }
 
   private emit(bucket: string, change: StateChange<unknown>): void {
-    for (const listener of this.listeners.get(bucket) ?? []) listener(change);
+    // Each watcher gets its own copy, detached from the caller's object too.
+    for (const listener of this.listeners.get(bucket) ?? []) listener({ key: change.key, value: structuredClone(change.value) });
   }
 
   private file(bucket: string): string {

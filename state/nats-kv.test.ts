@@ -5,9 +5,15 @@
 import { randomBytes } from 'node:crypto';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Kvm } from '@nats-io/kv';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SourceRegistry } from '../gateway/sources.ts';
+import { capturedLog, escapedErrors, watchFeeds } from '../test/faults.ts';
+import { eventually } from '../test/harness.ts';
+import { StateMirror } from './mirror.ts';
 import { NatsKvStateStore } from './nats-kv.ts';
+import { recordOf } from './shape.ts';
+import type { StateStore } from './store.ts';
 import { describeStateStore } from './store.suite.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -40,6 +46,32 @@ afterAll(async () => {
   }
   for (const nc of connections) await nc.close();
 });
+
+interface Thing {
+  name: string;
+  n: number;
+}
+const isThing = recordOf<Thing>({ name: 'string', n: 'number' });
+
+/** Puts an ever-growing counter into `things` until stopped; stop() answers the last value written. */
+function keepWriting(store: StateStore) {
+  let n = 0;
+  let writing = true;
+  const done = (async () => {
+    while (writing) {
+      await store.put('things', 'counter', { name: 'counter', n: ++n });
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  })();
+  return {
+    written: () => n,
+    async stop() {
+      writing = false;
+      await done;
+      return n;
+    },
+  };
+}
 
 describeStateStore('nats-kv', async () => new NatsKvStateStore(await natsConnection(), { bucketPrefix: freshPrefix() }));
 
@@ -79,5 +111,134 @@ describe('NatsKvStateStore across gateways', () => {
     expect(second.authenticate(source.apiKey)).toBeUndefined();
     await first.shutdown();
     await second.shutdown();
+  });
+});
+
+describe('NatsKvStateStore: values that are not JSON, watches that end', () => {
+  const errors = escapedErrors();
+  afterEach(() => vi.restoreAllMocks());
+  afterAll(() => errors.dispose());
+
+  it('counts and skips a value that is not JSON, in a watch under traffic and at start; nothing escapes', async () => {
+    const nc = await natsConnection();
+    const prefix = freshPrefix();
+    const { log, lines, entries } = capturedLog();
+    const store = new NatsKvStateStore(nc, { bucketPrefix: prefix, log });
+    await store.put('things', 'a', { name: 'a', n: 1 });
+    const raw = await new Kvm(nc).open(`${prefix}things`);
+    await raw.put('early', 'not json{');
+    const mirror = new StateMirror(store, 'things', { validate: isThing, log });
+    await mirror.start();
+    expect(mirror.values()).toEqual([{ name: 'a', n: 1 }]);
+    expect(mirror.status()).toMatchObject({ ok: true, figures: { badValues: 1 } });
+
+    const traffic = keepWriting(store);
+    await eventually(() => mirror.get('counter'));
+    await raw.put('late', 'not json{');
+    await raw.put('a', new Uint8Array([0xff, 0x00, 0x7b]));
+    const before = traffic.written();
+    await eventually(() => (mirror.get('counter')?.n ?? 0) > before + 5);
+    const last = await traffic.stop();
+    await eventually(() => mirror.get('counter')?.n === last);
+
+    expect(mirror.get('a')).toBeUndefined();
+    expect(mirror.status()).toMatchObject({ ok: true, figures: { badValues: 3, restarts: 0 } });
+    expect(await store.get('things', 'late')).toBeUndefined();
+    expect((await store.list('things')).map(([key]) => key).sort()).toEqual(['counter']);
+    expect(errors.escaped).toEqual([]);
+    // Logged once per key, with its bucket and key, never with the value.
+    const warned = entries().filter((entry) => entry.msg === 'skipped a stored value that cannot be read');
+    expect(warned.map((entry) => entry.recordKey).sort()).toEqual(['a', 'early', 'late']);
+    expect(new Set(warned.map((entry) => entry.bucket))).toEqual(new Set([`${prefix}things`]));
+    expect(lines.join('\n')).not.toContain('not json');
+    mirror.stop();
+    await store.shutdown();
+  });
+
+  it('re-opens a watch whose feed ended or failed, from the last revision: a put and a delete made meanwhile arrive', async () => {
+    const nc = await natsConnection();
+    const prefix = freshPrefix();
+    const store = new NatsKvStateStore(nc, { bucketPrefix: prefix, log: capturedLog().log, watchMinBackoffMs: 10 });
+    await store.put('things', 'doomed', { name: 'd', n: 0 });
+    const feeds = watchFeeds(`${prefix}things`);
+    const mirror = new StateMirror(store, 'things', { validate: isThing, log: capturedLog().log });
+    await mirror.start();
+    await store.put('things', 'a', { name: 'a', n: 1 });
+    await eventually(() => mirror.get('a'));
+
+    // The feed ends the way nats.js ends it; the re-open waits until the test has changed the bucket.
+    const reopen = feeds.holdNextOpen();
+    feeds.latest().stop();
+    await eventually(() => !mirror.status().ok);
+    expect(mirror.status().detail).toBe('watch re-opening after: the watch ended by itself');
+    await store.put('things', 'b', { name: 'b', n: 2 });
+    await store.delete('things', 'doomed');
+    await store.put('things', 'a', { name: 'a', n: 3 });
+    reopen.release();
+    await eventually(() => mirror.get('b') && !mirror.get('doomed') && mirror.get('a')?.n === 3);
+    await eventually(() => mirror.status().ok);
+    expect(mirror.status().figures).toMatchObject({ restarts: 1 });
+
+    // A feed that fails (a subscription error) is re-opened too.
+    feeds.latest().stop(new Error('permissions violation'));
+    await store.put('things', 'c', { name: 'c', n: 4 });
+    await eventually(() => mirror.get('c'));
+    await eventually(() => mirror.status().ok && mirror.status().figures!.restarts === 2);
+    expect(errors.escaped).toEqual([]);
+    mirror.stop();
+    await store.shutdown();
+  });
+
+  it('a watch that cannot be opened at first keeps trying, and then delivers what changed meanwhile', async () => {
+    const nc = await natsConnection();
+    const prefix = freshPrefix();
+    const store = new NatsKvStateStore(nc, { bucketPrefix: prefix, log: capturedLog().log, watchMinBackoffMs: 10 });
+    await store.put('things', 'a', { name: 'a', n: 1 });
+    const feeds = watchFeeds(`${prefix}things`);
+    feeds.failNextOpens(new Error('JetStream not ready'));
+    const retried = feeds.holdNextOpen();
+    const mirror = new StateMirror(store, 'things', { validate: isThing, log: capturedLog().log });
+    await mirror.start();
+    // Loaded by the list, but not ok: its watch is not open yet.
+    expect(mirror.get('a')).toEqual({ name: 'a', n: 1 });
+    await eventually(() => mirror.status().detail === 'watch re-opening after: JetStream not ready');
+    await store.put('things', 'b', { name: 'b', n: 2 });
+    await store.delete('things', 'a');
+    retried.release();
+    await eventually(() => mirror.get('b') && !mirror.get('a'));
+    await eventually(() => mirror.status().ok);
+    expect(mirror.status().figures).toMatchObject({ restarts: 1 });
+    mirror.stop();
+    await store.shutdown();
+  });
+
+  it('a wrong-shaped API key record breaks neither authentication of other keys nor listing and revoking them', async () => {
+    const prefix = freshPrefix();
+    const gatewayA = new NatsKvStateStore(await natsConnection(), { bucketPrefix: prefix, log: capturedLog().log });
+    const gatewayB = new NatsKvStateStore(await natsConnection(), { bucketPrefix: prefix, log: capturedLog().log });
+    const writer = new SourceRegistry(gatewayA, capturedLog().log);
+    const reader = new SourceRegistry(gatewayB, capturedLog().log);
+    await writer.start();
+    await reader.start();
+    const first = await writer.createSource('first');
+    await eventually(() => reader.authenticate(first.apiKey));
+    await gatewayA.put('api_keys', 'key_nohash', { id: 'key_nohash', sourceId: first.id });
+    await gatewayA.put('api_keys', 'key_null', null);
+    await gatewayA.put('api_keys', 'key_numeric', { id: 'key_numeric', sourceId: first.id, hash: 42 });
+    const second = await writer.createSource('second');
+    await eventually(() => reader.authenticate(second.apiKey));
+    expect(reader.authenticate(first.apiKey)).toBe(first.id);
+
+    expect((await reader.listSources()).map((source) => source.keys.length)).toEqual([1, 1]);
+    await reader.revokeKey(first.apiKey);
+    await eventually(() => !writer.authenticate(first.apiKey));
+    expect(reader.authenticate(second.apiKey)).toBe(second.id);
+    await eventually(() => reader.status().figures!.badValues === 3);
+    expect(reader.status().ok).toBe(true);
+    expect(errors.escaped).toEqual([]);
+    await writer.shutdown();
+    await reader.shutdown();
+    await gatewayA.shutdown();
+    await gatewayB.shutdown();
   });
 });

@@ -2,17 +2,27 @@
  * NatsKvStateStore: the cluster driver of the state store. Each bucket is a NATS KV bucket, so
  * every gateway sees the same sources, key hashes and configs, and a watch on the bucket
  * brings a change made anywhere (a revoked key) to every gateway within milliseconds.
+ * Anyone with access to the bucket can write any bytes into it, and every gateway reads them
+ * at once: a value that is not JSON is skipped and reported, never thrown (core/bad-values.ts),
+ * and a watch is kept open from the last revision it saw (core/kv-watch.ts).
  * The store does not own the NATS connection: whoever connected closes it.
  */
-import { KvWatchInclude, Kvm, type KV } from '@nats-io/kv';
+import { Kvm, type KV, type KvEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { StateChange, StateStore } from './store.ts';
+import { BadValues } from '../core/bad-values.ts';
+import { KvWatch, readJson } from '../core/kv-watch.ts';
+import { fallbackLogger, type Logger } from '../core/log.ts';
+import type { StateChange, StateEventHandler, StateStore } from './store.ts';
 
 export interface NatsKvStateStoreOptions {
   /** Prefix of the KV bucket names, so deployments (or tests) can share a server. Default 'sluice_'. */
   bucketPrefix?: string;
   /** Replicas of each bucket: 3 on a 3-node JetStream cluster. Default 1. */
   replicas?: number;
+  /** Where skipped values and re-opened watches are logged. Default: warnings to stderr. */
+  log?: Logger;
+  /** First pause before a watch that ended is re-opened (it doubles up to 30 s). Default 250 ms. */
+  watchMinBackoffMs?: number;
 }
 
 /** KV keys allow [-/_=.a-zA-Z0-9]; anything else (and our marker '=') is stored base64url-encoded. */
@@ -25,26 +35,29 @@ export class NatsKvStateStore implements StateStore {
   private readonly buckets = new Map<string, Promise<KV>>();
   /** Watches being set up: reads and writes of a bucket wait for them, so none misses a change. */
   private readonly settingUp = new Map<string, Set<Promise<void>>>();
-  private readonly stops = new Set<() => void>();
+  /** Stops of the open watches; each resolves when its loop has ended. */
+  private readonly stops = new Set<() => Promise<void>>();
+  private readonly badValues = new Map<string, BadValues>();
   private readonly prefix: string;
   private readonly replicas: number;
+  private readonly log: Logger;
 
-  constructor(nc: NatsConnection, options: NatsKvStateStoreOptions = {}) {
+  constructor(nc: NatsConnection, private readonly options: NatsKvStateStoreOptions = {}) {
     this.kvm = new Kvm(nc);
     this.prefix = options.bucketPrefix ?? 'sluice_';
     this.replicas = options.replicas ?? 1;
+    this.log = options.log ?? fallbackLogger();
   }
 
   async start(): Promise<void> {}
 
   async shutdown(): Promise<void> {
-    for (const stop of this.stops) stop();
-    this.stops.clear();
+    await Promise.all([...this.stops].map((stop) => stop()));
   }
 
   async get<T>(bucket: string, key: string): Promise<T | undefined> {
     const entry = await (await this.open(bucket)).get(encodeKey(key));
-    return entry && entry.operation === 'PUT' ? entry.json<T>() : undefined;
+    return entry && entry.operation === 'PUT' ? this.decode<T>(bucket, entry) : undefined;
   }
 
   async put<T>(bucket: string, key: string, value: T): Promise<void> {
@@ -66,43 +79,58 @@ export class NatsKvStateStore implements StateStore {
     await (await this.open(bucket)).delete(encodeKey(key));
   }
 
-  async list<T>(bucket: string): Promise<Array<[string, T]>> {
+  async list<T>(bucket: string, onEvent?: StateEventHandler): Promise<Array<[string, T]>> {
     const kv = await this.open(bucket);
     const keys: string[] = [];
     for await (const key of await kv.keys()) keys.push(key);
     const entries: Array<[string, T]> = [];
     for (const key of keys) {
       const entry = await kv.get(key);
-      if (entry && entry.operation === 'PUT') entries.push([decodeKey(key), entry.json<T>()]);
+      if (!entry || entry.operation !== 'PUT') continue;
+      const value = this.decode<T>(bucket, entry);
+      if (value === undefined) onEvent?.({ type: 'bad_value', key: decodeKey(key) });
+      else entries.push([decodeKey(key), value]);
     }
     return entries;
   }
 
-  watch<T>(bucket: string, onChange: (change: StateChange<T>) => void): () => void {
-    let stopped = false;
-    let stopIterator: (() => void) | undefined;
-    const stop = () => {
-      stopped = true;
-      stopIterator?.();
-      this.stops.delete(stop);
-    };
+  watch<T>(bucket: string, onChange: (change: StateChange<T>) => void, onEvent?: StateEventHandler): () => void {
+    const follower = new KvWatch(
+      () => this.bucket(bucket),
+      (entry) => {
+        const key = decodeKey(entry.key);
+        if (entry.operation !== 'PUT') return onChange({ key, value: undefined });
+        const value = this.decode<T>(bucket, entry);
+        if (value === undefined) onEvent?.({ type: 'bad_value', key });
+        else onChange({ key, value });
+      },
+      {
+        name: `state watch ${bucket}`,
+        log: this.log,
+        minBackoffMs: this.options.watchMinBackoffMs,
+        onInterrupted: (reason) => onEvent?.({ type: 'interrupted', reason }),
+        onResumed: () => onEvent?.({ type: 'resumed' }),
+      },
+    );
+    // Left in the set until its loop has ended, so shutdown() waits for it.
+    const stop = () => follower.stop().finally(() => this.stops.delete(stop));
     this.stops.add(stop);
-    const ready = (async () => {
-      const kv = await this.bucket(bucket);
-      const updates = await kv.watch({ include: KvWatchInclude.UpdatesOnly });
-      stopIterator = () => updates.stop();
-      if (stopped) updates.stop();
-      return updates;
-    })();
-    const setUp = ready.then(() => undefined, () => undefined);
-    this.track(bucket, setUp);
-    void ready.then(async (updates) => {
-      for await (const entry of updates) {
-        if (stopped) break;
-        onChange({ key: decodeKey(entry.key), value: entry.operation === 'PUT' ? entry.json<T>() : undefined });
-      }
-    });
-    return stop;
+    this.track(bucket, follower.start());
+    return () => void stop();
+  }
+
+  /** The JSON value of a put; undefined (logged once per key, never the value) when it is not JSON. */
+  private decode<T>(bucket: string, entry: KvEntry): T | undefined {
+    const key = decodeKey(entry.key);
+    let bad = this.badValues.get(bucket);
+    const json = readJson(entry);
+    if (json) {
+      bad?.clear(key);
+      return json.value as T;
+    }
+    if (!bad) this.badValues.set(bucket, (bad = new BadValues(this.log, { bucket: this.prefix + bucket })));
+    bad.note(key, 'not JSON');
+    return undefined;
   }
 
   private track(bucket: string, setUp: Promise<void>): void {

@@ -38,6 +38,29 @@ export function describeStateStore(driver: string, createStore: () => Promise<St
       expect(await store.get('things', 'a')).toEqual({ n: 1 });
     });
 
+    it('hands out copies: mutating what get, list or a watch returned does not change the store', async () => {
+      const store = await fresh();
+      const watched: Array<StateChange<{ n: number; tags: string[] }>> = [];
+      const alsoWatched: Array<StateChange<{ n: number; tags: string[] }>> = [];
+      const stop = store.watch<{ n: number; tags: string[] }>('things', (change) => watched.push(change));
+      const stopToo = store.watch<{ n: number; tags: string[] }>('things', (change) => alsoWatched.push(change));
+      await store.put('things', 'a', { n: 1, tags: ['x'] });
+      await waitFor(() => watched.length >= 1 && alsoWatched.length >= 1);
+      watched[0]!.value!.n = 2;
+      watched[0]!.value!.tags.push('from a watcher');
+      const got = (await store.get<{ n: number; tags: string[] }>('things', 'a'))!;
+      got.n = 3;
+      got.tags.push('from get');
+      const [[, listed]] = (await store.list<{ n: number; tags: string[] }>('things')) as [[string, { n: number; tags: string[] }]];
+      listed.n = 4;
+      listed.tags.push('from list');
+      expect(await store.get('things', 'a')).toEqual({ n: 1, tags: ['x'] });
+      expect(await store.list('things')).toEqual([['a', { n: 1, tags: ['x'] }]]);
+      expect(alsoWatched[0]!.value).toEqual({ n: 1, tags: ['x'] });
+      stop();
+      stopToo();
+    });
+
     it('tells watchers about puts and deletes until they stop watching', async () => {
       const store = await fresh();
       const seen: Array<StateChange<{ n: number }>> = [];

@@ -5,9 +5,25 @@
  */
 export type StateChange<T> = { key: string; value: T | undefined };
 
+/**
+ * What a driver tells a reader besides values, so the reader's owner can count it and show it in
+ * readiness. Reads never throw because of a stored value: a value that is not JSON is skipped,
+ * as if its key held nothing, and reported here.
+ */
+export type StateEvent =
+  /** The value of `key` is not JSON: skipped (the driver logged it). */
+  | { type: 'bad_value'; key: string }
+  /** The watch ended or failed (`reason`); it is being re-opened from the last revision it saw. */
+  | { type: 'interrupted'; reason: string }
+  /** The watch is open again; the changes made while it was closed follow. */
+  | { type: 'resumed' };
+
+export type StateEventHandler = (event: StateEvent) => void;
+
 export interface StateStore {
   start(): Promise<void>;
   shutdown(): Promise<void>;
+  /** The value, a copy the caller may change; undefined when absent or not JSON. */
   get<T>(bucket: string, key: string): Promise<T | undefined>;
   put<T>(bucket: string, key: string, value: T): Promise<void>;
   /**
@@ -16,10 +32,13 @@ export interface StateStore {
    */
   create<T>(bucket: string, key: string, value: T): Promise<boolean>;
   delete(bucket: string, key: string): Promise<void>;
-  list<T>(bucket: string): Promise<Array<[string, T]>>;
+  /** Every key and value (copies); values that are not JSON are skipped and reported to onEvent. */
+  list<T>(bucket: string, onEvent?: StateEventHandler): Promise<Array<[string, T]>>;
   /**
-   * Calls onChange for every later change of the bucket (value undefined on delete).
-   * Returns a function that stops watching.
+   * Calls onChange for every later change of the bucket (value undefined on delete), with a copy
+   * of the value. A watch outlives failures of the driver: it is re-opened without missing a
+   * change, and onEvent hears about that and about values skipped. Returns a function that stops
+   * watching.
    */
-  watch<T>(bucket: string, onChange: (change: StateChange<T>) => void): () => void;
+  watch<T>(bucket: string, onChange: (change: StateChange<T>) => void, onEvent?: StateEventHandler): () => void;
 }

@@ -1,0 +1,112 @@
+/**
+ * The storage consumers' manifest index against a real nats-server with JetStream (NATS_URL,
+ * default nats://127.0.0.1:4222): unreadable manifests and watches that end.
+ */
+import { randomBytes } from 'node:crypto';
+import { Kvm, type KV } from '@nats-io/kv';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { capturedLog, escapedErrors, watchFeeds } from '../test/faults.ts';
+import { eventually } from '../test/harness.ts';
+import { ManifestIndex, type Manifest } from './batch-manifests.ts';
+
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+const HOUR_MS = 60 * 60 * 1000;
+let nc: NatsConnection;
+const buckets: KV[] = [];
+const errors = escapedErrors();
+
+beforeAll(async () => {
+  try {
+    nc = await connect({ servers: NATS_URL, timeout: 3000 });
+  } catch (err) {
+    throw new Error(`NATS is not reachable at ${NATS_URL} (start it with deploy/services.sh): ${(err as Error).message}`);
+  }
+});
+afterEach(() => vi.restoreAllMocks());
+afterAll(async () => {
+  errors.dispose();
+  for (const kv of buckets) await kv.destroy();
+  await nc?.close();
+});
+
+async function freshBucket(): Promise<{ kv: KV; name: string }> {
+  const name = `t${randomBytes(4).toString('hex')}_manifests`;
+  const kv = await new Kvm(nc).create(name, { history: 1, ttl: HOUR_MS });
+  buckets.push(kv);
+  return { kv, name };
+}
+
+const manifest = (...seqs: number[]): Manifest => ({ token: `tok-${seqs.join('-')}`, seqs, state: 'committed' });
+const put = (kv: KV, key: string, value: Manifest) => kv.put(key, JSON.stringify(value));
+
+describe('ManifestIndex', () => {
+  it('counts and skips manifests it cannot read, at start and under traffic; nothing escapes', async () => {
+    const { kv, name } = await freshBucket();
+    const { log, lines, entries } = capturedLog();
+    await put(kv, 'S_A.1', manifest(1, 2));
+    await kv.put('S_A.2', 'not json{');
+    const index = new ManifestIndex(kv, HOUR_MS, { name, log });
+    await index.start();
+    expect(index.find('S_A', 2)?.key).toBe('S_A.1');
+    expect(index.status()).toMatchObject({ ok: true, figures: { badValues: 1 } });
+
+    let seq = 10;
+    let writing = true;
+    const traffic = (async () => {
+      while (writing) {
+        seq += 2;
+        await put(kv, `S_A.${seq}`, manifest(seq, seq + 1));
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    })();
+    await eventually(() => index.find('S_A', 13));
+    await kv.put('S_A.3', 'not json{');
+    await kv.put('S_A.4', JSON.stringify({ token: 'no seqs', state: 'committed' }));
+    await put(kv, 'S_A.1', manifest(1, 2));
+    await kv.put('S_A.1', JSON.stringify({ token: 'seqs of the wrong kind', seqs: ['1'], state: 'pending' }));
+    const before = seq;
+    await eventually(() => index.find('S_A', before + 11));
+    writing = false;
+    await traffic;
+    await eventually(() => index.find('S_A', seq + 1));
+
+    // The manifest that became unreadable left the index: its batch may be stored again, never lost.
+    expect(index.find('S_A', 1)).toBeUndefined();
+    expect(index.status()).toMatchObject({ ok: true, figures: { badValues: 4, restarts: 0 } });
+    expect(index.status().detail).toBe('4 unreadable manifests skipped (keys in the log)');
+    const warned = entries().filter((entry) => entry.msg === 'skipped a stored value that cannot be read');
+    expect(warned.map((entry) => entry.recordKey).sort()).toEqual(['S_A.1', 'S_A.2', 'S_A.3', 'S_A.4']);
+    expect(lines.join('\n')).not.toMatch(/not json|no seqs|wrong kind/);
+    expect(errors.escaped).toEqual([]);
+    index.stop();
+  });
+
+  it('re-opens a watch whose feed ended, from the last revision: a put and a delete made meanwhile arrive', async () => {
+    const { kv, name } = await freshBucket();
+    await put(kv, 'S_B.1', manifest(1));
+    const feeds = watchFeeds(name);
+    const index = new ManifestIndex(kv, HOUR_MS, { name, log: capturedLog().log, watchMinBackoffMs: 10 });
+    await index.start();
+    await put(kv, 'S_B.2', manifest(2));
+    await eventually(() => index.find('S_B', 2));
+
+    const reopen = feeds.holdNextOpen();
+    feeds.latest().stop();
+    await eventually(() => !index.status().ok);
+    expect(index.status().detail).toBe('watch re-opening after: the watch ended by itself');
+    await put(kv, 'S_B.3', manifest(3));
+    await kv.delete('S_B.1');
+    reopen.release();
+    await eventually(() => index.find('S_B', 3) && !index.find('S_B', 1));
+    await eventually(() => index.status().ok);
+    expect(index.status().figures).toMatchObject({ restarts: 1, badValues: 0 });
+
+    feeds.latest().stop(new Error('permissions violation'));
+    await put(kv, 'S_B.4', manifest(4));
+    await eventually(() => index.find('S_B', 4));
+    await eventually(() => index.status().ok && index.status().figures!.restarts === 2);
+    expect(errors.escaped).toEqual([]);
+    index.stop();
+  });
+});

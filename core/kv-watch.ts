@@ -1,0 +1,145 @@
+/**
+ * A NATS KV watch that stays open. nats.js ends a watch's iterator when its consumer cannot be
+ * re-created or its subscription fails, and a plain `for await` over it then stops every later
+ * change (a revoked key) from reaching this process, without a trace. KvWatch follows a bucket
+ * by revision instead: a watch that ends or fails is re-opened with backoff (the Supervisor's),
+ * from the revision after the last one it delivered, so puts and deletes made meanwhile still
+ * arrive, in order. Used by the NATS KV state store and the storage consumers' manifest index.
+ */
+import type { KV, KvEntry, KvWatchEntry } from '@nats-io/kv';
+import type { QueuedIterator } from '@nats-io/nats-core';
+import type { Logger } from './log.ts';
+import type { ComponentStatus } from './readiness.ts';
+import { Supervisor, type LoopContext } from './supervisor.ts';
+
+export interface KvWatchOptions {
+  /** Names the watch in logs and in its status, e.g. `state watch api_keys`. */
+  name: string;
+  log: Logger;
+  /** The watch ended or failed (`reason`) and will be re-opened after a backoff. */
+  onInterrupted?: (reason: string) => void;
+  /** The watch is open again; the changes it missed follow. */
+  onResumed?: () => void;
+  /** First pause before a re-open, doubling on each failure. Default 250 ms. */
+  minBackoffMs?: number;
+  /** Longest pause between re-opens. Default 30 s. */
+  maxBackoffMs?: number;
+}
+
+export class KvWatch {
+  private readonly supervisor: Supervisor;
+  /** The last revision delivered; at first the bucket's last one, 0 to replay the whole bucket. */
+  private revision: number | undefined;
+  /** Set when the watch failed, until it is open again. */
+  private reopening = false;
+  private lastFailure = '';
+  private handlerErrors = 0;
+  private markReady: () => void = () => {};
+  private readonly ready = new Promise<void>((resolve) => (this.markReady = resolve));
+
+  /**
+   * @param bucket the KV bucket (a function, so a bucket that cannot be opened yet is retried)
+   * @param onEntry called for every put, delete and purge; what it throws is counted and logged
+   */
+  constructor(
+    private readonly bucket: () => KV | Promise<KV>,
+    private readonly onEntry: (entry: KvEntry) => void,
+    private readonly options: KvWatchOptions,
+  ) {
+    this.supervisor = new Supervisor({
+      log: options.log,
+      minBackoffMs: options.minBackoffMs,
+      maxBackoffMs: options.maxBackoffMs,
+      onRestart: () => {
+        this.reopening = true;
+        options.onInterrupted?.(this.lastFailure);
+      },
+    });
+  }
+
+  /**
+   * Starts following the bucket. Resolves (never rejects) once the first attempt to open the
+   * watch is over: when it opened, every later change is delivered; when it failed, the watch
+   * keeps trying, and delivers from where it would have started (the latest value of each key
+   * changed meanwhile, deletes included).
+   */
+  start(): Promise<void> {
+    this.supervisor.run(this.options.name, (context) => this.follow(context));
+    return this.ready;
+  }
+
+  async stop(): Promise<void> {
+    this.markReady();
+    await this.supervisor.stop();
+  }
+
+  /** Not ok while (re-)opening; figures: restarts, and handler failures when there were any. */
+  status(): ComponentStatus {
+    const status = this.supervisor.status(this.options.name);
+    const figures = { ...status.figures, ...(this.handlerErrors > 0 ? { handlerErrors: this.handlerErrors } : {}) };
+    // Backing off or opening again: one message for both, with why.
+    if (this.reopening && status.detail !== 'stopped') return { ok: false, detail: `watch re-opening after: ${this.lastFailure}`, figures };
+    return { ...status, figures };
+  }
+
+  private async follow({ signal, report }: LoopContext): Promise<void> {
+    report({ ok: false, detail: 'opening the watch' });
+    let updates: QueuedIterator<KvWatchEntry>;
+    try {
+      const kv = await this.bucket();
+      this.revision ??= (await kv.status()).streamInfo.state.last_seq;
+      updates = await kv.watch({ resumeFromRevision: this.revision + 1 });
+      // Ready once the watch is open, not merely once its revision is fixed: a bucket keeps only
+      // the last value of a key, so a put followed by a delete before the watch opened would
+      // reach it as the delete alone.
+      this.markReady();
+    } catch (err) {
+      // Not even the starting revision is known: the next open replays the bucket, so nothing is missed.
+      this.revision ??= 0;
+      this.markReady();
+      throw this.failed(err);
+    }
+    const stopUpdates = () => updates.stop();
+    signal.addEventListener('abort', stopUpdates, { once: true });
+    if (signal.aborted) stopUpdates();
+    try {
+      report({ ok: true });
+      const resumed = this.reopening;
+      this.reopening = false;
+      if (resumed) this.options.onResumed?.();
+      for await (const entry of updates) {
+        this.revision = entry.revision;
+        this.deliver(entry);
+      }
+    } catch (err) {
+      throw this.failed(err);
+    } finally {
+      signal.removeEventListener('abort', stopUpdates);
+      updates.stop();
+    }
+    if (!signal.aborted) throw this.failed(new Error('the watch ended by itself'));
+  }
+
+  private deliver(entry: KvEntry): void {
+    try {
+      this.onEntry(entry);
+    } catch (err) {
+      this.handlerErrors++;
+      this.options.log.error({ watch: this.options.name, recordKey: entry.key, err }, 'a watch handler failed; the watch goes on');
+    }
+  }
+
+  private failed(err: unknown): unknown {
+    this.lastFailure = err instanceof Error ? err.message : String(err);
+    return err;
+  }
+}
+
+/** The JSON value of a KV put, or undefined when its bytes are not JSON (never throws). */
+export function readJson(entry: KvEntry): { value: unknown } | undefined {
+  try {
+    return { value: entry.json<unknown>() };
+  } catch {
+    return undefined;
+  }
+}
