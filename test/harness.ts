@@ -82,11 +82,11 @@ export async function startTestSluice(overrides: Record<string, unknown> = {}): 
 }
 
 /** Polls until fn returns a truthy value or the time is up (for eventually-true conditions). */
-export async function eventually<T>(fn: () => Promise<T> | T, timeoutMs = 10_000, intervalMs = 50): Promise<T> {
+export async function eventually<T>(fn: () => Promise<T> | T, timeoutMs = 10_000, intervalMs = 50): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await fn();
-    if (value) return value;
+    if (value) return value as NonNullable<T>;
     if (Date.now() > deadline) throw new Error('condition not met in time');
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
