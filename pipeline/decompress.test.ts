@@ -111,14 +111,25 @@ function multiMemberGzipBomb(compressedBytes: number): Buffer {
 // ---- helpers ------------------------------------------------------------------------------
 
 /**
- * Runs fn and returns how far the process's peak RSS rose above the RSS before it. maxRSS is
- * the kernel's high-water mark, so this is an upper bound on what fn cost even when fn runs
- * on another thread (libzstd runs on the libuv pool).
+ * Runs fn and returns how far the process's RSS rose above the RSS before it, at its peak.
+ * When the kernel's high-water mark (maxRSS) rose during fn, that is the peak — an upper bound
+ * on what fn cost even when it runs on another thread (libzstd runs on the libuv pool). When it
+ * did not (an earlier peak, e.g. building the bomb, was higher), the peak of RSS sampled every
+ * few milliseconds while fn runs stands in: that earlier peak is not fn's.
  */
 async function peakGrowth(fn: () => Promise<unknown>): Promise<number> {
   const before = process.memoryUsage.rss();
-  await fn().catch(() => undefined);
-  return process.resourceUsage().maxRSS * 1024 - before;
+  const highWaterBefore = process.resourceUsage().maxRSS * 1024;
+  let sampled = before;
+  const sampler = setInterval(() => (sampled = Math.max(sampled, process.memoryUsage.rss())), 2);
+  try {
+    await fn().catch(() => undefined);
+  } finally {
+    clearInterval(sampler);
+  }
+  const highWaterAfter = process.resourceUsage().maxRSS * 1024;
+  const peak = highWaterAfter > highWaterBefore ? highWaterAfter : Math.max(sampled, process.memoryUsage.rss());
+  return peak - before;
 }
 
 async function refusal(promise: Promise<unknown>): Promise<SluiceError> {
