@@ -12,7 +12,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { BadValues } from '../core/bad-values.ts';
 import { KvWatch, readJson } from '../core/kv-watch.ts';
 import { fallbackLogger, type Logger } from '../core/log.ts';
-import type { StateChange, StateEventHandler, StateStore } from './store.ts';
+import type { StateChange, StateEventHandler, StateStore, Versioned } from './store.ts';
 
 export interface NatsKvStateStoreOptions {
   /** Prefix of the KV bucket names, so deployments (or tests) can share a server. Default 'sluice_'. */
@@ -38,6 +38,8 @@ export class NatsKvStateStore implements StateStore {
   /** Stops of the open watches; each resolves when its loop has ended. */
   private readonly stops = new Set<() => Promise<void>>();
   private readonly badValues = new Map<string, BadValues>();
+  /** Buckets whose entries expire (ms after their last write): the KV bucket's max age. */
+  private readonly ttls = new Map<string, number>();
   private readonly prefix: string;
   private readonly replicas: number;
   private readonly log: Logger;
@@ -58,6 +60,28 @@ export class NatsKvStateStore implements StateStore {
   async get<T>(bucket: string, key: string): Promise<T | undefined> {
     const entry = await (await this.open(bucket)).get(encodeKey(key));
     return entry && entry.operation === 'PUT' ? this.decode<T>(bucket, entry) : undefined;
+  }
+
+  async getVersioned<T>(bucket: string, key: string): Promise<Versioned<T> | undefined> {
+    const entry = await (await this.open(bucket)).get(encodeKey(key));
+    if (!entry || entry.operation !== 'PUT') return undefined;
+    const value = this.decode<T>(bucket, entry);
+    return value === undefined ? undefined : { value, revision: entry.revision };
+  }
+
+  async update<T>(bucket: string, key: string, value: T, revision: number): Promise<boolean> {
+    try {
+      // A publish expecting the key's last sequence to be `revision`: the server checks it.
+      await (await this.open(bucket)).update(encodeKey(key), JSON.stringify(value), revision);
+      return true;
+    } catch (err) {
+      if (/wrong last sequence/i.test((err as Error).message)) return false;
+      throw err;
+    }
+  }
+
+  expireAfter(bucket: string, ttlMs: number): void {
+    this.ttls.set(bucket, ttlMs);
   }
 
   async put<T>(bucket: string, key: string, value: T): Promise<void> {
@@ -119,6 +143,19 @@ export class NatsKvStateStore implements StateStore {
     return () => void stop();
   }
 
+  /** Opens (creating it if needed) the KV bucket, with the max age expireAfter asked for. */
+  private async createBucket(name: string): Promise<KV> {
+    const ttl = this.ttls.get(name);
+    const kv = await this.kvm.create(this.prefix + name, { replicas: this.replicas, history: 1, ...(ttl ? { ttl } : {}) });
+    // An existing bucket keeps its config through create(): bring its max age in line.
+    if (ttl !== undefined && (await kv.status()).ttl !== ttl) {
+      const jsm = await this.kvm.js.jetstreamManager();
+      const info = await jsm.streams.info(`KV_${this.prefix}${name}`);
+      await jsm.streams.update(info.config.name, { ...info.config, max_age: ttl * 1_000_000 });
+    }
+    return kv;
+  }
+
   /** The JSON value of a put; undefined (logged once per key, never the value) when it is not JSON. */
   private decode<T>(bucket: string, entry: KvEntry): T | undefined {
     const key = decodeKey(entry.key);
@@ -149,7 +186,7 @@ export class NatsKvStateStore implements StateStore {
   private bucket(name: string): Promise<KV> {
     let kv = this.buckets.get(name);
     if (!kv) {
-      kv = this.kvm.create(this.prefix + name, { replicas: this.replicas, history: 1 });
+      kv = this.createBucket(name);
       this.buckets.set(name, kv);
       // A failed create (server unreachable) is retried on the next call, not cached.
       kv.catch(() => this.buckets.delete(name));

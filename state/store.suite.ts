@@ -87,6 +87,52 @@ export function describeStateStore(driver: string, createStore: () => Promise<St
       expect(await store.get('claims', 'token-1')).toEqual({ by: 100 });
     });
 
+    it('compare-and-set: update writes only at the revision it read', async () => {
+      const store = await fresh();
+      expect(await store.getVersioned('records', 'r')).toBeUndefined();
+      expect(await store.update('records', 'r', { n: 0 }, 1)).toBe(false);
+      await store.put('records', 'r', { n: 1 });
+      const first = (await store.getVersioned<{ n: number }>('records', 'r'))!;
+      expect(first.value).toEqual({ n: 1 });
+      expect(await store.update('records', 'r', { n: 2 }, first.revision)).toBe(true);
+      // The revision read before that write is stale now.
+      expect(await store.update('records', 'r', { n: 3 }, first.revision)).toBe(false);
+      const second = (await store.getVersioned<{ n: number }>('records', 'r'))!;
+      expect(second).toMatchObject({ value: { n: 2 } });
+      expect(second.revision).not.toBe(first.revision);
+      await store.delete('records', 'r');
+      expect(await store.update('records', 'r', { n: 4 }, second.revision)).toBe(false);
+      expect(await store.get('records', 'r')).toBeUndefined();
+    });
+
+    it('loses no change when writers race on one record with read-modify-write', async () => {
+      const store = await fresh();
+      await store.put('records', 'form', { recipients: [] as number[] });
+      const add = async (n: number) => {
+        for (;;) {
+          const current = (await store.getVersioned<{ recipients: number[] }>('records', 'form'))!;
+          if (await store.update('records', 'form', { recipients: [...current.value.recipients, n] }, current.revision)) return;
+        }
+      };
+      await Promise.all(Array.from({ length: 10 }, (_, n) => add(n)));
+      const { recipients } = (await store.get<{ recipients: number[] }>('records', 'form'))!;
+      expect([...recipients].sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    });
+
+    it('expires the entries of a bucket given a ttl, and only those', async () => {
+      const store = await fresh();
+      store.expireAfter('short', 1000);
+      await store.put('short', 'a', { n: 1 });
+      expect(await store.create('short', 'b', { n: 2 })).toBe(true);
+      await store.put('lasting', 'a', { n: 1 });
+      expect(await store.get('short', 'a')).toEqual({ n: 1 });
+      await waitFor(async () => (await store.get('short', 'a')) === undefined, 15_000);
+      expect(await store.getVersioned('short', 'b')).toBeUndefined();
+      expect(await store.list('short')).toEqual([]);
+      expect(await store.create('short', 'b', { n: 3 })).toBe(true);
+      expect(await store.get('lasting', 'a')).toEqual({ n: 1 });
+    });
+
     it('survives concurrent writes to one bucket', async () => {
       const store = await fresh();
       await Promise.all(Array.from({ length: 50 }, (_, i) => store.put('many', `k${i}`, i)));
@@ -95,9 +141,9 @@ export function describeStateStore(driver: string, createStore: () => Promise<St
   });
 }
 
-async function waitFor(condition: () => boolean, timeoutMs = 2_000): Promise<void> {
+async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
+  while (!(await condition())) {
     if (Date.now() > deadline) throw new Error('timed out waiting for watch events');
     await new Promise((resolve) => setTimeout(resolve, 10));
   }

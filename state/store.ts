@@ -20,6 +20,12 @@ export type StateEvent =
 
 export type StateEventHandler = (event: StateEvent) => void;
 
+/** A value and its revision: a number that changes on every write of the key, for update(). */
+export interface Versioned<T> {
+  value: T;
+  revision: number;
+}
+
 export interface StateStore {
   start(): Promise<void>;
   shutdown(): Promise<void>;
@@ -31,7 +37,21 @@ export interface StateStore {
    * process sharing the store, so it can reserve a unique name or use up a single-use token.
    */
   create<T>(bucket: string, key: string, value: T): Promise<boolean>;
+  /** The value with its revision, for a read-modify-write with update(); undefined when absent. */
+  getVersioned<T>(bucket: string, key: string): Promise<Versioned<T> | undefined>;
+  /**
+   * Compare-and-set: writes only if the key is still at `revision` (read by getVersioned); true
+   * if it did. Atomic across every process sharing the store: of two writers that read the same
+   * revision, one wins and the other reads again, so neither loses the other's change.
+   */
+  update<T>(bucket: string, key: string, value: T, revision: number): Promise<boolean>;
   delete(bucket: string, key: string): Promise<void>;
+  /**
+   * Entries of `bucket` are removed `ttlMs` after their last write (idempotency records, used
+   * tokens). Call before the bucket's first use. Readers never see an expired entry; a watch is
+   * not told when one expires.
+   */
+  expireAfter(bucket: string, ttlMs: number): void;
   /** Every key and value (copies); values that are not JSON are skipped and reported to onEvent. */
   list<T>(bucket: string, onEvent?: StateEventHandler): Promise<Array<[string, T]>>;
   /**

@@ -254,7 +254,7 @@ describe('sites, CAPTCHA, forms, recipients, webhooks', () => {
     const listed = await call('GET', '/admin/api-keys', { token: owner.token });
     expect(listed.text).not.toContain(apiKey);
     expect(listed.text).not.toContain(sha256Hex(apiKey));
-    const stored = await readFile(join(dataDir, 'state', 'relay_api_keys.json'), 'utf8');
+    const stored = await readFile(join(dataDir, 'state', 'relay_api_keys.log'), 'utf8');
     expect(stored).toContain(sha256Hex(apiKey));
     expect(stored).not.toContain(apiKey);
     expect(app.relay!.store.apiKeyFor(apiKey)?.siteId).toBe(siteId);
