@@ -13,7 +13,7 @@ import { checkPassword, hashPassword, oneTimePassword, type Sessions } from './a
 import { conflict, forbidden, notFound, RelayError, unauthorized, validationFailed } from './errors.ts';
 import type { CaptchaProvider, Channel, Form, RelayApiKey, Role, Site, Template, Tenant, User } from './model.ts';
 import { E164, isEmailAddress, type BodyValidator } from './schemas.ts';
-import { sha256Hex, type RelayStore } from './store.ts';
+import { sha256Hex, type Collection, type RelayStore } from './store.ts';
 import { checkTemplate, DEFAULT_TEMPLATE, renderHtml, renderSubject } from './templates.ts';
 import type { SecretBox } from '../core/secret-box.ts';
 
@@ -95,7 +95,7 @@ export class RelayAdmin {
   async updateTenant(actor: Actor, body: unknown) {
     this.require(actor, 'owner');
     const { name } = this.validateBody<{ name: string }>('UpdateTenant', body);
-    return this.store.tenants.put({ ...this.tenant(actor), name, updatedAt: now() });
+    return this.change(this.store.tenants, this.tenant(actor).id, 'Tenant', (tenant) => ({ ...tenant, name }));
   }
 
   async login(body: unknown) {
@@ -110,13 +110,13 @@ export class RelayAdmin {
   async changePassword(user: User, body: unknown) {
     const { currentPassword, newPassword } = this.validateBody<{ currentPassword: string; newPassword: string }>('ChangePassword', body);
     if (!(await checkPassword(user, currentPassword))) throw unauthorized('Current password is wrong');
-    const updated = await this.store.users.put({
-      ...user,
-      passwordHash: await hashPassword(newPassword),
+    const passwordHash = await hashPassword(newPassword);
+    const updated = await this.change(this.store.users, user.id, 'User', (current) => ({
+      ...current,
+      passwordHash,
       mustChangePassword: false,
-      sessionVersion: user.sessionVersion + 1,
-      updatedAt: now(),
-    });
+      sessionVersion: current.sessionVersion + 1,
+    }));
     // Every other session ends; this one gets a fresh token.
     return { ...(await this.sessions.issue(updated)), user: userView(updated) };
   }
@@ -151,14 +151,12 @@ export class RelayAdmin {
     this.require(actor, 'admin');
     const site = this.site(actor, siteId);
     const input = this.validateBody<SiteBody>('UpdateSite', body);
-    const updated: Site = {
-      ...site,
+    return siteView(await this.change(this.store.sites, site.id, 'Site', (current) => ({
+      ...current,
       ...(input.name !== undefined ? { name: input.name } : {}),
       ...(input.active !== undefined ? { active: input.active } : {}),
       ...(input.allowedOrigins !== undefined ? { allowedOrigins: unique(input.allowedOrigins) } : {}),
-      updatedAt: now(),
-    };
-    return siteView(await this.store.sites.put(updated));
+    })));
   }
 
   async setCaptcha(actor: Actor, siteId: string, body: unknown) {
@@ -174,13 +172,13 @@ export class RelayAdmin {
       secretSealed: this.secrets.seal(input.secret),
       ...(input.provider === 'recaptcha_v3' ? { scoreThreshold: input.scoreThreshold ?? 0.5 } : {}),
     };
-    return siteView(await this.store.sites.put({ ...site, captcha, updatedAt: now() }));
+    return siteView(await this.change(this.store.sites, site.id, 'Site', (current) => ({ ...current, captcha })));
   }
 
   async removeCaptcha(actor: Actor, siteId: string) {
     this.require(actor, 'admin');
-    const { captcha: _removed, ...site } = this.site(actor, siteId);
-    return siteView(await this.store.sites.put({ ...site, updatedAt: now() }));
+    const site = this.site(actor, siteId);
+    return siteView(await this.change(this.store.sites, site.id, 'Site', ({ captcha: _removed, ...current }) => current));
   }
 
   // ---- forms, recipients, webhooks --------------------------------------------------------
@@ -226,16 +224,15 @@ export class RelayAdmin {
     const form = this.form(actor, siteId, formId);
     const input = this.validateBody<FormBody>('UpdateForm', body);
     if (input.templateId) this.template(actor, input.templateId);
-    const { templateId: _old, ...rest } = form;
-    const templateId = input.templateId === undefined ? form.templateId : (input.templateId ?? undefined);
-    const updated: Form = {
-      ...rest,
-      ...(input.name !== undefined ? { name: input.name } : {}),
-      ...(input.active !== undefined ? { active: input.active } : {}),
-      ...(templateId ? { templateId } : {}),
-      updatedAt: now(),
-    };
-    return formView(await this.store.forms.put(updated));
+    return formView(await this.change(this.store.forms, form.id, 'Form', ({ templateId: old, ...current }) => {
+      const templateId = input.templateId === undefined ? old : (input.templateId ?? undefined);
+      return {
+        ...current,
+        ...(input.name !== undefined ? { name: input.name } : {}),
+        ...(input.active !== undefined ? { active: input.active } : {}),
+        ...(templateId ? { templateId } : {}),
+      };
+    }));
   }
 
   async addRecipient(actor: Actor, siteId: string, formId: string, body: unknown) {
@@ -243,11 +240,13 @@ export class RelayAdmin {
     const form = this.form(actor, siteId, formId);
     const input = this.validateBody<RecipientBody>('CreateRecipient', body);
     const address = normaliseAddress(input.channel, input.address);
-    if (form.recipients.some((r) => r.channel === input.channel && r.address === address)) {
-      throw conflict('This recipient is already configured on the form');
-    }
     const recipient = { id: id('rcp'), channel: input.channel, address, active: input.active ?? true };
-    await this.store.forms.put({ ...form, recipients: [...form.recipients, recipient], updatedAt: now() });
+    await this.change(this.store.forms, form.id, 'Form', (current) => {
+      if (current.recipients.some((r) => r.channel === input.channel && r.address === address)) {
+        throw conflict('This recipient is already configured on the form');
+      }
+      return { ...current, recipients: [...current.recipients, recipient] };
+    });
     return recipient;
   }
 
@@ -255,18 +254,20 @@ export class RelayAdmin {
     this.require(actor, 'admin');
     const form = this.form(actor, siteId, formId);
     const { active } = this.validateBody<{ active: boolean }>('UpdateRecipient', body);
-    const recipient = form.recipients.find((r) => r.id === recipientId);
-    if (!recipient) throw notFound('Recipient');
-    const updated = { ...recipient, active };
-    await this.store.forms.put({ ...form, recipients: form.recipients.map((r) => (r.id === recipientId ? updated : r)), updatedAt: now() });
-    return updated;
+    const changed = await this.change(this.store.forms, form.id, 'Form', (current) => {
+      if (!current.recipients.some((r) => r.id === recipientId)) throw notFound('Recipient');
+      return { ...current, recipients: current.recipients.map((r) => (r.id === recipientId ? { ...r, active } : r)) };
+    });
+    return changed.recipients.find((r) => r.id === recipientId)!;
   }
 
   async removeRecipient(actor: Actor, siteId: string, formId: string, recipientId: string) {
     this.require(actor, 'admin');
     const form = this.form(actor, siteId, formId);
-    if (!form.recipients.some((r) => r.id === recipientId)) throw notFound('Recipient');
-    await this.store.forms.put({ ...form, recipients: form.recipients.filter((r) => r.id !== recipientId), updatedAt: now() });
+    await this.change(this.store.forms, form.id, 'Form', (current) => {
+      if (!current.recipients.some((r) => r.id === recipientId)) throw notFound('Recipient');
+      return { ...current, recipients: current.recipients.filter((r) => r.id !== recipientId) };
+    });
   }
 
   /** Adds a webhook; its signing secret is returned this once. */
@@ -276,7 +277,7 @@ export class RelayAdmin {
     const input = this.validateBody<WebhookBody>('CreateWebhook', body);
     const secret = input.secret ?? `whsec_${randomBytes(24).toString('base64url')}`;
     const webhook = { id: id('whk'), url: input.url!, secretSealed: this.secrets.seal(secret), active: input.active ?? true };
-    await this.store.forms.put({ ...form, webhooks: [...form.webhooks, webhook], updatedAt: now() });
+    await this.change(this.store.forms, form.id, 'Form', (current) => ({ ...current, webhooks: [...current.webhooks, webhook] }));
     const { secretSealed: _sealed, ...visible } = webhook;
     return { ...visible, secret };
   }
@@ -285,19 +286,22 @@ export class RelayAdmin {
     this.require(actor, 'admin');
     const form = this.form(actor, siteId, formId);
     const input = this.validateBody<WebhookBody>('UpdateWebhook', body);
-    const webhook = form.webhooks.find((w) => w.id === webhookId);
-    if (!webhook) throw notFound('Webhook');
-    const updated = { ...webhook, ...(input.url !== undefined ? { url: input.url } : {}), ...(input.active !== undefined ? { active: input.active } : {}) };
-    await this.store.forms.put({ ...form, webhooks: form.webhooks.map((w) => (w.id === webhookId ? updated : w)), updatedAt: now() });
-    const { secretSealed: _sealed, ...visible } = updated;
+    const changed = await this.change(this.store.forms, form.id, 'Form', (current) => {
+      if (!current.webhooks.some((w) => w.id === webhookId)) throw notFound('Webhook');
+      const update = { ...(input.url !== undefined ? { url: input.url } : {}), ...(input.active !== undefined ? { active: input.active } : {}) };
+      return { ...current, webhooks: current.webhooks.map((w) => (w.id === webhookId ? { ...w, ...update } : w)) };
+    });
+    const { secretSealed: _sealed, ...visible } = changed.webhooks.find((w) => w.id === webhookId)!;
     return { ...visible, secretConfigured: true };
   }
 
   async removeWebhook(actor: Actor, siteId: string, formId: string, webhookId: string) {
     this.require(actor, 'admin');
     const form = this.form(actor, siteId, formId);
-    if (!form.webhooks.some((w) => w.id === webhookId)) throw notFound('Webhook');
-    await this.store.forms.put({ ...form, webhooks: form.webhooks.filter((w) => w.id !== webhookId), updatedAt: now() });
+    await this.change(this.store.forms, form.id, 'Form', (current) => {
+      if (!current.webhooks.some((w) => w.id === webhookId)) throw notFound('Webhook');
+      return { ...current, webhooks: current.webhooks.filter((w) => w.id !== webhookId) };
+    });
   }
 
   // ---- templates -------------------------------------------------------------------------
@@ -325,7 +329,7 @@ export class RelayAdmin {
     const input = this.validateBody<TemplateBody>('UpdateTemplate', body);
     if (input.subject !== undefined) checkTemplate('subject', input.subject);
     if (input.html !== undefined) checkTemplate('html', input.html);
-    return this.store.templates.put({ ...template, ...pick(input, ['name', 'subject', 'html']), updatedAt: now() });
+    return this.change(this.store.templates, template.id, 'Template', (current) => ({ ...current, ...pick(input, ['name', 'subject', 'html']) }));
   }
 
   /** Deletes a template no form uses (a form's template would otherwise vanish under it). */
@@ -379,16 +383,14 @@ export class RelayAdmin {
     if (demotesOrRemovesOwner && this.activeOwners(actor.tenantId).length === 1) {
       throw conflict('A tenant keeps at least one active owner');
     }
-    const deactivated = input.active === false && user.active;
-    const updated: User = {
-      ...user,
+    return userView(await this.change(this.store.users, user.id, 'User', (current) => ({
+      ...current,
       ...(input.name !== undefined ? { name: input.name } : {}),
       ...(input.role !== undefined ? { role: input.role } : {}),
       ...(input.active !== undefined ? { active: input.active } : {}),
-      sessionVersion: deactivated ? user.sessionVersion + 1 : user.sessionVersion,
-      updatedAt: now(),
-    };
-    return userView(await this.store.users.put(updated));
+      // A deactivation ends the user's sessions.
+      sessionVersion: input.active === false && current.active ? current.sessionVersion + 1 : current.sessionVersion,
+    })));
   }
 
   // ---- API keys --------------------------------------------------------------------------
@@ -422,7 +424,7 @@ export class RelayAdmin {
     const key = this.store.apiKeys.get(keyId);
     if (!key || key.tenantId !== actor.tenantId) throw notFound('API key');
     if (key.revokedAt) return apiKeyView(key);
-    return apiKeyView(await this.store.apiKeys.put({ ...key, revokedAt: now(), updatedAt: now() }));
+    return apiKeyView(await this.change(this.store.apiKeys, key.id, 'API key', (current) => ({ ...current, revokedAt: current.revokedAt ?? now() })));
   }
 
   // ---- handover --------------------------------------------------------------------------
@@ -463,7 +465,7 @@ export class RelayAdmin {
     // The new owner first: the tenant is never left without one.
     const user = await this.putNewUser(claim.tenantId, { email, name: input.name ?? '', role: 'owner' }, input.password, false);
     for (const owner of this.activeOwners(claim.tenantId)) {
-      if (owner.id !== user.id) await this.store.users.put({ ...owner, role: 'admin', updatedAt: now() });
+      if (owner.id !== user.id) await this.change(this.store.users, owner.id, 'User', (current) => ({ ...current, role: current.role === 'owner' ? 'admin' : current.role }));
     }
     return { tenant: this.store.tenants.get(claim.tenantId), ...(await this.sessions.issue(user)), user: userView(user) };
   }
@@ -488,6 +490,17 @@ export class RelayAdmin {
       updatedAt: now(),
     };
     return this.store.users.put(user);
+  }
+
+  /**
+   * Changes one stored record with compare-and-set (StateMirror.modify): `change` runs on the
+   * stored record — again if another writer got in first — so concurrent changes all land.
+   */
+  private change<T extends { id: string; updatedAt: string }>(collection: Collection<T>, recordId: string, what: string, change: (current: T) => T): Promise<T> {
+    return collection.modify(recordId, (current) => {
+      if (!current) throw notFound(what);
+      return { ...change(current), updatedAt: now() };
+    });
   }
 
   private activeOwners(tenantId: string): User[] {

@@ -14,9 +14,12 @@ export class RelayError extends Error {
   }
 }
 
-/** 400 `Validation failed`, naming the field. */
+/**
+ * 400 whose message starts with `Validation failed` and names the field and the problem
+ * (`Validation failed: data.meta.note must be at most 10000 characters`); `field` repeats it.
+ */
 export function validationFailed(field: string, problem: string): RelayError {
-  return new RelayError(400, 'Validation failed', { field, errors: [{ field, message: problem }] });
+  return new RelayError(400, `Validation failed: ${field} ${problem}`, { field, errors: [{ field, message: problem }] });
 }
 
 /** 404: used for anything of another tenant as well, so its existence does not leak. */

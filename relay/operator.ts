@@ -4,7 +4,7 @@
  * Every operation runs as the operator actor of one tenant, named by --tenant or found from
  * the --site given.
  */
-import { notFound, RelayError, validationFailed } from './errors.ts';
+import { notFound, validationFailed } from './errors.ts';
 import type { Actor, RelayAdmin } from './admin.ts';
 import type { RelayStore } from './store.ts';
 
@@ -67,14 +67,5 @@ export const OPERATOR_COMMANDS: Record<string, Operation> = {
 export async function runOperatorCommand(admin: RelayAdmin, store: RelayStore, command: string, input: OperatorInput): Promise<unknown> {
   const operation = OPERATOR_COMMANDS[command];
   if (!operation) throw new Error(`unknown relay command: ${command}`);
-  try {
-    return await operation(admin, () => actorFor(store, input), input);
-  } catch (err) {
-    // The CLI shows one line: put the field of a validation error into it.
-    if (err instanceof RelayError && err.details.errors) {
-      const [first] = err.details.errors as Array<{ field: string; message: string }>;
-      throw new Error(`${err.message}: ${first!.field} ${first!.message}`);
-    }
-    throw err;
-  }
+  return operation(admin, () => actorFor(store, input), input);
 }

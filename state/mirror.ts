@@ -104,6 +104,27 @@ export class StateMirror<T> {
     return this.writeThrough(key, undefined, () => this.store.delete(this.bucket, key));
   }
 
+  /**
+   * Read-modify-write of one record with compare-and-set: `change` gets the stored value (not
+   * this copy, which may lag) and returns the next one; if another writer got in between, it
+   * runs again on theirs, so no change is lost. What `change` throws ends it (nothing written).
+   */
+  async modify(key: string, change: (current: T | undefined) => T): Promise<T> {
+    for (;;) {
+      const stored = await this.store.getVersioned<unknown>(this.bucket, key);
+      const current = stored && this.validate(stored.value, key) ? stored.value : undefined;
+      const next = change(current);
+      let written = false;
+      await this.writeThrough(key, next, async () => {
+        written = stored
+          ? await this.store.update(this.bucket, key, next, stored.revision)
+          : await this.store.create(this.bucket, key, next);
+        return written;
+      });
+      if (written) return next;
+    }
+  }
+
   /** ok while the watch is open; figures: entries, values skipped, watch re-opens, listener failures. */
   status(): ComponentStatus {
     const figures = { entries: this.items.size, badValues: this.bad.count, restarts: this.restarts, listenerErrors: this.listenerErrors };
@@ -116,14 +137,15 @@ export class StateMirror<T> {
     return { ok: true, ...(warnings.length > 0 ? { detail: warnings.join('; ') } : {}), figures };
   }
 
-  private async writeThrough(key: string, value: T | undefined, write: () => Promise<void>): Promise<void> {
+  /** Runs `write`; unless it reports that it wrote nothing (false), this process sees `value` at once. */
+  private async writeThrough(key: string, value: T | undefined, write: () => Promise<boolean | void>): Promise<void> {
     const pending = this.writing.get(key) ?? { writers: 0, overtaken: false };
     pending.writers++;
     this.writing.set(key, pending);
     try {
-      await write();
+      const wrote = await write();
       // Unless the watch already brought a change of this key (this one, or a newer one made elsewhere).
-      if (!pending.overtaken) this.apply(key, value);
+      if (wrote !== false && !pending.overtaken) this.apply(key, value);
     } finally {
       if (--pending.writers === 0) this.writing.delete(key);
     }

@@ -20,7 +20,11 @@ export type TableName =
   | 'otel_metrics_histogram'
   | 'otel_metrics_exp_histogram'
   | 'otel_metrics_summary'
-  | AgentTableName;
+  | AgentTableName
+  | RelayTableName;
+
+/** Tables of the notification relay (relay/): its submissions and the delivery jobs they queued. */
+export type RelayTableName = 'relay_submissions' | 'relay_delivery_jobs';
 
 /** Tables of the agent API (pipeline/agent): Sluice's own layout, not the exporter's. */
 export type AgentTableName = 'agent_logs' | 'agent_metrics' | 'agent_heartbeats' | 'deploy_markers';
@@ -100,6 +104,11 @@ export const TABLE_COLUMNS: Readonly<Record<TableName, readonly string[]>> = {
   deploy_markers: [
     'SourceId', 'Timestamp', 'Service', 'Version', 'Environment', 'Commit', 'DeployedBy', 'Description', 'Url', 'Attributes',
   ],
+  relay_submissions: [
+    'TenantId', 'SiteId', 'FormId', 'SubmissionId', 'Kind', 'ReceivedAt', 'Data', 'Subject', 'Body',
+    'Ip', 'Origin', 'UserAgent', 'ApiKeyId', 'Jobs',
+  ],
+  relay_delivery_jobs: ['TenantId', 'JobId', 'SubmissionId', 'Kind', 'Channel', 'Destination', 'Subject', 'Body', 'CreatedAt'],
 };
 
 const MAP = 'Map(LowCardinality(String), String)';
@@ -331,7 +340,7 @@ ORDER BY (SourceId, ServiceName, MetricName, toStartOfHour(TimeUnix), cityHash64
 ${t.ttl}${t.settings}`;
 }
 
-const METRIC_TYPE_COLUMNS: Record<Exclude<TableName, 'otel_traces' | 'otel_logs' | AgentTableName>, string> = {
+const METRIC_TYPE_COLUMNS: Record<Exclude<TableName, 'otel_traces' | 'otel_logs' | AgentTableName | RelayTableName>, string> = {
   otel_metrics_gauge: `    Value Float64 CODEC(ZSTD(1)),
     Flags UInt32 CODEC(ZSTD(1)),
     ${EXEMPLARS_NESTED}`,
@@ -452,6 +461,55 @@ ORDER BY (SourceId, Timestamp, Service)
 ${t.ttl}${t.settings}`;
 }
 
+/**
+ * Relay submissions (POST /api/v1/submissions and /notifications): one row each, listed per
+ * form newest first. Data is the submitted object as JSON; Subject and Body are a notification's
+ * sanitised own text (empty for a form submission, whose messages come from the form's template).
+ */
+function relaySubmissionsTable(t: TableSql): string {
+  return `${t.create} (
+    TenantId LowCardinality(String) CODEC(ZSTD(1)),
+    SiteId LowCardinality(String) CODEC(ZSTD(1)),
+    FormId LowCardinality(String) CODEC(ZSTD(1)),
+    SubmissionId UUID,
+    Kind LowCardinality(String) CODEC(ZSTD(1)),
+    ReceivedAt DateTime64(9) CODEC(Delta(8), ZSTD(1)),
+    Data String CODEC(ZSTD(1)),
+    Subject String CODEC(ZSTD(1)),
+    Body String CODEC(ZSTD(1)),
+    Ip String CODEC(ZSTD(1)),
+    Origin String CODEC(ZSTD(1)),
+    UserAgent String CODEC(ZSTD(1)),
+    ApiKeyId String CODEC(ZSTD(1)),
+    Jobs UInt32
+) ENGINE = ${t.engine}
+PARTITION BY toYYYYMM(ReceivedAt)
+ORDER BY (TenantId, SiteId, FormId, ReceivedAt)
+${t.ttl}${t.settings}`;
+}
+
+/**
+ * Delivery jobs, one per (submission, channel, destination), written with their submission: a
+ * job is queued once its row is durable. Destination is an address, or a webhook's id. Subject
+ * and Body are set for jobs that carry their own message (tenant discovery).
+ */
+function relayDeliveryJobsTable(t: TableSql): string {
+  return `${t.create} (
+    TenantId LowCardinality(String) CODEC(ZSTD(1)),
+    JobId UUID,
+    SubmissionId String CODEC(ZSTD(1)),
+    Kind LowCardinality(String) CODEC(ZSTD(1)),
+    Channel LowCardinality(String) CODEC(ZSTD(1)),
+    Destination String CODEC(ZSTD(1)),
+    Subject String CODEC(ZSTD(1)),
+    Body String CODEC(ZSTD(1)),
+    CreatedAt DateTime64(9) CODEC(Delta(8), ZSTD(1))
+) ENGINE = ${t.engine}
+PARTITION BY toYYYYMM(CreatedAt)
+ORDER BY (TenantId, CreatedAt, JobId)
+${t.ttl}${t.settings}`;
+}
+
 /** Applied in order by storage/migrate.ts; every statement is idempotent (IF NOT EXISTS). */
 export const MIGRATIONS: readonly Migration[] = [
   {
@@ -484,6 +542,17 @@ export const MIGRATIONS: readonly Migration[] = [
         agentMetricsTable(tableSql(db, 'agent_metrics', options, timeTtl('agent_metrics'))),
         agentHeartbeatsTable(tableSql(db, 'agent_heartbeats', options, timeTtl('agent_heartbeats', 'LastSeen'), tableEngine(options, 'ReplacingMergeTree', 'LastSeen'))),
         deployMarkersTable(tableSql(db, 'deploy_markers', options, timeTtl('deploy_markers'))),
+      ];
+    },
+  },
+  {
+    version: 3,
+    name: 'relay submissions and delivery jobs',
+    statements(db, options) {
+      const ttl = (table: TableName, column: string) => ({ column: `toDateTime(${column})`, days: options.ttlDays?.[table] });
+      return [
+        relaySubmissionsTable(tableSql(db, 'relay_submissions', options, ttl('relay_submissions', 'ReceivedAt'))),
+        relayDeliveryJobsTable(tableSql(db, 'relay_delivery_jobs', options, ttl('relay_delivery_jobs', 'CreatedAt'))),
       ];
     },
   },
