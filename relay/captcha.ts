@@ -145,7 +145,7 @@ function judge(check: CaptchaCheck, answer: SiteverifyAnswer): CaptchaOutcome {
       return rejected(provider, `the answer names no hostname; allowed: [${[...allowed].join(', ')}]${seen}`);
     }
     if (!allowed.has(normalizeHostname(answer.hostname))) {
-      return rejected(provider, `solved on hostname "${answer.hostname}", not among allowed [${[...allowed].join(', ')}]${seen}`);
+      return rejected(provider, `solved on a hostname not among allowed [${[...allowed].join(', ')}]${seen}`);
     }
   }
   if (provider === 'recaptcha_v3') {
@@ -232,8 +232,9 @@ function describeAnswer(answer: SiteverifyAnswer): string {
 function describeError(err: unknown): string {
   if (!(err instanceof Error)) return String(err);
   const cause = err.cause as { code?: string; message?: string } | undefined;
-  const inner = cause?.code ?? cause?.message;
-  return inner ? `${err.message} (${inner})` : err.message;
+  if (!cause?.message) return err.message;
+  const code = cause.code && !cause.message.includes(cause.code) ? ` [${cause.code}]` : '';
+  return `${err.message}: ${cause.message}${code}`;
 }
 
 const rejected = (provider: CaptchaProvider, why: string): CaptchaOutcome => ({
