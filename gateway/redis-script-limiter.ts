@@ -21,7 +21,7 @@ export interface LocalLimiter extends Limiter {
 }
 
 export interface RedisScriptOptions {
-  /** Prefix of the keys in Redis. Default: the driver's own ('sluice:rl:' for token buckets). */
+  /** Prefix of the keys in Redis. Default: the driver's own ('sluice:rl:' token buckets, 'sluice:rlw:' windows). */
   keyPrefix?: string;
   /** A Redis answer slower than this counts as Redis being down. Default 100 ms. */
   commandTimeoutMs?: number;

@@ -9,6 +9,7 @@ import type { Logger } from '../core/log.ts';
 import { RedisScriptLimiter, type RedisScriptOptions, type RedisScripts } from './redis-script-limiter.ts';
 import { SlidingWindowLimiter, type SlidingWindowOptions } from './window-limiter.ts';
 
+/** The window (limit, windowMs) and the Redis options; keyPrefix defaults to 'sluice:rlw:'. */
 export interface RedisWindowLimiterOptions extends SlidingWindowOptions, RedisScriptOptions {}
 
 /**

@@ -1,6 +1,7 @@
 /**
- * The contract every sliding-window Limiter driver passes (in process now; Redis for the
- * cluster). Call describeSlidingWindowLimiter from a driver's test file with its harness.
+ * The contract every sliding-window Limiter driver passes (SlidingWindowLimiter in process,
+ * RedisSlidingWindowLimiter for the cluster). Call describeSlidingWindowLimiter from a driver's
+ * test file with its harness.
  * No case assumes how fast the machine is: where real time must pass, the case polls with a
  * deadline, and times are only compared in the direction load cannot break.
  */
