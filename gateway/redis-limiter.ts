@@ -1,30 +1,15 @@
 /**
  * RedisTokenBucketLimiter: the cluster driver of the per-IP token buckets. Every gateway takes
- * tokens from the same bucket in Redis, in one atomic Lua script that reads Redis's own clock
- * (gateways' clocks do not matter). If Redis is down or slow, the gateway falls back to its
- * local buckets instead of refusing all traffic, says so once in the log and in `mode`, and
- * tries Redis again every `retryIntervalMs`.
+ * tokens from the same bucket in Redis; Redis being down or slow is handled by the shared
+ * RedisScriptLimiter (fallback to local buckets, back to Redis on its own).
  */
-import { createHash } from 'node:crypto';
 import type { Logger } from '../core/log.ts';
-import { TokenBucketLimiter, type LimitDecision, type Limiter, type TokenBucketOptions } from './limiter.ts';
+import { TokenBucketLimiter, type TokenBucketOptions } from './limiter.ts';
+import { RedisScriptLimiter, type RedisScriptOptions, type RedisScripts } from './redis-script-limiter.ts';
 
-/** The two commands the limiter needs; a node-redis client has both. */
-export interface RedisScripts {
-  evalSha(sha: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
-  eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
-}
+export type { RedisScripts } from './redis-script-limiter.ts';
 
-export interface RedisLimiterOptions extends TokenBucketOptions {
-  /** Prefix of the bucket keys. Default 'sluice:rl:'. */
-  keyPrefix?: string;
-  /** A Redis answer slower than this counts as Redis being down. Default 100 ms. */
-  commandTimeoutMs?: number;
-  /** While falling back, how often to try Redis again. Default 2000 ms. */
-  retryIntervalMs?: number;
-  /** Closes the client at shutdown, when the limiter owns it. */
-  closeClient?: () => Promise<void>;
-}
+export interface RedisLimiterOptions extends TokenBucketOptions, RedisScriptOptions {}
 
 /**
  * KEYS[1] bucket; ARGV: tokens per ms, bucket size. Returns {allowed (0|1), retry-after seconds}.
@@ -50,75 +35,15 @@ redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate) + 1000)
 return {allowed, retry}`;
 
-const TAKE_TOKEN_SHA = createHash('sha1').update(TAKE_TOKEN).digest('hex');
+export class RedisTokenBucketLimiter extends RedisScriptLimiter {
+  private readonly args: string[];
 
-export class RedisTokenBucketLimiter implements Limiter {
-  private readonly local: TokenBucketLimiter;
-  private readonly perMs: number;
-  private readonly keyPrefix: string;
-  private readonly commandTimeoutMs: number;
-  private readonly retryIntervalMs: number;
-  private fallbackUntil = 0;
-  private current: 'redis' | 'local-fallback' = 'redis';
-  /** Decisions taken by the local buckets while Redis was unavailable (for /metrics). */
-  fallbackDecisions = 0;
-
-  constructor(private readonly redis: RedisScripts, private readonly options: RedisLimiterOptions, private readonly log: Logger) {
-    this.local = new TokenBucketLimiter(options);
-    this.perMs = options.ratePerMinute / 60_000;
-    this.keyPrefix = options.keyPrefix ?? 'sluice:rl:';
-    this.commandTimeoutMs = options.commandTimeoutMs ?? 100;
-    this.retryIntervalMs = options.retryIntervalMs ?? 2000;
+  constructor(redis: RedisScripts, options: RedisLimiterOptions, log: Logger) {
+    super(redis, { source: TAKE_TOKEN, shared: 'buckets', defaultKeyPrefix: 'sluice:rl:' }, new TokenBucketLimiter(options), options, log);
+    this.args = [String(options.ratePerMinute / 60_000), String(options.burst)];
   }
 
-  /** Which buckets decide right now. */
-  get mode(): 'redis' | 'local-fallback' {
-    return this.current;
-  }
-
-  async take(key: string): Promise<LimitDecision> {
-    if (this.current === 'local-fallback' && Date.now() < this.fallbackUntil) return this.fallback(key);
-    try {
-      const [allowed, retry] = (await this.withTimeout(this.runScript(key))) as [number, number];
-      if (this.current === 'local-fallback') {
-        this.current = 'redis';
-        this.log.info('rate limits: Redis is back; buckets are shared again');
-      }
-      return { allowed: allowed === 1, retryAfterSeconds: retry };
-    } catch (err) {
-      if (this.current === 'redis') this.log.warn({ err: (err as Error).message }, 'rate limits: Redis unavailable; falling back to per-gateway buckets');
-      this.current = 'local-fallback';
-      this.fallbackUntil = Date.now() + this.retryIntervalMs;
-      return this.fallback(key);
-    }
-  }
-
-  async shutdown(): Promise<void> {
-    await this.local.shutdown();
-    await this.options.closeClient?.();
-  }
-
-  /** EVALSHA, loading the script with EVAL the first time a Redis has not seen it. */
-  private async runScript(key: string): Promise<unknown> {
-    const args = { keys: [this.keyPrefix + key], arguments: [String(this.perMs), String(this.options.burst)] };
-    try {
-      return await this.redis.evalSha(TAKE_TOKEN_SHA, args);
-    } catch (err) {
-      if (!String((err as Error).message).includes('NOSCRIPT')) throw err;
-      return this.redis.eval(TAKE_TOKEN, args);
-    }
-  }
-
-  private fallback(key: string): LimitDecision {
-    this.fallbackDecisions++;
-    return this.local.take(key);
-  }
-
-  private withTimeout<T>(promise: Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`Redis did not answer within ${this.commandTimeoutMs} ms`)), this.commandTimeoutMs);
-    });
-    return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+  protected scriptArguments(): string[] {
+    return this.args;
   }
 }
