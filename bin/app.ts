@@ -24,10 +24,10 @@ import { ingestRoutes, opsRoutes } from '../gateway/routes.ts';
 import type { AgentConfigs } from '../gateway/agent-configs.ts';
 import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
-import { maxChunkBytes, publicUrl } from './components.ts';
+import { captchaSettings, idempotencyLeaseMs, maxChunkBytes, publicUrl, relayPublicUrl } from './components.ts';
 import { ControlServer } from './control.ts';
 import { SluiceGraph } from './graph.ts';
-import { MAX_ADMIN_BODY_BYTES, relayHttpHandler, type Relay } from '../relay/index.ts';
+import { MAX_RELAY_BODY_BYTES, openPublicRelay, relayHttpHandler, type Relay } from '../relay/index.ts';
 
 export type Role = 'serve' | 'gateway' | 'consume';
 
@@ -55,9 +55,9 @@ export interface RunningSluice {
 
 export async function startSluice(role: Role, config: Readonly<SluiceConfig>, log: Logger): Promise<RunningSluice> {
   if (role !== 'serve' && !config.nats.url) throw new Error(`sluice ${role} runs in cluster mode: set NATS_URL`);
-  const graph = new SluiceGraph(config, log);
-  const { metrics, readiness } = graph;
   const withStorage = role !== 'gateway';
+  const graph = new SluiceGraph(config, log, withStorage);
+  const { metrics, readiness } = graph;
   const withFrontEnd = role !== 'consume';
   try {
     // chDB and the local state store live in the data dir: one owning process at a time.
@@ -108,9 +108,22 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         log.warn('relay disabled: set SLUICE_RELAY_MASTER_KEY (the same on every gateway) to run it in cluster mode');
       } else {
         const opened = await graph.relay();
-        const relayHandler = relayHttpHandler(opened, { signInLimiter: await graph.limiter('sign-in'), clientIp: guards.clientIp, operatorToken: config.relay.operatorToken, log });
-        const server = createHttpServer(config.http.engine, relayHandler, { maxBodyBytes: MAX_ADMIN_BODY_BYTES }, log);
-        relay = { ...opened, port: await listenOn(server, config.host, config.relay.port, 'relay port (SLUICE_RELAY_PORT)') };
+        let relayPort = 0;
+        const publicRelay = openPublicRelay(opened, {
+          bus,
+          budget,
+          limiters: { submissions: await graph.limiter('submissions'), notifications: await graph.limiter('notifications'), discovery: await graph.limiter('discovery') },
+          clientIp: guards.clientIp,
+          captcha: captchaSettings(config),
+          idempotencyLeaseMs: idempotencyLeaseMs(config),
+          signInUrl: () => `${relayPublicUrl(config, relayPort)}/api/v1/admin/login`,
+          log,
+        });
+        graph.onStop('relay background work', () => publicRelay.shutdown());
+        const relayHandler = relayHttpHandler(opened, { signInLimiter: await graph.limiter('sign-in'), clientIp: guards.clientIp, operatorToken: config.relay.operatorToken, publicRelay, log });
+        const server = createHttpServer(config.http.engine, relayHandler, { maxBodyBytes: MAX_RELAY_BODY_BYTES }, log);
+        relayPort = await listenOn(server, config.host, config.relay.port, 'relay port (SLUICE_RELAY_PORT)');
+        relay = { ...opened, port: relayPort };
         graph.onStop('relay server', () => server.close());
       }
     }

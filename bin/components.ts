@@ -12,7 +12,10 @@ import type { SluiceConfig } from '../core/config.ts';
 import { redactNatsServers, redactUrl } from '../core/redact.ts';
 import { TokenBucketLimiter, type Limiter, type TokenBucketOptions } from '../gateway/limiter.ts';
 import { RedisTokenBucketLimiter } from '../gateway/redis-limiter.ts';
-import { isAcceptableWebhookUrl, loadMasterKey, type RelayParts } from '../relay/index.ts';
+import { DEFAULT_CAPTCHA_ENDPOINTS, isAcceptableWebhookUrl, loadMasterKey, SIGN_IN_PER_MINUTE, type RelayParts } from '../relay/index.ts';
+import type { CaptchaEndpoints } from '../relay/captcha.ts';
+import { SlidingWindowLimiter, type SlidingWindowOptions } from '../gateway/window-limiter.ts';
+import { RedisSlidingWindowLimiter } from '../gateway/redis-window-limiter.ts';
 import { LocalStateStore } from '../state/local.ts';
 import { NatsKvStateStore } from '../state/nats-kv.ts';
 import type { StateStore } from '../state/store.ts';
@@ -117,17 +120,40 @@ export function maxChunkBytes(nc: NatsConnection | undefined): number {
   return nc ? 512 * 1024 : Infinity;
 }
 
-/** The ingestion buckets: SLUICE_RATE_LIMIT_PER_MINUTE and SLUICE_RATE_LIMIT_BURST per client IP. */
-export function ingestBuckets(config: Readonly<SluiceConfig>): TokenBucketOptions {
-  return { ratePerMinute: config.limits.ratePerMinute, burst: config.limits.rateBurst };
+/**
+ * The per-client-IP limits. Ingestion: token buckets (SLUICE_RATE_LIMIT_PER_MINUTE and _BURST);
+ * the relay's sign-in: a bucket of SIGN_IN_PER_MINUTE; its public endpoints: sliding windows of
+ * one minute (relay spec 8: at most N in any 60 seconds, not a bucket refilling during a burst).
+ */
+export type LimiterKind = 'ingest' | 'sign-in' | 'submissions' | 'notifications' | 'discovery';
+
+/** Each limiter's keys in Redis, apart from the others'. */
+export const LIMITER_KEYS: Record<LimiterKind, string> = {
+  ingest: 'rl',
+  'sign-in': 'relay-signin',
+  submissions: 'relay-submissions',
+  notifications: 'relay-notifications',
+  discovery: 'relay-discovery',
+};
+
+export function limitRule(config: Readonly<SluiceConfig>, kind: LimiterKind): TokenBucketOptions | SlidingWindowOptions {
+  const minute = (limit: number) => ({ limit, windowMs: 60_000 });
+  switch (kind) {
+    case 'ingest': return { ratePerMinute: config.limits.ratePerMinute, burst: config.limits.rateBurst };
+    case 'sign-in': return { ratePerMinute: SIGN_IN_PER_MINUTE, burst: SIGN_IN_PER_MINUTE };
+    case 'submissions': return minute(config.relay.submissionsPerMinute);
+    case 'notifications': return minute(config.relay.notificationsPerMinute);
+    case 'discovery': return minute(config.relay.discoveryPerMinute);
+  }
 }
 
 /**
- * Per-IP token buckets: in process, or in Redis shared by every gateway (with local fallback).
- * `keyPrefix` keeps the buckets of different limiters (ingestion, relay sign-in) apart in Redis.
+ * A per-IP limiter: in process, or in Redis shared by every gateway (with local fallback).
+ * `keyPrefix` keeps the keys of different limiters apart in Redis.
  */
-export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger, buckets: TokenBucketOptions, keyPrefix: string): Promise<Limiter> {
-  if (!config.redis.url) return new TokenBucketLimiter(buckets);
+export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger, rule: TokenBucketOptions | SlidingWindowOptions, keyPrefix: string): Promise<Limiter> {
+  const isWindow = 'windowMs' in rule;
+  if (!config.redis.url) return isWindow ? new SlidingWindowLimiter(rule) : new TokenBucketLimiter(rule);
   const redis = createClient({
     url: config.redis.url,
     // Commands fail at once while disconnected (the limiter falls back); reconnects go on.
@@ -146,11 +172,13 @@ export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger,
     if (redis.isReady) await redis.quit().catch(() => redis.destroy());
     else if (redis.isOpen) redis.destroy();
   };
-  return new RedisTokenBucketLimiter(redis, { ...buckets, keyPrefix, closeClient }, log);
+  return isWindow
+    ? new RedisSlidingWindowLimiter(redis, { ...rule, keyPrefix, closeClient }, log)
+    : new RedisTokenBucketLimiter(redis, { ...rule, keyPrefix, closeClient }, log);
 }
 
-/** The relay's parts: its master key (configured, or the data dir's own when embedded) and the deployment's checks. */
-export async function relayParts(config: Readonly<SluiceConfig>, state: StateStore, log: Logger): Promise<RelayParts> {
+/** The relay's parts: its master key (configured, or the data dir's own when embedded), the deployment's checks, storage to read. */
+export async function relayParts(config: Readonly<SluiceConfig>, state: StateStore, storage: () => Promise<Storage | undefined>, log: Logger): Promise<RelayParts> {
   // A key made up here would differ from the other gateways': secrets sealed with it could not be opened there.
   if (config.nats.url && !config.relay.masterKey) throw new Error('the relay in cluster mode needs SLUICE_RELAY_MASTER_KEY (the same on every gateway)');
   return {
@@ -158,7 +186,35 @@ export async function relayParts(config: Readonly<SluiceConfig>, state: StateSto
     log,
     masterKey: await loadMasterKey(config.relay.masterKey, config.dataDir),
     checks: { webhookUrl: (url) => isAcceptableWebhookUrl(url, config.relay.allowPrivateWebhooks) },
+    storage,
+    database: config.storage.database,
   };
+}
+
+/** The CAPTCHA providers' siteverify URLs (configured, else the providers' own) and timeout. */
+export function captchaSettings(config: Readonly<SluiceConfig>): { endpoints: CaptchaEndpoints; timeoutMs: number } {
+  const { relay } = config;
+  return {
+    endpoints: {
+      recaptcha: relay.recaptchaVerifyUrl || DEFAULT_CAPTCHA_ENDPOINTS.recaptcha,
+      hcaptcha: relay.hcaptchaVerifyUrl || DEFAULT_CAPTCHA_ENDPOINTS.hcaptcha,
+      turnstile: relay.turnstileVerifyUrl || DEFAULT_CAPTCHA_ENDPOINTS.turnstile,
+    },
+    timeoutMs: relay.captchaTimeoutMs,
+  };
+}
+
+/**
+ * How long an idempotency claim holds when its request never answers (the process died): past
+ * the longest a request can take (a CAPTCHA check, then a commit) with room to spare.
+ */
+export function idempotencyLeaseMs(config: Readonly<SluiceConfig>): number {
+  return 2 * (config.relay.captchaTimeoutMs + config.storage.timeoutMs) + 30_000;
+}
+
+/** Base URL users reach the relay at: SLUICE_RELAY_PUBLIC_URL, else this host. */
+export function relayPublicUrl(config: Readonly<SluiceConfig>, port: number): string {
+  return (config.relay.publicUrl || `http://localhost:${port}`).replace(/\/+$/, '');
 }
 
 /** Storage answers a trivial query: the engine is open (chDB) or the server reachable. */

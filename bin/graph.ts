@@ -17,7 +17,7 @@ import { AgentConfigs } from '../gateway/agent-configs.ts';
 import { InstallTokens } from '../gateway/install-tokens.ts';
 import type { Limiter } from '../gateway/limiter.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
-import { openRelay, SIGN_IN_PER_MINUTE, type Relay } from '../relay/index.ts';
+import { openRelay, type Relay } from '../relay/index.ts';
 import type { StateStore } from '../state/store.ts';
 import type { Storage } from '../storage/storage.ts';
 import { LocalAdmin } from './admin.ts';
@@ -28,7 +28,9 @@ import {
   createLimiter,
   createStateStore,
   createStorage,
-  ingestBuckets,
+  LIMITER_KEYS,
+  limitRule,
+  type LimiterKind,
   relayParts,
   schemaOptions,
   storageStatus,
@@ -43,7 +45,11 @@ export class SluiceGraph {
   private readonly built = new Map<string, Promise<unknown>>();
   private readonly stops: Array<{ name: string; stop: () => Promise<void> }> = [];
 
-  constructor(readonly config: Readonly<SluiceConfig>, readonly log: Logger) {
+  /**
+   * @param ownsStorage whether this process stores rows itself (serve, consume, the CLI); a
+   *   cluster gateway does not, and reads storage only for the relay's listings.
+   */
+  constructor(readonly config: Readonly<SluiceConfig>, readonly log: Logger, private readonly ownsStorage = true) {
     this.supervisor = new Supervisor({ log, onRestart: (loop) => this.metrics.loopRestarts.inc({ loop }) });
     this.onStop('supervisor', () => this.supervisor.stop());
     this.readiness.register('descriptors', () => descriptorStatus());
@@ -128,6 +134,22 @@ export class SluiceGraph {
     });
   }
 
+  /**
+   * Storage for reading (the relay's submission listings): the process's own; on a cluster
+   * gateway a ClickHouse connection of its own when CLICKHOUSE_URL is set (not in readiness:
+   * ingestion does not need it), else none.
+   */
+  storageReader(): Promise<Storage | undefined> {
+    if (this.ownsStorage) return this.storage();
+    return this.once('storage reader', async () => {
+      if (!this.config.clickhouse.url) return undefined;
+      const storage = createStorage(this.config, { migrateOnStart: false });
+      await storage.start();
+      this.onStop('storage reader', () => storage.shutdown());
+      return storage;
+    });
+  }
+
   bus(): Promise<Bus> {
     return this.once('bus', async () => {
       const bus = createBus(this.config, await this.nats(), this.log, (loop) => this.metrics.loopRestarts.inc({ loop }));
@@ -143,11 +165,10 @@ export class SluiceGraph {
     for (const name of Object.keys(bus.statuses())) this.readiness.register(name, () => bus.statuses()[name] ?? { ok: false, detail: 'gone' });
   }
 
-  /** Token buckets per client IP: ingestion, or the relay's sign-in (shared through Redis when configured). */
-  limiter(kind: 'ingest' | 'sign-in'): Promise<Limiter> {
+  /** A per-client-IP limiter (shared through Redis when configured): see components.ts#LIMITS. */
+  limiter(kind: LimiterKind): Promise<Limiter> {
     return this.once(`${kind} limiter`, async () => {
-      const buckets = kind === 'ingest' ? ingestBuckets(this.config) : { ratePerMinute: SIGN_IN_PER_MINUTE, burst: SIGN_IN_PER_MINUTE };
-      const limiter = await createLimiter(this.config, this.log, buckets, `sluice:${this.config.nats.prefix}:${kind === 'ingest' ? 'rl' : 'relay-signin'}:`);
+      const limiter = await createLimiter(this.config, this.log, limitRule(this.config, kind), `sluice:${this.config.nats.prefix}:${LIMITER_KEYS[kind]}:`);
       this.onStop(`${kind} limiter`, () => limiter.shutdown());
       return limiter;
     });
@@ -156,7 +177,7 @@ export class SluiceGraph {
   /** The relay module (store mirrors and admin operations); its port is a role's business. */
   relay(): Promise<Relay> {
     return this.once('relay', async () => {
-      const relay = await openRelay(await relayParts(this.config, await this.state(), this.log));
+      const relay = await openRelay(await relayParts(this.config, await this.state(), () => this.storageReader(), this.log));
       this.onStop('relay', async () => relay.shutdown());
       for (const bucket of Object.keys(relay.store.statuses())) {
         this.readiness.register(`state.${bucket}`, () => relay.store.statuses()[bucket] ?? { ok: false, detail: 'gone' });

@@ -32,7 +32,20 @@ export interface SluiceConfig {
   clickhouse: { url: string; cluster: string; replicated: boolean };
   nats: { url: string; prefix: string; replicas: number; maxStreamBytes: number; ackWaitSeconds: number };
   redis: { url: string };
-  relay: { port: number; masterKey: string; operatorToken: string; allowPrivateWebhooks: boolean };
+  relay: {
+    port: number;
+    masterKey: string;
+    operatorToken: string;
+    allowPrivateWebhooks: boolean;
+    publicUrl: string;
+    submissionsPerMinute: number;
+    notificationsPerMinute: number;
+    discoveryPerMinute: number;
+    captchaTimeoutMs: number;
+    recaptchaVerifyUrl: string;
+    hcaptchaVerifyUrl: string;
+    turnstileVerifyUrl: string;
+  };
 }
 
 type OptionType = 'string' | 'integer' | 'boolean' | 'list';
@@ -81,6 +94,14 @@ export const OPTIONS: readonly Option[] = [
   { path: 'relay.masterKey', env: 'SLUICE_RELAY_MASTER_KEY', type: 'string', default: '', doc: 'Base64 of 32 random bytes: seals stored relay secrets and signs admin sessions. Embedded default: generated into <dataDir>/relay-master.key. Cluster: required for the relay (the same on every gateway).', schema: { pattern: '^(|[A-Za-z0-9+/]{43}=)$' } },
   { path: 'relay.operatorToken', env: 'SLUICE_RELAY_OPERATOR_TOKEN', type: 'string', default: '', doc: 'Enables tenant onboarding over HTTP (POST /api/v1/admin/tenants with x-operator-token); empty: CLI only.' },
   { path: 'relay.allowPrivateWebhooks', env: 'SLUICE_RELAY_ALLOW_PRIVATE_WEBHOOKS', type: 'boolean', default: false, doc: 'Allow webhook URLs on loopback and private addresses (on-premises receivers); refused by default against SSRF.' },
+  { path: 'relay.publicUrl', env: 'SLUICE_RELAY_PUBLIC_URL', type: 'string', default: '', doc: 'URL users reach the relay port at (https://relay.example.com), written into tenant discovery emails; default http://localhost:<relay port>.', schema: { pattern: '^(|https?://[^\\s"\'\\\\<>`]+)$' } },
+  { path: 'relay.submissionsPerMinute', env: 'SLUICE_RELAY_SUBMISSIONS_PER_MINUTE', type: 'integer', default: 10, doc: 'POST /api/v1/submissions accepted per client IP in any 60-second window (a sliding window; shared through Redis when REDIS_URL is set).', schema: { minimum: 1 } },
+  { path: 'relay.notificationsPerMinute', env: 'SLUICE_RELAY_NOTIFICATIONS_PER_MINUTE', type: 'integer', default: 300, doc: 'POST /api/v1/notifications accepted per client IP in any 60-second window.', schema: { minimum: 1 } },
+  { path: 'relay.discoveryPerMinute', env: 'SLUICE_RELAY_DISCOVERY_PER_MINUTE', type: 'integer', default: 10, doc: 'POST /api/v1/tenant-discovery accepted per client IP in any 60-second window.', schema: { minimum: 1 } },
+  { path: 'relay.captchaTimeoutMs', env: 'SLUICE_RELAY_CAPTCHA_TIMEOUT_MS', type: 'integer', default: 5000, doc: 'How long a CAPTCHA provider may take to answer before the submission gets 503 (retry with a fresh token).', schema: { minimum: 100, maximum: 60_000 } },
+  { path: 'relay.recaptchaVerifyUrl', env: 'SLUICE_RELAY_RECAPTCHA_VERIFY_URL', type: 'string', default: '', doc: 'reCAPTCHA (v2 and v3) siteverify URL; default Google\'s (https://www.google.com/recaptcha/api/siteverify).', schema: { pattern: '^(|https?://.+)$' } },
+  { path: 'relay.hcaptchaVerifyUrl', env: 'SLUICE_RELAY_HCAPTCHA_VERIFY_URL', type: 'string', default: '', doc: 'hCaptcha siteverify URL; default hCaptcha\'s (https://api.hcaptcha.com/siteverify).', schema: { pattern: '^(|https?://.+)$' } },
+  { path: 'relay.turnstileVerifyUrl', env: 'SLUICE_RELAY_TURNSTILE_VERIFY_URL', type: 'string', default: '', doc: 'Cloudflare Turnstile siteverify URL; default Cloudflare\'s (https://challenges.cloudflare.com/turnstile/v0/siteverify).', schema: { pattern: '^(|https?://.+)$' } },
   { path: 'clickhouse.replicated', env: 'SLUICE_CLICKHOUSE_REPLICATED', type: 'boolean', default: false, doc: 'Create ReplicatedMergeTree tables (needs ClickHouse Keeper and {shard}/{replica} macros).' },
 ];
 

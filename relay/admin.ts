@@ -14,6 +14,7 @@ import { conflict, forbidden, notFound, RelayError, unauthorized, validationFail
 import type { CaptchaProvider, Channel, Form, RelayApiKey, Role, Site, Template, Tenant, User } from './model.ts';
 import { E164, isEmailAddress, type BodyValidator } from './schemas.ts';
 import { sha256Hex, type Collection, type RelayStore } from './store.ts';
+import type { SubmissionQuery, SubmissionReader } from './submissions.ts';
 import { checkTemplate, DEFAULT_TEMPLATE, renderHtml, renderSubject } from './templates.ts';
 import type { SecretBox } from '../core/secret-box.ts';
 
@@ -40,8 +41,8 @@ export function userView({ passwordHash: _p, sessionVersion: _s, ...user }: User
 }
 export function siteView({ captcha, ...site }: Site) {
   if (!captcha) return { ...site, captcha: null };
-  const { secretSealed: _secret, ...visible } = captcha;
-  return { ...site, captcha: { ...visible, secretConfigured: true } };
+  const { secretSealed, ...visible } = captcha;
+  return { ...site, captcha: { ...visible, secretConfigured: secretSealed !== undefined } };
 }
 export function formView(form: Form) {
   return { ...form, webhooks: form.webhooks.map(({ secretSealed: _secret, ...hook }) => ({ ...hook, secretConfigured: true })) };
@@ -52,7 +53,7 @@ export function apiKeyView({ hash: _hash, ...key }: RelayApiKey) {
 
 interface OnboardBody { name: string; owner: { email: string; name?: string; password?: string } }
 interface SiteBody { name?: string; allowedOrigins?: string[]; active?: boolean }
-interface CaptchaBody { provider: CaptchaProvider; siteKey: string; secret: string; scoreThreshold?: number }
+interface CaptchaBody { provider: CaptchaProvider; siteKey: string; secret?: string; scoreThreshold?: number }
 interface FormBody { formKey?: string; name?: string; active?: boolean; templateId?: string | null }
 interface RecipientBody { channel: Channel; address: string; active?: boolean }
 interface WebhookBody { url?: string; secret?: string; active?: boolean }
@@ -67,6 +68,7 @@ export class RelayAdmin {
     private readonly secrets: SecretBox,
     private readonly sessions: Sessions,
     private readonly validateBody: BodyValidator,
+    private readonly submissions: SubmissionReader,
   ) {}
 
   // ---- tenants and sign-in ---------------------------------------------------------------
@@ -159,6 +161,11 @@ export class RelayAdmin {
     })));
   }
 
+  /**
+   * Sets the site's CAPTCHA provider. Without `secret`, the stored secret is kept when the
+   * provider stays the same (to change the site key or threshold); with another provider the
+   * site has none until one is given, and submissions are refused meanwhile.
+   */
   async setCaptcha(actor: Actor, siteId: string, body: unknown) {
     this.require(actor, 'admin');
     const site = this.site(actor, siteId);
@@ -166,13 +173,28 @@ export class RelayAdmin {
     if (input.scoreThreshold !== undefined && input.provider !== 'recaptcha_v3') {
       throw validationFailed('scoreThreshold', 'applies to recaptcha_v3 only');
     }
-    const captcha = {
-      provider: input.provider,
-      siteKey: input.siteKey,
-      secretSealed: this.secrets.seal(input.secret),
-      ...(input.provider === 'recaptcha_v3' ? { scoreThreshold: input.scoreThreshold ?? 0.5 } : {}),
-    };
-    return siteView(await this.change(this.store.sites, site.id, 'Site', (current) => ({ ...current, captcha })));
+    const sealed = input.secret === undefined ? undefined : this.secrets.seal(input.secret);
+    return siteView(await this.change(this.store.sites, site.id, 'Site', (current) => {
+      const secretSealed = sealed ?? (current.captcha?.provider === input.provider ? current.captcha.secretSealed : undefined);
+      const captcha = {
+        provider: input.provider,
+        siteKey: input.siteKey,
+        ...(secretSealed !== undefined ? { secretSealed } : {}),
+        ...(input.provider === 'recaptcha_v3' ? { scoreThreshold: input.scoreThreshold ?? 0.5 } : {}),
+      };
+      return { ...current, captcha };
+    }));
+  }
+
+  /** Removes the provider's secret but keeps the provider: submissions are refused (503) until a secret is set. */
+  async removeCaptchaSecret(actor: Actor, siteId: string) {
+    this.require(actor, 'admin');
+    const site = this.site(actor, siteId);
+    return siteView(await this.change(this.store.sites, site.id, 'Site', (current) => {
+      if (!current.captcha) throw notFound('CAPTCHA configuration');
+      const { secretSealed: _removed, ...captcha } = current.captcha;
+      return { ...current, captcha };
+    }));
   }
 
   async removeCaptcha(actor: Actor, siteId: string) {
@@ -302,6 +324,12 @@ export class RelayAdmin {
       if (!current.webhooks.some((w) => w.id === webhookId)) throw notFound('Webhook');
       return { ...current, webhooks: current.webhooks.filter((w) => w.id !== webhookId) };
     });
+  }
+
+  /** A form's stored submissions, newest first, a page at a time (`nextBefore` continues). */
+  listSubmissions(actor: Actor, siteId: string, formId: string, query: SubmissionQuery = {}) {
+    const form = this.form(actor, siteId, formId);
+    return this.submissions.list(form.tenantId, form.siteId, form.id, query);
   }
 
   // ---- templates -------------------------------------------------------------------------

@@ -5,6 +5,7 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import { renderApiDocs } from '../core/api-docs.ts';
+import { SluiceError } from '../core/errors.ts';
 import { nestedDeeperThan } from '../core/json-depth.ts';
 import type { Logger } from '../core/log.ts';
 import type { HttpHandler, HttpRequest, HttpResponse } from '../gateway/http/adapter.ts';
@@ -14,6 +15,7 @@ import { userView, type Actor, type RelayAdmin } from './admin.ts';
 import type { Sessions } from './auth.ts';
 import { forbidden, RelayError } from './errors.ts';
 import type { User } from './model.ts';
+import type { SubmissionQuery } from './submissions.ts';
 
 export interface RelayHttpDeps {
   admin: RelayAdmin;
@@ -24,6 +26,8 @@ export interface RelayHttpDeps {
   /** SLUICE_RELAY_OPERATOR_TOKEN: enables POST /api/v1/admin/tenants when set. */
   operatorToken: string;
   openApi: () => unknown;
+  /** The public endpoints by `METHOD path` (relay/public.ts): they answer for themselves. */
+  publicRoutes: Record<string, HttpHandler>;
   log: Logger;
 }
 
@@ -74,6 +78,7 @@ function routes(deps: RelayHttpDeps): Route[] {
     r('PATCH', '/api/v1/admin/sites/:siteId', 'session', (c, a) => admin.updateSite(a, p(c, 'siteId'), c.body)),
     r('PUT', '/api/v1/admin/sites/:siteId/captcha', 'session', (c, a) => admin.setCaptcha(a, p(c, 'siteId'), c.body), 200),
     r('DELETE', '/api/v1/admin/sites/:siteId/captcha', 'session', (c, a) => admin.removeCaptcha(a, p(c, 'siteId'))),
+    r('DELETE', '/api/v1/admin/sites/:siteId/captcha/secret', 'session', (c, a) => admin.removeCaptchaSecret(a, p(c, 'siteId')), 200),
     r('GET', '/api/v1/admin/sites/:siteId/forms', 'session', (c, a) => admin.listForms(a, p(c, 'siteId'))),
     r('POST', '/api/v1/admin/sites/:siteId/forms', 'session', (c, a) => admin.createForm(a, p(c, 'siteId'), c.body)),
     r('GET', '/api/v1/admin/sites/:siteId/forms/:formId', 'session', (c, a) => admin.getForm(a, p(c, 'siteId'), p(c, 'formId'))),
@@ -88,6 +93,8 @@ function routes(deps: RelayHttpDeps): Route[] {
       admin.updateWebhook(a, p(c, 'siteId'), p(c, 'formId'), p(c, 'webhookId'), c.body)),
     r('DELETE', '/api/v1/admin/sites/:siteId/forms/:formId/webhooks/:webhookId', 'session', (c, a) =>
       admin.removeWebhook(a, p(c, 'siteId'), p(c, 'formId'), p(c, 'webhookId')), 204),
+    r('GET', '/api/v1/admin/sites/:siteId/forms/:formId/submissions', 'session', (c, a) =>
+      admin.listSubmissions(a, p(c, 'siteId'), p(c, 'formId'), pageQuery(c.request.query))),
     r('GET', '/api/v1/admin/templates', 'session', (_c, a) => admin.listTemplates(a)),
     r('POST', '/api/v1/admin/templates', 'session', (c, a) => admin.createTemplate(a, c.body)),
     r('POST', '/api/v1/admin/templates/preview', 'session', (c, a) => admin.previewTemplate(a, c.body), 200),
@@ -102,6 +109,14 @@ function routes(deps: RelayHttpDeps): Route[] {
     r('POST', '/api/v1/admin/api-keys', 'session', (c, a) => admin.createApiKey(a, c.body)),
     r('DELETE', '/api/v1/admin/api-keys/:keyId', 'session', (c, a) => admin.revokeApiKey(a, p(c, 'keyId')), 200),
   ];
+}
+
+/** `?limit=50&before=<cursor>` of a listing. */
+function pageQuery(query: string): SubmissionQuery {
+  const params = new URLSearchParams(query);
+  const limit = params.get('limit');
+  const before = params.get('before');
+  return { ...(limit !== null ? { limit: /^\d+$/.test(limit) ? Number(limit) : NaN } : {}), ...(before !== null ? { before } : {}) };
 }
 
 /** The status of a route's success. */
@@ -137,7 +152,15 @@ function match(pattern: string, path: string): Record<string, string> | undefine
 export function relayHandler(deps: RelayHttpDeps): HttpHandler {
   const table = routes(deps);
   return async (request) => {
+    const publicRoute = deps.publicRoutes[`${request.method} ${request.path}`];
+    if (publicRoute) return publicRoute(request);
     try {
+      const publicMethods = Object.keys(deps.publicRoutes).filter((key) => key.endsWith(` ${request.path}`)).map((key) => key.split(' ')[0]!);
+      if (publicMethods.length > 0) {
+        const response = errorResponse(new RelayError(405, `${request.method} is not allowed on ${request.path}`), deps.log);
+        response.headers!.allow = publicMethods.join(', ');
+        return response;
+      }
       const matching = table.map((route) => ({ route, params: match(route.pattern, request.path) })).filter((m) => m.params);
       if (matching.length === 0) throw new RelayError(404, `Cannot ${request.method} ${request.path}`);
       const found = matching.find((m) => m.route.method === request.method || (request.method === 'HEAD' && m.route.method === 'GET'));
@@ -211,16 +234,27 @@ async function jsonBody(request: HttpRequest): Promise<unknown> {
   }
 }
 
-function errorResponse(err: unknown, log: Logger): HttpResponse {
-  let error: RelayError;
-  if (err instanceof RelayError) error = err;
-  else if (err instanceof Error && err.name === 'SluiceError' && 'httpStatus' in err) error = new RelayError(err.httpStatus as number, err.message);
-  else {
-    log.error({ err }, 'relay request failed unexpectedly');
-    error = new RelayError(500, 'Internal server error');
-  }
+/**
+ * The one mapping of an error to the relay's answer `{ message, statusCode }` (plus Retry-After
+ * where the error says when to retry). `headers` are added (CORS on the public endpoints).
+ */
+export function errorResponse(err: unknown, log: Logger, headers: Record<string, string> = {}): HttpResponse {
+  const error = relayError(err, log);
   const { retryAfterSeconds, ...details } = error.details as { retryAfterSeconds?: number };
-  const headers: Record<string, string> = { 'content-type': JSON_TYPE };
-  if (retryAfterSeconds !== undefined) headers['retry-after'] = String(retryAfterSeconds);
-  return { status: error.statusCode, headers, body: JSON.stringify({ message: error.message, statusCode: error.statusCode, ...details }) };
+  const all: Record<string, string> = { ...headers, 'content-type': JSON_TYPE };
+  if (retryAfterSeconds !== undefined) all['retry-after'] = String(retryAfterSeconds);
+  return { status: error.statusCode, headers: all, body: JSON.stringify({ message: error.message, statusCode: error.statusCode, ...details }) };
+}
+
+function relayError(err: unknown, log: Logger): RelayError {
+  if (err instanceof RelayError) return err;
+  if (err instanceof SluiceError && err.code !== 'internal') {
+    const retry = err.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: err.retryAfterSeconds };
+    if (err.httpStatus !== 503) return new RelayError(err.httpStatus, err.message, retry);
+    // Storage, the bus or the memory budget: the caller only needs to know to come back.
+    log.warn({ err: err.message }, 'relay request refused: the service is unavailable');
+    return new RelayError(503, 'Service temporarily unavailable. Please try again.', { retryAfterSeconds: err.retryAfterSeconds ?? 5 });
+  }
+  log.error({ err }, 'relay request failed unexpectedly');
+  return new RelayError(500, 'Internal server error');
 }

@@ -1,27 +1,40 @@
 /**
- * The relay module: its store (mirrored from the state store), keys, admin operations and the
- * handler of its HTTP API. It wires nothing itself: the composition root (bin/) gives it the
+ * The relay module: its store (mirrored from the state store), keys, admin operations, public
+ * endpoints and the handler of its HTTP API. It wires nothing itself: the composition root (bin/) gives it the
  * state store, the master key, the deployment's checks and the sign-in limiter, and serves the
  * handler on the relay port.
  */
+import type { Bus } from '../bus/bus.ts';
+import type { ByteBudget } from '../core/byte-budget.ts';
 import type { Logger } from '../core/log.ts';
+import type { SecretBox } from '../core/secret-box.ts';
 import type { ClientIpResolver } from '../gateway/client-ip.ts';
 import type { HttpHandler } from '../gateway/http/adapter.ts';
 import type { Limiter } from '../gateway/limiter.ts';
 import type { StateStore } from '../state/store.ts';
+import type { Storage } from '../storage/storage.ts';
 import { RelayAdmin } from './admin.ts';
 import { Sessions } from './auth.ts';
+import { CaptchaVerifier, type CaptchaEndpoints } from './captcha.ts';
 import { relayHandler } from './http.ts';
+import { Idempotency } from './idempotency.ts';
+import { RelayIntake } from './intake.ts';
 import { relayOpenApiDocument } from './openapi.ts';
-import { createBodyValidator, type BodyChecks } from './schemas.ts';
+import { PublicRelay } from './public.ts';
+import { createBodyValidator, type BodyChecks, type BodyValidator } from './schemas.ts';
 import { deriveRelayKeys } from './secrets.ts';
 import { RelayStore } from './store.ts';
+import { SubmissionReader } from './submissions.ts';
 
 export { loadMasterKey } from './secrets.ts';
+export { DEFAULT_CAPTCHA_ENDPOINTS } from './captcha.ts';
 export { isAcceptableWebhookUrl } from './webhook-url.ts';
 
-/** Admin body size: ample for a template (100,000 characters) and its sample data. */
-export const MAX_ADMIN_BODY_BYTES = 1024 * 1024;
+/**
+ * Body size on the relay port (the spec leaves it open): ample for a template or a notification
+ * body (100,000 characters) with its data; past it, 413.
+ */
+export const MAX_RELAY_BODY_BYTES = 1024 * 1024;
 /** Sign-in attempts (login, claim, onboarding) per client IP and minute. */
 export const SIGN_IN_PER_MINUTE = 10;
 
@@ -31,12 +44,17 @@ export interface RelayParts {
   /** 32 bytes: seals stored secrets and signs sessions; the same on every gateway. */
   masterKey: Buffer;
   checks: BodyChecks;
+  /** Storage, for listing submissions: undefined in a process without it. Opened on first use. */
+  storage: () => Promise<Storage | undefined>;
+  database: string;
 }
 
 export interface Relay {
   store: RelayStore;
   admin: RelayAdmin;
   sessions: Sessions;
+  secrets: SecretBox;
+  validate: BodyValidator;
   shutdown(): void;
 }
 
@@ -46,8 +64,43 @@ export async function openRelay(parts: RelayParts): Promise<Relay> {
   const store = new RelayStore(parts.state, parts.log);
   await store.start();
   const sessions = new Sessions(keys.sessionKey, store);
-  const admin = new RelayAdmin(store, keys.secrets, sessions, createBodyValidator(parts.checks));
-  return { store, admin, sessions, shutdown: () => store.shutdown() };
+  const validate = createBodyValidator(parts.checks);
+  const admin = new RelayAdmin(store, keys.secrets, sessions, validate, new SubmissionReader(parts.storage, parts.database));
+  return { store, admin, sessions, secrets: keys.secrets, validate, shutdown: () => store.shutdown() };
+}
+
+export interface PublicRelayParts {
+  /** Carries submissions and their jobs to storage; a 201 waits for it. */
+  bus: Bus;
+  budget: ByteBudget;
+  /** Sliding windows per client IP: 10, 300 and 10 a minute by default. */
+  limiters: { submissions: Limiter; notifications: Limiter; discovery: Limiter };
+  clientIp: ClientIpResolver;
+  captcha: { endpoints: CaptchaEndpoints; timeoutMs: number };
+  /** How long an idempotency claim holds for a request that never finishes (a crash). */
+  idempotencyLeaseMs: number;
+  /** Where users sign in, for tenant discovery emails (known once the port is bound). */
+  signInUrl: () => string;
+  log: Logger;
+}
+
+/** The public endpoints (submissions, notifications, tenant discovery) of an open relay. */
+export function openPublicRelay(relay: Relay, parts: PublicRelayParts): PublicRelay {
+  const state = relay.store.state;
+  return new PublicRelay({
+    store: relay.store,
+    state,
+    secrets: relay.secrets,
+    captcha: new CaptchaVerifier(parts.captcha),
+    idempotency: new Idempotency(state, { leaseMs: parts.idempotencyLeaseMs }),
+    intake: new RelayIntake(parts.bus),
+    validate: relay.validate,
+    limiters: parts.limiters,
+    clientIp: parts.clientIp,
+    budget: parts.budget,
+    signInUrl: parts.signInUrl,
+    log: parts.log,
+  });
 }
 
 export interface RelayHttpParts {
@@ -56,11 +109,13 @@ export interface RelayHttpParts {
   clientIp: ClientIpResolver;
   /** SLUICE_RELAY_OPERATOR_TOKEN: enables POST /api/v1/admin/tenants when set. */
   operatorToken: string;
+  /** The public endpoints. */
+  publicRelay: PublicRelay;
   log: Logger;
 }
 
-/** The relay port's handler: the admin API, its OpenAPI document and health. */
-export function relayHttpHandler(relay: Relay, parts: RelayHttpParts): HttpHandler {
+/** The relay port's handler: the public endpoints, the admin API, the OpenAPI document and health. */
+export function relayHttpHandler(relay: Relay, { publicRelay, ...parts }: RelayHttpParts): HttpHandler {
   const openApi = relayOpenApiDocument();
-  return relayHandler({ ...parts, admin: relay.admin, sessions: relay.sessions, openApi: () => openApi });
+  return relayHandler({ ...parts, admin: relay.admin, sessions: relay.sessions, openApi: () => openApi, publicRoutes: publicRelay.routes() });
 }

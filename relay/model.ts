@@ -39,8 +39,11 @@ export interface CaptchaConfig {
   provider: CaptchaProvider;
   /** The provider's public site key. */
   siteKey: string;
-  /** The provider's secret, sealed with the relay's secrets key (relay/secrets.ts). Never returned. */
-  secretSealed: string;
+  /**
+   * The provider's secret, sealed with the relay's secrets key (relay/secrets.ts). Never
+   * returned. Absent when removed: submissions are then refused (503), never let through.
+   */
+  secretSealed?: string;
   /** reCAPTCHA v3 only: the lowest score accepted (0..1). */
   scoreThreshold?: number;
 }

@@ -8,6 +8,8 @@ import { firstProblem } from '../core/validation.ts';
 import { validationFailed } from './errors.ts';
 import { CAPTCHA_PROVIDERS, CHANNELS, ROLES } from './model.ts';
 
+/** WhatsApp numbers: E.164, `+`, a digit 1-9, then 7 to 14 more digits. */
+const E164_PATTERN = '^\\+[1-9]\\d{7,14}$';
 const name = { type: 'string', minLength: 1, maxLength: 200 } as const;
 const email = { type: 'string', format: 'email-address', maxLength: 254, description: 'One plain address, at most 254 characters.' } as const;
 const password = { type: 'string', minLength: 12, maxLength: 256, description: 'At least 12 characters.' } as const;
@@ -30,10 +32,10 @@ export const ADMIN_SCHEMAS = {
     {
       provider: { enum: [...CAPTCHA_PROVIDERS] },
       siteKey: { type: 'string', minLength: 1, maxLength: 200, description: "The provider's public site key." },
-      secret: { type: 'string', minLength: 1, maxLength: 500, description: "The provider's secret key: stored encrypted, never returned." },
+      secret: { type: 'string', minLength: 1, maxLength: 500, description: "The provider's secret key: stored encrypted, never returned. Left out: the stored one is kept if the provider is unchanged." },
       scoreThreshold: { type: 'number', minimum: 0, maximum: 1, description: 'recaptcha_v3 only (default 0.5).' },
     },
-    ['provider', 'siteKey', 'secret'],
+    ['provider', 'siteKey'],
   ),
   CreateForm: object({ formKey: key('formKey (default: generated)'), name, active: { type: 'boolean' }, templateId: { type: 'string', maxLength: 100 } }, ['name']),
   UpdateForm: object({ name, active: { type: 'boolean' }, templateId: { type: ['string', 'null'], maxLength: 100 } }, [], { minProperties: 1 }),
@@ -60,10 +62,51 @@ export const ADMIN_SCHEMAS = {
   ClaimTenant: object({ token: { type: 'string', maxLength: 200 }, email, name, password }, ['token', 'email', 'password']),
 } as const;
 
-export type AdminSchemaName = keyof typeof ADMIN_SCHEMAS;
+/** The public endpoints' bodies (relay spec 4.1 to 4.3, limits of section 8). */
+const publicKey = (what: string) => ({ type: 'string', minLength: 1, maxLength: 100, description: `${what} (at most 100 characters).` }) as const;
+const data = {
+  type: 'object',
+  description: 'Free-form: at most 100 fields per object, 2 levels (data, data.meta), names up to 128 characters, strings up to 10,000, arrays up to 100 items; _subject, _body and _footer are reserved.',
+} as const;
+const addresses = (items: Record<string, unknown>) => ({ type: 'array', minItems: 1, maxItems: 50, items, description: 'At most 50.' }) as const;
+
+export const PUBLIC_SCHEMAS = {
+  Submission: object(
+    {
+      siteKey: publicKey('The site key'),
+      formKey: publicKey('The form key on that site'),
+      captchaToken: { type: 'string', maxLength: 4096, description: 'Required when the site has a CAPTCHA provider; single use. Without one, leave it out or send "no-captcha".' },
+      data,
+    },
+    ['siteKey', 'formKey', 'data'],
+  ),
+  Notification: object(
+    {
+      siteKey: publicKey('The site the API key is bound to'),
+      formKey: publicKey('A form of that site; its recipients and webhooks are used when no recipients are named'),
+      channels: { type: 'array', uniqueItems: true, items: { enum: [...CHANNELS] }, description: 'email and/or whatsapp (default: the keys of recipients).' },
+      recipients: object(
+        {
+          email: addresses({ type: 'string', maxLength: 254, format: 'email-address', description: 'One plain address, at most 254 characters.' }),
+          whatsapp: addresses({ type: 'string', pattern: E164_PATTERN, description: 'E.164: + then 8 to 15 digits.' }),
+        },
+        [],
+        { description: 'Addresses per channel; each must be an active recipient of the form (or, without formKey, of an active form of the site).' },
+      ),
+      data,
+      template: { type: 'string', maxLength: 100, description: 'Accepted and ignored.' },
+      subject: { type: 'string', maxLength: 500, description: 'Replaces the template subject; sanitised to plain text.' },
+      body: { type: 'string', maxLength: 100_000, description: 'Replaces the template HTML body; sanitised (no scripts, event handlers or javascript: links).' },
+    },
+    ['siteKey'],
+  ),
+  TenantDiscovery: object({ email: { type: 'string', maxLength: 254, format: 'email-address' } }, ['email']),
+} as const;
+
+export type AdminSchemaName = keyof typeof ADMIN_SCHEMAS | keyof typeof PUBLIC_SCHEMAS;
 
 const EMAIL = /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
-export const E164 = /^\+[1-9]\d{7,14}$/;
+export const E164 = new RegExp(E164_PATTERN);
 
 export function isEmailAddress(value: string): boolean {
   return value.length <= 254 && EMAIL.test(value);
@@ -93,7 +136,7 @@ export function createBodyValidator(checks: BodyChecks): BodyValidator {
   ajv.addFormat('email-address', { type: 'string', validate: isEmailAddress });
   ajv.addFormat('origin', { type: 'string', validate: isOrigin });
   ajv.addFormat('webhook-url', { type: 'string', validate: (url: string) => checks.webhookUrl(url) });
-  const validators = new Map(Object.entries(ADMIN_SCHEMAS).map(([key, value]) => [key as AdminSchemaName, ajv.compile(value)]));
+  const validators = new Map(Object.entries({ ...ADMIN_SCHEMAS, ...PUBLIC_SCHEMAS }).map(([key, value]) => [key as AdminSchemaName, ajv.compile(value)]));
   return <T>(schema: AdminSchemaName, body: unknown): T => {
     const validate = validators.get(schema)!;
     if (!validate(body)) {

@@ -31,6 +31,20 @@ export class Collection<T extends { id: string }> extends StateMirror<T> {
   }
 }
 
+/** Keeps `index` (a secondary key → record) in step with the collection. */
+function indexBy<T extends { id: string }>(collection: Collection<T>, index: Map<string, T>, keyOf: (item: T) => string): void {
+  const keys = new Map<string, string>();
+  collection.onChange((id, item) => {
+    const previous = keys.get(id);
+    if (previous !== undefined && index.get(previous)?.id === id) index.delete(previous);
+    keys.delete(id);
+    if (item) {
+      index.set(keyOf(item), item);
+      keys.set(id, keyOf(item));
+    }
+  });
+}
+
 export function sha256Hex(value: string): string {
   return createHash('sha256').update(value).digest('hex');
 }
@@ -45,6 +59,11 @@ export class RelayStore {
   /** hash → active key: the hot path of POST /notifications. */
   private readonly activeKeys = new Map<string, RelayApiKey>();
   private readonly keyHashById = new Map<string, string>();
+  /** siteKey → site and `siteId/formKey` → form: public submissions find theirs in one lookup. */
+  private readonly sitesByKey = new Map<string, Site>();
+  private readonly formsByKey = new Map<string, Form>();
+  /** What the public endpoints' CORS preflight allows, rebuilt after a change of any site. */
+  private corsOrigins: { any: boolean; origins: Set<string> } | undefined;
 
   constructor(readonly state: StateStore, log?: Logger) {
     const stamped = { createdAt: 'string', updatedAt: 'string' } as const;
@@ -64,6 +83,9 @@ export class RelayStore {
     this.apiKeys = new Collection(state, 'relay_api_keys', {
       ...stamped, tenantId: 'string', siteId: 'string', name: 'string', hash: 'string', prefix: 'string', revokedAt: 'string?',
     }, log);
+    indexBy(this.sites, this.sitesByKey, (site) => site.siteKey);
+    indexBy(this.forms, this.formsByKey, (form) => `${form.siteId}/${form.formKey}`);
+    this.sites.onChange(() => (this.corsOrigins = undefined));
     this.apiKeys.onChange((id, key) => {
       const previous = this.keyHashById.get(id);
       if (previous) this.activeKeys.delete(previous);
@@ -97,8 +119,33 @@ export class RelayStore {
     return this.activeKeys.get(sha256Hex(presented));
   }
 
+  /**
+   * The key's record as the store holds it now, when it is active: a key revoked on another
+   * gateway is refused on the very next request, not only once this gateway's watch brings it.
+   */
+  async currentApiKey(key: RelayApiKey): Promise<RelayApiKey | undefined> {
+    const stored = await this.state.get<RelayApiKey>(this.apiKeys.bucket, key.id);
+    return stored && !stored.revokedAt && stored.hash === key.hash ? stored : undefined;
+  }
+
   siteByKey(siteKey: string): Site | undefined {
-    return this.sites.find((site) => site.siteKey === siteKey);
+    return this.sitesByKey.get(siteKey);
+  }
+
+  formByKey(siteId: string, formKey: string): Form | undefined {
+    return this.formsByKey.get(`${siteId}/${formKey}`);
+  }
+
+  /**
+   * Origins an active site accepts submissions from; `any` when an active site has no list (it
+   * accepts every origin). For the CORS preflight, which cannot know the site it is for.
+   */
+  allowedOrigins(): { any: boolean; origins: Set<string> } {
+    if (!this.corsOrigins) {
+      const active = this.sites.filter((site) => site.active);
+      this.corsOrigins = { any: active.some((site) => site.allowedOrigins.length === 0), origins: new Set(active.flatMap((site) => site.allowedOrigins)) };
+    }
+    return this.corsOrigins;
   }
 
   userByEmail(email: string): User | undefined {

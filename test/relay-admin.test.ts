@@ -219,8 +219,8 @@ describe('sites, CAPTCHA, forms, recipients, webhooks', () => {
     expect(stored.recipients.filter((r: { active: boolean }) => !r.active)).toHaveLength(3);
     expect(stored).toMatchObject({ name: 'Busy form', webhooks: [expect.objectContaining({ url: 'https://hooks.example.com/busy' })] });
     // The store holds the same (not only this gateway's copy).
-    const [[, persisted]] = (await app.state.list<{ id: string; recipients: unknown[] }>('relay_forms')).filter(([id]) => id === form.body.id) as [[string, { recipients: unknown[] }]];
-    expect(persisted.recipients).toHaveLength(10);
+    const persisted = await app.state.get<{ recipients: unknown[] }>('relay_forms', form.body.id);
+    expect(persisted!.recipients).toHaveLength(10);
   });
 
   it('adds webhooks to public hosts only, showing the signing secret once', async () => {

@@ -1,0 +1,76 @@
+/**
+ * Reading stored submissions back, per form and newest first, for the admin API and the CLI.
+ * They live in storage (relay_submissions), so this reads through the Storage interface; a
+ * process without storage (a cluster gateway with no CLICKHOUSE_URL) answers 503 saying so.
+ */
+import { quoteIdentifier, quoteString, type Storage } from '../storage/storage.ts';
+import { RelayError, validationFailed } from './errors.ts';
+
+export const MAX_PAGE = 200;
+
+export interface SubmissionQuery {
+  /** Default 50, at most MAX_PAGE. */
+  limit?: number;
+  /** Only submissions received before this cursor (the previous page's `nextBefore`). */
+  before?: string;
+}
+
+export interface SubmissionView {
+  submissionId: string;
+  kind: string;
+  receivedAt: string;
+  data: unknown;
+  subject: string;
+  body: string;
+  meta: { ip: string; origin: string; userAgent: string };
+  /** Delivery jobs queued with it. */
+  jobs: number;
+}
+
+interface Row {
+  submissionId: string;
+  kind: string;
+  nanos: string;
+  Data: string;
+  Subject: string;
+  Body: string;
+  Ip: string;
+  Origin: string;
+  UserAgent: string;
+  Jobs: number;
+}
+
+export class SubmissionReader {
+  /** @param storage the process's storage, or undefined when it has none */
+  constructor(private readonly storage: () => Promise<Storage | undefined>, private readonly database: string) {}
+
+  async list(tenantId: string, siteId: string, formId: string, query: SubmissionQuery = {}): Promise<{ submissions: SubmissionView[]; nextBefore?: string }> {
+    const limit = query.limit ?? 50;
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE) throw validationFailed('limit', `must be a whole number from 1 to ${MAX_PAGE}`);
+    const cursor = query.before === undefined ? undefined : /^(\d{1,20})_([0-9a-f-]{36})$/.exec(query.before);
+    if (cursor === null) throw validationFailed('before', 'must be a cursor from nextBefore');
+    const storage = await this.storage();
+    if (!storage) throw new RelayError(503, 'Submissions are read from storage, which this process does not open: set CLICKHOUSE_URL on it');
+    const where = [`TenantId = ${quoteString(tenantId)}`, `SiteId = ${quoteString(siteId)}`, `FormId = ${quoteString(formId)}`];
+    // Many submissions share a millisecond: the cursor is (time, id), in the order of the listing.
+    if (cursor) where.push(`(toUnixTimestamp64Nano(ReceivedAt), SubmissionId) < (${cursor[1]}, toUUID(${quoteString(cursor[2]!)}))`);
+    const sql = `SELECT toString(SubmissionId) AS submissionId, Kind AS kind, toString(toUnixTimestamp64Nano(ReceivedAt)) AS nanos,
+      Data, Subject, Body, Ip, Origin, UserAgent, Jobs
+      FROM ${quoteIdentifier(this.database)}.relay_submissions WHERE ${where.join(' AND ')}
+      ORDER BY ReceivedAt DESC, SubmissionId DESC LIMIT ${limit + 1}`;
+    const rows = (await storage.query(sql, 'JSONEachRow')).split('\n').filter(Boolean).map((line) => JSON.parse(line) as Row);
+    const page = rows.slice(0, limit);
+    const submissions = page.map((row) => ({
+      submissionId: row.submissionId,
+      kind: row.kind,
+      receivedAt: new Date(Number(BigInt(row.nanos) / 1_000_000n)).toISOString(),
+      data: JSON.parse(row.Data) as unknown,
+      subject: row.Subject,
+      body: row.Body,
+      meta: { ip: row.Ip, origin: row.Origin, userAgent: row.UserAgent },
+      jobs: Number(row.Jobs),
+    }));
+    const last = page[page.length - 1];
+    return rows.length > limit && last ? { submissions, nextBefore: `${last.nanos}_${last.submissionId}` } : { submissions };
+  }
+}
