@@ -51,6 +51,28 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/**
+ * SIGTERM, then waits until the process is gone (SIGKILL after 10 s): a server still writing its
+ * store while shutting down would make the removal of its directory fail (ENOTEMPTY).
+ */
+async function stopProcess(pid: number): Promise<void> {
+  const alive = () => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (!alive()) return;
+  process.kill(pid, 'SIGTERM');
+  const deadline = Date.now() + 10_000;
+  while (alive()) {
+    if (Date.now() > deadline) process.kill(pid, 'SIGKILL');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
@@ -81,7 +103,7 @@ describe('deploy/services.sh', () => {
     cleanups.push(async () => {
       for (const pidFile of ['nats/nats-server.pid', 'redis/redis-server.pid']) {
         const pid = Number(await readFile(join(state, pidFile), 'utf8').catch(() => ''));
-        if (pid > 0) process.kill(pid, 'SIGTERM');
+        if (pid > 0) await stopProcess(pid);
       }
     });
 
