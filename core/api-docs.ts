@@ -1,7 +1,7 @@
 /**
  * A browsable page of an OpenAPI document (GET /api/v1/docs), rendered on the server with no
  * script and nothing fetched from elsewhere: every endpoint with its summary, parameters,
- * request schema and responses. Every text is HTML-escaped.
+ * request schema and responses (with their body schemas). Every text is HTML-escaped.
  */
 type Json = Record<string, any>;
 
@@ -22,8 +22,15 @@ function operation(doc: Json, path: string, method: string, op: Json): string {
 ${op.summary ? `<p><strong>${escape(op.summary)}</strong></p>` : ''}${op.description ? `<p>${escape(op.description)}</p>` : ''}
 ${params.length ? `<p>Parameters: ${params.map((p) => `<code>${escape(p.name)}</code> (${escape(p.in)}${p.required ? ', required' : ''})`).join(', ')}</p>` : ''}
 ${body ? Object.entries(body).map(([type, content]) => `<details><summary>Request body: ${escape(type)}</summary><pre>${escape(JSON.stringify(resolve(doc, (content as Json).schema), null, 2))}</pre></details>`).join('\n') : ''}
-<ul>${responses.map(([status, response]) => `<li><code>${escape(status)}</code> ${escape((response as Json).description ?? '')}</li>`).join('')}</ul>
+<ul>${responses.map(([status, response]) => `<li><code>${escape(status)}</code> ${escape((response as Json).description ?? '')}${responseBody(doc, response as Json)}</li>`).join('')}</ul>
 </section>`;
+}
+
+/** A success response's body schema (errors all share one shape, shown once under components). */
+function responseBody(doc: Json, response: Json): string {
+  const schema = response.content?.['application/json']?.schema as Json | undefined;
+  if (!schema || schema.$ref === '#/components/schemas/Error') return '';
+  return `<details><summary>Body</summary><pre>${escape(JSON.stringify(resolve(doc, schema), null, 2))}</pre></details>`;
 }
 
 export function renderApiDocs(doc: Json): string {

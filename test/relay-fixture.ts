@@ -18,7 +18,7 @@ export interface Reply {
 export interface CallOptions {
   body?: unknown;
   /** A body sent as is (not JSON-encoded). */
-  raw?: string | Uint8Array;
+  raw?: string | Buffer;
   headers?: Record<string, string>;
   /** The client IP (default: a fresh one per call). */
   ip?: string;
@@ -67,7 +67,7 @@ export async function startRelayFixture(overrides: Record<string, unknown> = {})
     if (options.body !== undefined) headers['content-type'] = 'application/json';
     if (options.token) headers.authorization = `Bearer ${options.token}`;
     Object.assign(headers, options.headers);
-    const response = await fetch(base + path, { method, headers, body: options.raw ?? (options.body === undefined ? undefined : JSON.stringify(options.body)) });
+    const response = await fetch(base + path, { method, headers, body: (options.raw as BodyInit | undefined) ?? (options.body === undefined ? undefined : JSON.stringify(options.body)) });
     const text = await response.text();
     let body: unknown;
     try {

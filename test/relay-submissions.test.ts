@@ -220,3 +220,28 @@ describe('storage unavailable', () => {
     expect((await relay.rows(`SELECT count() AS n FROM otel.relay_submissions WHERE position(Data, '${marker}') > 0`))[0]!.n).toBe(0);
   });
 });
+
+describe('the OpenAPI document', () => {
+  it('describes the public endpoints (version 1.0.0): bodies, answers, an optional Idempotency-Key, and /api/v1/docs shows them', async () => {
+    const { body: doc } = await relay.call('GET', '/openapi.json');
+    expect(doc.info.version).toBe('1.0.0');
+    for (const path of ['/api/v1/submissions', '/api/v1/notifications', '/api/v1/tenant-discovery']) {
+      const post = doc.paths[path].post;
+      const header = post.parameters.find((p: any) => p.name === 'Idempotency-Key');
+      expect(header, path).toMatchObject({ in: 'header', required: false, schema: { minLength: 8, maxLength: 255 } });
+      expect(post.requestBody.content['application/json'].schema.$ref, path).toMatch(/^#\/components\/schemas\//);
+      expect(Object.keys(post.responses), path).toEqual(expect.arrayContaining(['400', '409', '422', '429']));
+    }
+    expect(doc.paths['/api/v1/submissions'].post.responses['201'].content['application/json'].schema.$ref).toBe('#/components/schemas/Created');
+    expect(doc.paths['/api/v1/submissions'].post.responses['404'].description).toBe('`Submission target not found or not permitted`');
+    expect(doc.paths['/api/v1/notifications'].post.security).toEqual([{ apiKey: [] }]);
+    expect(doc.components.securitySchemes.apiKey).toMatchObject({ in: 'header', name: 'x-api-key' });
+    expect(doc.components.schemas.Submission.properties.captchaToken.maxLength).toBe(4096);
+    expect(doc.components.schemas.Notification.properties.recipients.properties.email.maxItems).toBe(50);
+    for (const [, name] of JSON.stringify(doc).matchAll(/"#\/components\/schemas\/(\w+)"/g)) expect(doc.components.schemas[name!], name).toBeDefined();
+    const page = await (await fetch(`${relay.base}/docs`)).text();
+    expect(page).toContain('<code>POST /api/v1/submissions</code>');
+    expect(page).toContain('<code>Idempotency-Key</code> (header)');
+    expect(page).toContain('&quot;submissionId&quot;');
+  });
+});
