@@ -36,11 +36,17 @@ const USAGE = `usage: sluice <command>
   relay onboard --tenant NAME --owner EMAIL     create a relay tenant and its owner (prints a one-time password)
   relay tenants list
   relay sites create --tenant ID --name N [--origin https://example.com ...]
-  relay sites list --tenant ID | relay sites update --site ID [--name N] [--origin O ...] [--active true|false]
+  relay sites list --tenant ID
+  relay sites update --site ID [--name N] [--origin O ... | --clear-origins] [--active true|false]
   relay captcha set --site ID --provider recaptcha_v2|recaptcha_v3|hcaptcha|turnstile --site-key K
-                    --secret-file F (- for stdin) [--score-threshold 0.5]
+                    [--secret-file F (- for stdin)] [--score-threshold 0.5]
+  relay captcha clear-secret --site ID | relay captcha remove --site ID
   relay forms create --site ID --name N [--key FORM_KEY] | relay forms list --site ID
-  relay recipients add --site ID --form ID --channel email|whatsapp --address A
+  relay forms update --site ID --form ID [--name N] [--active true|false] [--template ID|none]
+  relay recipients add --site ID --form ID --channel email|whatsapp --address A [--active true|false]
+  relay recipients update --site ID --form ID --recipient ID --active true|false
+  relay recipients remove --site ID --form ID --recipient ID
+  relay submissions list --site ID --form ID [--limit N] [--before CURSOR]   (newest first)
   relay webhooks add --site ID --form ID --url URL      (prints the signing secret once)
   relay api-keys create --site ID --name N              (prints the key once)
   relay api-keys list --tenant ID | relay api-keys revoke --tenant ID --key KEY_ID
@@ -125,15 +131,15 @@ function timeOption(name: string, value: string | undefined, fallbackMs: number)
 
 const RELAY_OPTIONS = [
   'tenant', 'owner', 'name', 'site', 'form', 'key', 'channel', 'address', 'url', 'provider', 'site-key', 'secret-file',
-  'score-threshold', 'email', 'role', 'active',
+  'score-threshold', 'email', 'role', 'active', 'recipient', 'template', 'limit', 'before',
 ] as const;
 
 /** The options of a `sluice relay` command; a secret is read from a file (or stdin), never from argv. */
 async function relayOptions(args: string[]): Promise<OperatorInput> {
-  let values: Record<string, string | string[] | undefined>;
+  let values: Record<string, string | string[] | boolean | undefined>;
   try {
     const spec = Object.fromEntries(RELAY_OPTIONS.map((name) => [name, { type: 'string' as const }]));
-    values = parseArgs({ args, options: { ...spec, origin: { type: 'string', multiple: true } }, strict: true }).values;
+    values = parseArgs({ args, options: { ...spec, origin: { type: 'string', multiple: true }, 'clear-origins': { type: 'boolean' } }, strict: true }).values;
   } catch (err) {
     throw new UsageError((err as Error).message);
   }

@@ -16,6 +16,31 @@ const str = (input: OperatorInput, name: string): string => {
   return value;
 };
 
+/** `--active true|false`, never read loosely: anything else is refused, not taken as false. */
+function active(input: OperatorInput): { active?: boolean } {
+  const value = input.active;
+  if (value === undefined) return {};
+  if (value === 'true' || value === 'false') return { active: value === 'true' };
+  throw validationFailed('active', '--active must be true or false');
+}
+
+/** `--origin O ...` replaces the list; `--clear-origins` empties it (the site then takes any origin). */
+function origins(input: OperatorInput): { allowedOrigins?: string[] } {
+  if (input['clear-origins'] === true) {
+    if (input.origin) throw validationFailed('origin', 'give --origin or --clear-origins, not both');
+    return { allowedOrigins: [] };
+  }
+  return input.origin ? { allowedOrigins: [input.origin].flat() as string[] } : {};
+}
+
+/** A whole number option, refused when it is anything else. */
+function integer(input: OperatorInput, name: string): number | undefined {
+  const value = input[name];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || !/^\d+$/.test(value)) throw validationFailed(name, `--${name} must be a whole number`);
+  return Number(value);
+}
+
 function actorFor(store: RelayStore, input: OperatorInput): Actor {
   if (typeof input.tenant === 'string' && input.tenant) {
     if (!store.tenants.get(input.tenant)) throw notFound('Tenant');
@@ -34,27 +59,40 @@ type Operation = (admin: RelayAdmin, actor: () => Actor, input: OperatorInput) =
 export const OPERATOR_COMMANDS: Record<string, Operation> = {
   onboard: (admin, _actor, input) => admin.onboard({ name: str(input, 'tenant'), owner: { email: str(input, 'owner') } }),
   'tenants list': (admin) => admin.listTenants(),
-  'sites create': (admin, actor, input) =>
-    admin.createSite(actor(), { name: str(input, 'name'), ...(input.origin ? { allowedOrigins: [input.origin].flat() } : {}) }),
+  'sites create': (admin, actor, input) => admin.createSite(actor(), { name: str(input, 'name'), ...origins(input), ...active(input) }),
   'sites list': (admin, actor) => admin.listSites(actor()),
   'sites update': (admin, actor, input) =>
-    admin.updateSite(actor(), str(input, 'site'), {
-      ...(input.name ? { name: input.name } : {}),
-      ...(input.origin ? { allowedOrigins: [input.origin].flat() } : {}),
-      ...(input.active !== undefined ? { active: input.active === 'true' || input.active === true } : {}),
-    }),
+    admin.updateSite(actor(), str(input, 'site'), { ...(input.name ? { name: input.name } : {}), ...origins(input), ...active(input) }),
   'captcha set': (admin, actor, input) =>
     admin.setCaptcha(actor(), str(input, 'site'), {
       provider: str(input, 'provider'),
       siteKey: str(input, 'site-key'),
-      secret: str(input, 'secret'),
+      ...(input.secret !== undefined ? { secret: str(input, 'secret') } : {}),
       ...(input['score-threshold'] ? { scoreThreshold: Number(input['score-threshold']) } : {}),
     }),
+  'captcha clear-secret': (admin, actor, input) => admin.removeCaptchaSecret(actor(), str(input, 'site')),
+  'captcha remove': (admin, actor, input) => admin.removeCaptcha(actor(), str(input, 'site')),
   'forms create': (admin, actor, input) =>
-    admin.createForm(actor(), str(input, 'site'), { name: str(input, 'name'), ...(input.key ? { formKey: input.key } : {}) }),
+    admin.createForm(actor(), str(input, 'site'), { name: str(input, 'name'), ...(input.key ? { formKey: input.key } : {}), ...active(input) }),
   'forms list': (admin, actor, input) => admin.listForms(actor(), str(input, 'site')),
+  'forms update': (admin, actor, input) =>
+    admin.updateForm(actor(), str(input, 'site'), str(input, 'form'), {
+      ...(input.name ? { name: input.name } : {}),
+      ...active(input),
+      ...(input.template !== undefined ? { templateId: input.template === 'none' ? null : str(input, 'template') } : {}),
+    }),
   'recipients add': (admin, actor, input) =>
-    admin.addRecipient(actor(), str(input, 'site'), str(input, 'form'), { channel: str(input, 'channel'), address: str(input, 'address') }),
+    admin.addRecipient(actor(), str(input, 'site'), str(input, 'form'), { channel: str(input, 'channel'), address: str(input, 'address'), ...active(input) }),
+  'recipients update': (admin, actor, input) => {
+    const { active: value } = active(input);
+    if (value === undefined) throw validationFailed('active', '--active true|false is required');
+    return admin.updateRecipient(actor(), str(input, 'site'), str(input, 'form'), str(input, 'recipient'), { active: value });
+  },
+  'recipients remove': (admin, actor, input) => admin.removeRecipient(actor(), str(input, 'site'), str(input, 'form'), str(input, 'recipient')),
+  'submissions list': (admin, actor, input) => {
+    const limit = integer(input, 'limit');
+    return admin.listSubmissions(actor(), str(input, 'site'), str(input, 'form'), { ...(limit !== undefined ? { limit } : {}), ...(input.before ? { before: str(input, 'before') } : {}) });
+  },
   'webhooks add': (admin, actor, input) => admin.addWebhook(actor(), str(input, 'site'), str(input, 'form'), { url: str(input, 'url') }),
   'api-keys create': (admin, actor, input) => admin.createApiKey(actor(), { siteId: str(input, 'site'), name: str(input, 'name') }),
   'api-keys list': (admin, actor) => admin.listApiKeys(actor()),

@@ -206,6 +206,34 @@ describe('sluice CLI', () => {
       expect(logs.join('\n')).not.toContain('cli-captcha-secret');
     });
 
+    it('deactivates forms and recipients, clears origins, refuses a loose --active, and lists submissions', async () => {
+      const relay = async (...args: string[]) => JSON.parse((await sluice(['relay', ...args])).stdout);
+      const relayPort = JSON.parse(logs.find((l) => l.includes('sluice is serving'))!).relayPort;
+      const { tenant } = await relay('onboard', '--tenant', 'Beta', '--owner', 'owner@beta.test');
+      const site = await relay('sites', 'create', '--tenant', tenant.id, '--name', 'Shop', '--origin', 'https://beta.test');
+      const form = await relay('forms', 'create', '--site', site.id, '--name', 'Orders', '--key', 'orders');
+      const recipient = await relay('recipients', 'add', '--site', site.id, '--form', form.id, '--channel', 'email', '--address', 'orders@beta.test');
+      expect((await relay('recipients', 'update', '--site', site.id, '--form', form.id, '--recipient', recipient.id, '--active', 'false')).active).toBe(false);
+      for (const loose of ['no', 'FALSE', '0', '']) {
+        const refused = await sluice(['relay', 'forms', 'update', '--site', site.id, '--form', form.id, '--active', loose]).catch((err) => err);
+        expect(refused.stderr).toContain('Validation failed: active --active must be true or false');
+      }
+      expect((await relay('forms', 'update', '--site', site.id, '--form', form.id, '--active', 'false')).active).toBe(false);
+      expect((await relay('forms', 'list', '--site', site.id))[0]).toMatchObject({ active: false, recipients: [{ active: false }] });
+      expect((await relay('sites', 'update', '--site', site.id, '--clear-origins')).allowedOrigins).toEqual([]);
+
+      await relay('forms', 'update', '--site', site.id, '--form', form.id, '--active', 'true');
+      const posted = await fetch(`http://127.0.0.1:${relayPort}/api/v1/submissions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ siteKey: site.siteKey, formKey: 'orders', data: { item: 'tea' } }),
+      });
+      expect(posted.status).toBe(201);
+      const { submissionId } = await posted.json() as { submissionId: string };
+      const listed = await relay('submissions', 'list', '--site', site.id, '--form', form.id, '--limit', '5');
+      expect(listed.submissions).toEqual([expect.objectContaining({ submissionId, data: { item: 'tea' }, jobs: 0 })]);
+    });
+
     it('never logs API keys', () => {
       expect(logs.join('\n')).not.toContain(created.apiKey);
     });
