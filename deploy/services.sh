@@ -6,6 +6,8 @@
 #   ClickHouse server: installed only. The tests start their own instance (random ports, temp
 #   data dir), so the system one is not started.
 #   docker-compose: installed only; deploy/compose.test.ts validates docker-compose.yml with it.
+#   Chromium: installed only; the browser tests (test/relay-browser.test.ts) drive it with
+#   playwright-core (playwright's own browser download cannot work offline).
 # Idempotent, and quick when all is there: an installed package is not reinstalled, a service
 # already answering is left alone. Missing packages are installed with apt-get when this runs
 # as root or with passwordless sudo; otherwise it stops with one line naming the command to run
@@ -45,7 +47,7 @@ binary() (
 # --- Packages: install what is missing, if this may ------------------------------------
 # Package names are the binaries' names (Debian).
 missing=()
-for name in nats-server redis-server clickhouse-server docker-compose; do
+for name in nats-server redis-server clickhouse-server docker-compose chromium; do
   [[ -n "$(binary "$name")" ]] || missing+=("$name")
 done
 if (( ${#missing[@]} > 0 )); then
@@ -65,7 +67,7 @@ if (( ${#missing[@]} > 0 )); then
     [[ -n "$(binary "$name")" ]] || fail "$name was installed but is not in $SEARCH_PATH"
   done
 fi
-say "installed: nats-server, redis-server, clickhouse-server, docker-compose"
+say "installed: nats-server, redis-server, clickhouse-server, docker-compose, chromium"
 
 # Where a started service keeps its state and log.
 if [[ $EUID -eq 0 ]]; then
