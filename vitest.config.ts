@@ -13,6 +13,10 @@ const HTTP_FACING = [
   'test/otlp-metrics.test.ts',
   'test/rate-limit.test.ts',
   'test/relay-admin.test.ts',
+  'test/relay-submissions.test.ts',
+  'test/relay-notifications.test.ts',
+  'test/relay-idempotency.test.ts',
+  'test/relay-captcha.test.ts',
   'test/storage-backlog.test.ts',
   'test/storage-down.test.ts',
 ];

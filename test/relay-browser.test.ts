@@ -1,0 +1,145 @@
+/**
+ * A real browser posts the README's form snippet (section "Embed a form") to the relay: Debian's
+ * Chromium driven by playwright-core (deploy/services.sh installs it). Three pages, each served
+ * from an origin of its own on loopback: one the site allows (201, "thank you"), one only another
+ * site allows (the preflight passes, the POST gets the 404, the page sees a network error), one no
+ * site allows (the preflight fails: nothing is even posted). Screenshots go to
+ * $SLUICE_TEST_SCREENSHOTS when it is set.
+ */
+import { readFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { chromium, type Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startRelayFixture, type RelayFixture } from './relay-fixture.ts';
+
+const CHROMIUM = process.env.SLUICE_TEST_CHROMIUM ?? '/usr/bin/chromium';
+let relay: RelayFixture;
+let browser: Browser;
+const servers: Server[] = [];
+let snippet = '';
+/** What every page server answers: the snippet for the site under test. */
+let pageHtml = '';
+
+/** The README's "Embed a form" HTML block, as a user would paste it. */
+async function readmeSnippet(): Promise<string> {
+  const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8');
+  const section = readme.slice(readme.indexOf('### Embed a form'));
+  const block = /```html\n([\s\S]*?)```/.exec(section);
+  if (!block) throw new Error('README.md has no html block under "### Embed a form"');
+  return block[1]!;
+}
+
+/** Serves the page at / on a loopback port of its own: a web site of its own origin. */
+async function servePage(): Promise<string> {
+  const server = createServer((_request, response) => {
+    response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+    response.end(pageHtml);
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** The snippet filled in as its user would: the relay's address and the site's key. */
+function page(siteKey: string): string {
+  const relayUrl = relay.base.replace(/\/api\/v1$/, '');
+  const filled = snippet.replace("'https://relay.acme.example'", JSON.stringify(relayUrl)).replace("'sk_…'", JSON.stringify(siteKey));
+  expect(filled).toContain(relayUrl);
+  expect(filled).toContain(siteKey);
+  return `<!doctype html><html><head><meta charset="utf-8"><title>Contact</title></head><body><h1>Contact us</h1>${filled}</body></html>`;
+}
+
+beforeAll(async () => {
+  snippet = await readmeSnippet();
+  relay = await startRelayFixture();
+  try {
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+  } catch (err) {
+    throw new Error(`Chromium could not start from ${CHROMIUM} (deploy/services.sh installs Debian's chromium): ${(err as Error).message}`);
+  }
+});
+afterAll(async () => {
+  await browser?.close();
+  for (const server of servers) await new Promise((resolve) => server.close(resolve));
+  await relay?.stop();
+});
+
+interface Visit {
+  /** What the page showed in its status line. */
+  status: string;
+  /**
+   * The submission POSTs the browser sent, as its network layer saw them (DevTools protocol): the
+   * status that came back, and the CORS error that kept the answer from the page's script, if any.
+   */
+  posts: Array<{ status?: number; corsError?: string }>;
+}
+
+/** Opens `origin`, fills in the form and sends it; returns what the visitor sees. */
+async function fillAndSend(origin: string, screenshot: string): Promise<Visit> {
+  const context = await browser.newContext();
+  const tab = await context.newPage();
+  const posts = new Map<string, { status?: number; corsError?: string }>();
+  const cdp = await context.newCDPSession(tab);
+  await cdp.send('Network.enable');
+  cdp.on('Network.requestWillBeSent', ({ requestId, request }) => {
+    if (request.method === 'POST' && request.url.endsWith('/api/v1/submissions')) posts.set(requestId, {});
+  });
+  // Headers as received, before CORS decides whether the script may see them.
+  cdp.on('Network.responseReceivedExtraInfo', ({ requestId, statusCode }) => {
+    const post = posts.get(requestId);
+    if (post) post.status = statusCode;
+  });
+  cdp.on('Network.loadingFailed', ({ requestId, corsErrorStatus }) => {
+    const post = posts.get(requestId);
+    if (post && corsErrorStatus) post.corsError = corsErrorStatus.corsError;
+  });
+  await tab.goto(origin);
+  await tab.fill('input[name="name"]', 'Ann Example');
+  await tab.fill('input[name="email"]', 'ann@example.com');
+  await tab.fill('textarea[name="message"]', `Hello from ${origin}`);
+  await tab.click('button[type="submit"]');
+  await tab.waitForFunction(() => document.getElementById('contact-status')!.textContent !== '', undefined, { timeout: 20_000 });
+  const status = (await tab.textContent('#contact-status'))!;
+  if (process.env.SLUICE_TEST_SCREENSHOTS) await tab.screenshot({ path: join(process.env.SLUICE_TEST_SCREENSHOTS, screenshot), fullPage: true });
+  await context.close();
+  return { status, posts: [...posts.values()] };
+}
+
+async function storedFrom(origin: string): Promise<number> {
+  return Number((await relay.rows(`SELECT count() AS n FROM otel.relay_submissions WHERE Origin = '${origin}'`))[0]!.n);
+}
+
+describe('the README form snippet in Chromium', () => {
+  it('is sent from an allowed origin (201), refused from an origin another site allows (the 404), and never posted from an origin no site allows', async () => {
+    const [allowed, otherSites, nowhere] = [await servePage(), await servePage(), await servePage()];
+    const { site } = await relay.siteWithForm({ origins: [allowed], recipients: [{ channel: 'email', address: 'sales@example.com' }] });
+    await relay.siteWithForm({ origins: [otherSites], formKey: 'other' });
+    // All three origins serve the same page, for the first site.
+    pageHtml = page(site.siteKey);
+
+    const sent = await fillAndSend(allowed, 'relay-form-allowed.png');
+    expect(sent.status).toBe('Thank you, your message was sent.');
+    expect(sent.posts).toEqual([{ status: 201 }]);
+    const [row] = await relay.rows<{ Data: string; UserAgent: string }>(`SELECT Data, UserAgent FROM otel.relay_submissions WHERE Origin = '${allowed}'`);
+    expect(JSON.parse(row!.Data)).toEqual({ name: 'Ann Example', email: 'ann@example.com', message: `Hello from ${allowed}` });
+    expect(row!.UserAgent).toMatch(/Chrome/);
+
+    const refused = await fillAndSend(otherSites, 'relay-form-other-site.png');
+    expect(refused.status).toBe('The form could not be sent. Please try again.');
+    // The POST went out (the preflight allows an origin some site allows) and got the 404,
+    // which carries no Allow-Origin: the page's script only sees a network error.
+    expect(refused.posts).toEqual([{ status: 404, corsError: 'MissingAllowOriginHeader' }]);
+    expect(await storedFrom(otherSites)).toBe(0);
+
+    const blocked = await fillAndSend(nowhere, 'relay-form-nowhere.png');
+    expect(blocked.status).toBe('The form could not be sent. Please try again.');
+    // The preflight got no Allow-Origin: the POST itself never left the browser.
+    expect(blocked.posts).toEqual([{ corsError: 'PreflightMissingAllowOriginHeader' }]);
+    expect(await storedFrom(nowhere)).toBe(0);
+  });
+});
