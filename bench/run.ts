@@ -16,8 +16,16 @@ import { cpuSeconds, machineBusySeconds, startTarget, TARGETS, type RunningTarge
 /** A request mix: the same for every target. */
 interface Scenario {
   path: string;
+  /** Which port takes it: OTLP/agent ingestion (default) or the relay. */
+  port?: 'ingest' | 'relay';
   headers: Record<string, string>;
   bodies: Buffer[];
+  /** Configures the target before the run (relay tenants, sites...): returns the bodies and headers to send. */
+  prepare?: (target: RunningTarget) => Promise<{ bodies: Buffer[]; headers: Record<string, string> }>;
+  /** Headers made per request (an Idempotency-Key each). */
+  perRequestHeaders?: (n: number) => Record<string, string>;
+  /** CPU is reported per this many items: a million spans, a thousand submissions. */
+  cpuPer?: number;
   /** Spans (or log entries) carried by one request. */
   itemsPerRequest: number;
   /** What an item is, for the report: spans, entries. */
@@ -45,6 +53,48 @@ const SCENARIOS: Record<string, () => Scenario> = {
         `${(payload.gzipBytes / 1024).toFixed(1)} KB gzip each`,
     };
   },
+  'relay-submissions': () => ({
+    path: '/api/v1/submissions',
+    port: 'relay',
+    headers: { 'content-type': 'application/json', origin: BENCH_ORIGIN },
+    bodies: [],
+    prepare: async (target) => {
+      const { site } = await relaySite(target);
+      return { bodies: relayBodies((i) => ({ siteKey: site.siteKey, formKey: 'contact', captchaToken: 'no-captcha', data: formData(i) })), headers: {} };
+    },
+    itemsPerRequest: 1,
+    unit: 'submissions',
+    table: 'relay_submissions',
+    cpuPer: 1000,
+    targets: ['sluice', 'sluice-node'],
+    description: 'relay POST /api/v1/submissions from an allowed Origin, no CAPTCHA, a contact form of 5 fields (~0.6 KB JSON); each stored with 3 delivery jobs (2 recipients, 1 webhook)',
+  }),
+  'relay-notifications': () => ({
+    path: '/api/v1/notifications',
+    port: 'relay',
+    headers: { 'content-type': 'application/json' },
+    bodies: [],
+    prepare: async (target) => {
+      const { site, apiKey } = await relaySite(target);
+      const body = (i: number) => ({
+        siteKey: site.siteKey,
+        formKey: 'contact',
+        recipients: { email: ['sales@bench.example'] },
+        subject: `Order ${i} shipped`,
+        body: `<p>Hello,</p><p>order <b>${i}</b> is on its way: <a href="https://shop.bench.example/o/${i}">track it</a>.</p>`,
+        data: { order: i, total: 42.5, items: ['tea', 'cups'] },
+      });
+      return { bodies: relayBodies(body), headers: { 'x-api-key': apiKey } };
+    },
+    // Never the same key twice in a bench process (warm-up and run included): a repeat would be a replay, not stored.
+    perRequestHeaders: () => ({ 'idempotency-key': `bench-${process.pid}-${++idempotencyKeys}` }),
+    itemsPerRequest: 1,
+    unit: 'notifications',
+    table: 'relay_submissions',
+    cpuPer: 1000,
+    targets: ['sluice', 'sluice-node'],
+    description: 'relay POST /api/v1/notifications with an API key and a fresh Idempotency-Key per request, one named recipient, subject and HTML body sanitised (~0.4 KB JSON); each stored with 1 delivery job',
+  }),
   'agent-log-json-gzip': () => {
     const payload = agentLogBodies(64, 1000);
     return {
@@ -101,16 +151,52 @@ function options(): Options {
   };
 }
 
+const BENCH_ORIGIN = 'https://www.bench.example';
+let idempotencyKeys = 0;
+
+/** A relay tenant with a site (allowing BENCH_ORIGIN), a form `contact` with two recipients and a webhook, and an API key. */
+async function relaySite(target: RunningTarget): Promise<{ site: { id: string; siteKey: string }; apiKey: string }> {
+  const { tenant } = (await target.cli('relay', 'onboard', '--tenant', 'Bench', '--owner', 'owner@bench.example')) as { tenant: { id: string } };
+  const site = (await target.cli('relay', 'sites', 'create', '--tenant', tenant.id, '--name', 'Bench', '--origin', BENCH_ORIGIN)) as { id: string; siteKey: string };
+  const form = (await target.cli('relay', 'forms', 'create', '--site', site.id, '--name', 'Contact', '--key', 'contact')) as { id: string };
+  for (const address of ['sales@bench.example', 'support@bench.example']) {
+    await target.cli('relay', 'recipients', 'add', '--site', site.id, '--form', form.id, '--channel', 'email', '--address', address);
+  }
+  await target.cli('relay', 'webhooks', 'add', '--site', site.id, '--form', form.id, '--url', 'https://hooks.bench.example/forms');
+  const { apiKey } = (await target.cli('relay', 'api-keys', 'create', '--site', site.id, '--name', 'bench')) as { apiKey: string };
+  return { site, apiKey };
+}
+
+function relayBodies(make: (i: number) => unknown): Buffer[] {
+  return Array.from({ length: 64 }, (_, i) => Buffer.from(JSON.stringify(make(i))));
+}
+
+function formData(i: number): Record<string, string> {
+  return {
+    name: `Visitor ${i}`,
+    email: `visitor${i}@mail.bench.example`,
+    company: 'Example GmbH',
+    subject: 'Question about pricing',
+    message: `Hello, we are ${10 + i} people and would like to know more about the team plan. `.repeat(5),
+  };
+}
+
 /** Drives the target for `duration` seconds, rotating through the scenario's bodies. */
 function load(target: RunningTarget, scenario: Scenario, duration: number, connections: number): Promise<Result> {
   let next = 0;
   return autocannon({
-    url: target.url + scenario.path,
+    url: (scenario.port === 'relay' ? target.relayUrl : target.url) + scenario.path,
     method: 'POST',
     headers: { ...scenario.headers, ...target.headers },
     connections,
     duration,
-    requests: [{ setupRequest: (req) => ({ ...req, body: scenario.bodies[next++ % scenario.bodies.length] }) }],
+    requests: [{
+      setupRequest: (req) => {
+        const n = next++;
+        const extra = scenario.perRequestHeaders?.(n);
+        return { ...req, body: scenario.bodies[n % scenario.bodies.length], ...(extra ? { headers: { ...req.headers, ...extra } } : {}) };
+      },
+    }],
   });
 }
 
@@ -135,8 +221,8 @@ interface Row {
   /** non-2xx responses plus socket errors and timeouts. */
   errors: number;
   statusCodes: Record<string, number>;
-  /** Server CPU (user + system, all threads) per million acknowledged items. */
-  cpuSecondsPerMillionItems: number;
+  /** Server CPU (user + system, all threads) per Scenario.cpuPer (a million, or a thousand) acknowledged items. */
+  cpuSecondsPerItems: number;
   /** Server CPU seconds / wall seconds: how many cores it kept busy. */
   serverCores: number;
   /** This process (autocannon) CPU seconds / wall seconds. */
@@ -150,10 +236,16 @@ interface Row {
   error?: string;
 }
 
-async function measure(name: TargetName, scenario: Scenario, opts: Options): Promise<Row> {
+async function measure(name: TargetName, scenarioOf: Scenario, opts: Options): Promise<Row> {
+  let scenario = scenarioOf;
   const log = (msg: string) => process.stderr.write(`[${name}] ${msg}\n`);
   const target = await startTarget(name);
   try {
+    if (scenario.prepare) {
+      const prepared = await scenario.prepare(target);
+      scenario = { ...scenario, bodies: prepared.bodies };
+      target.headers = { ...target.headers, ...prepared.headers };
+    }
     log(`pid ${target.pid} at ${target.url}; warm-up ${opts.warmup} s, then ${opts.duration} s × ${opts.connections} connections`);
     const warm = opts.warmup > 0 ? await load(target, scenario, opts.warmup, opts.connections) : undefined;
 
@@ -183,7 +275,7 @@ async function measure(name: TargetName, scenario: Scenario, opts: Options): Pro
       p99Ms: result.latency.p99,
       errors: result.non2xx + result.errors,
       statusCodes: Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, s]) => [code, s.count])),
-      cpuSecondsPerMillionItems: items ? cpu / (items / 1e6) : NaN,
+      cpuSecondsPerItems: items ? cpu / (items / (scenario.cpuPer ?? 1e6)) : NaN,
       serverCores: cpu / result.duration,
       loadgenCores: loadgen / result.duration,
       otherCores: Math.max(0, machine - cpu - loadgen) / result.duration,
@@ -198,14 +290,15 @@ async function measure(name: TargetName, scenario: Scenario, opts: Options): Pro
 
 const fixed = (n: number, digits = 0) => (Number.isFinite(n) ? n.toFixed(digits) : '–');
 
-function markdown(scenario: string, { description, unit }: Scenario, opts: Options, rows: Row[]): string {
+function markdown(scenario: string, { description, unit, cpuPer }: Scenario, opts: Options, rows: Row[]): string {
+  const per = (cpuPer ?? 1e6) === 1e6 ? 'M' : 'k';
   const lines = [
     `## ${scenario}`,
     '',
     `${description}. autocannon, ${opts.connections} connections, ${opts.duration} s per target after ${opts.warmup} s warm-up; ` +
       `${availableParallelism()} cores shared by load generator and server; Node ${process.version}.`,
     '',
-    `| target | req/s | ${unit}/s | p50 ms | p99 ms | errors | CPU-s / M ${unit} | server cores | load-gen cores | other cores | stored = acked |`,
+    `| target | req/s | ${unit}/s | p50 ms | p99 ms | errors | CPU-s / ${per} ${unit} | server cores | load-gen cores | other cores | stored = acked |`,
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
   ];
   for (const r of rows) {
@@ -215,7 +308,7 @@ function markdown(scenario: string, { description, unit }: Scenario, opts: Optio
     }
     lines.push(
       `| ${r.target} | ${fixed(r.reqPerSec)} | ${fixed(r.itemsPerSec)} | ${fixed(r.p50Ms)} | ${fixed(r.p99Ms)} | ${r.errors} | ` +
-        `${fixed(r.cpuSecondsPerMillionItems, 2)} | ${fixed(r.serverCores, 2)} | ${fixed(r.loadgenCores, 2)} | ${fixed(r.otherCores, 2)} | ${r.verified ? 'yes' : `NO (${r.storedItems} / ${r.acknowledgedItems})`} |`,
+        `${fixed(r.cpuSecondsPerItems, per === 'k' ? 3 : 2)} | ${fixed(r.serverCores, 2)} | ${fixed(r.loadgenCores, 2)} | ${fixed(r.otherCores, 2)} | ${r.verified ? 'yes' : `NO (${r.storedItems} / ${r.acknowledgedItems})`} |`,
     );
   }
   if (rows.some((r) => r.otherCores > 0.1)) {
@@ -225,7 +318,7 @@ function markdown(scenario: string, { description, unit }: Scenario, opts: Optio
   const ratios = rows.filter((r) => r.target !== 'naive' && !r.error && naive);
   if (ratios.length) lines.push('');
   for (const r of ratios) {
-    const ratio = naive!.cpuSecondsPerMillionItems / r.cpuSecondsPerMillionItems;
+    const ratio = naive!.cpuSecondsPerItems / r.cpuSecondsPerItems;
     lines.push(`- ${r.target}: ${fixed(ratio, 2)}× the ${unit} per CPU-second of naive, ${fixed(r.itemsPerSec / naive!.itemsPerSec, 2)}× its ${unit}/s.`);
   }
   return lines.join('\n') + '\n';

@@ -55,6 +55,10 @@ export interface RunningTarget {
   pid: number;
   /** Base URL, e.g. http://127.0.0.1:40123 */
   url: string;
+  /** Base URL of the relay port (Sluice targets only). */
+  relayUrl: string;
+  /** Runs `sluice <args>` against the target (its control socket); prints JSON (Sluice targets only). */
+  cli(...args: string[]): Promise<unknown>;
   /** Headers every request needs (authentication). */
   headers: Record<string, string>;
   /** Rows of a table stored so far, as the target's own storage reports them. */
@@ -117,23 +121,33 @@ export async function startTarget(name: TargetName): Promise<RunningTarget> {
   let child: ChildProcess;
   let headers: Record<string, string> = {};
   let countRows: (table: string) => Promise<number>;
+  let relayUrl = '';
+  let cli: (...args: string[]) => Promise<unknown> = async () => {
+    throw new Error(`${name} has no sluice CLI`);
+  };
 
   if (name === 'naive') {
     child = spawn(process.execPath, ['--import', 'tsx', NAIVE, '--port', String(port), '--data-dir', dataDir], { cwd: ROOT });
     countRows = async () => Number(await (await fetch(`${url}/count`)).text()); // its one table: otel_traces
   } else {
+    const relayPort = await freePort();
+    relayUrl = `http://127.0.0.1:${relayPort}`;
     const env = {
       ...process.env,
       SLUICE_DATA_DIR: dataDir,
       SLUICE_OTLP_HTTP_PORT: String(port),
       SLUICE_OTLP_GRPC_PORT: String(await freePort()),
-      SLUICE_RELAY_PORT: '0',
+      SLUICE_RELAY_PORT: String(relayPort),
       SLUICE_HTTP_ENGINE: name === 'sluice-node' ? 'node' : 'uws',
-      // The default 600 requests/min per IP would throttle the bench.
+      // The default limits per IP (600 ingestion requests, 10 submissions, 300 notifications a
+      // minute) would throttle the bench, which sends everything from one address.
       SLUICE_RATE_LIMIT_PER_MINUTE: '100000000',
       SLUICE_RATE_LIMIT_BURST: '100000000',
+      SLUICE_RELAY_SUBMISSIONS_PER_MINUTE: '100000000',
+      SLUICE_RELAY_NOTIFICATIONS_PER_MINUTE: '100000000',
       SLUICE_LOG_LEVEL: 'warn',
     };
+    cli = async (...args) => JSON.parse(await sluiceCli(env, ...args));
     const { apiKey } = JSON.parse(await sluiceCli(env, 'sources', 'create', '--name', 'bench')) as { apiKey: string };
     headers = { 'x-api-key': apiKey };
     child = spawn(process.execPath, [SLUICE, 'serve'], { cwd: ROOT, env });
@@ -155,6 +169,8 @@ export async function startTarget(name: TargetName): Promise<RunningTarget> {
     name,
     pid: child.pid!,
     url,
+    relayUrl,
+    cli,
     headers,
     countRows,
     async stop() {
