@@ -117,6 +117,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
           captcha: captchaSettings(config),
           idempotencyLeaseMs: idempotencyLeaseMs(config),
           signInUrl: () => `${relayPublicUrl(config, relayPort)}/api/v1/admin/login`,
+          onAnswer: (endpoint, status) => metrics.relayRequests.inc({ endpoint, status: String(status) }),
           log,
         });
         graph.onStop('relay background work', () => publicRelay.shutdown());

@@ -157,6 +157,14 @@ export class SluiceMetrics {
     },
   });
 
+  /** The relay's public endpoints: one count per answer. */
+  readonly relayRequests = new Counter({
+    name: 'sluice_relay_requests_total',
+    help: 'Requests to the relay\'s public endpoints by endpoint (submissions, notifications, tenant-discovery) and response status.',
+    labelNames: ['endpoint', 'status'] as const,
+    registers: [this.registry],
+  });
+
   /** Long-running loops (consumers, watches) that failed and were started again. */
   readonly loopRestarts = new Counter({
     name: 'sluice_loop_restarts_total',

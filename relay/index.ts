@@ -81,6 +81,7 @@ export interface PublicRelayParts {
   idempotencyLeaseMs: number;
   /** Where users sign in, for tenant discovery emails (known once the port is bound). */
   signInUrl: () => string;
+  onAnswer?: (endpoint: string, status: number) => void;
   log: Logger;
 }
 
@@ -99,6 +100,7 @@ export function openPublicRelay(relay: Relay, parts: PublicRelayParts): PublicRe
     clientIp: parts.clientIp,
     budget: parts.budget,
     signInUrl: parts.signInUrl,
+    ...(parts.onAnswer ? { onAnswer: parts.onAnswer } : {}),
     log: parts.log,
   });
 }

@@ -60,6 +60,8 @@ export interface PublicRelayDeps {
   budget: ByteBudget;
   /** Where a user signs in, written into tenant discovery emails. */
   signInUrl: () => string;
+  /** Counts each answer (for /metrics). */
+  onAnswer?: (endpoint: string, status: number) => void;
   log: Logger;
 }
 
@@ -98,11 +100,16 @@ export class PublicRelay {
 
   /** The handlers by `METHOD path`, for the relay's router. */
   routes(): Record<string, HttpHandler> {
+    const counted = (endpoint: string, handle: HttpHandler): HttpHandler => async (request) => {
+      const response = await handle(request);
+      this.deps.onAnswer?.(endpoint, response.status);
+      return response;
+    };
     return {
-      'POST /api/v1/submissions': (request) => this.submission(request),
+      'POST /api/v1/submissions': counted('submissions', (request) => this.submission(request)),
       'OPTIONS /api/v1/submissions': async (request) => ({ status: 204, headers: this.preflight(request.headers.origin) }),
-      'POST /api/v1/notifications': (request) => this.notification(request),
-      'POST /api/v1/tenant-discovery': (request) => this.tenantDiscovery(request),
+      'POST /api/v1/notifications': counted('notifications', (request) => this.notification(request)),
+      'POST /api/v1/tenant-discovery': counted('tenant-discovery', (request) => this.tenantDiscovery(request)),
     };
   }
 

@@ -201,6 +201,9 @@ describe('rate limit (10 per IP in any 60 seconds)', () => {
     expect(Number(refused.headers.get('retry-after'))).toBeLessThanOrEqual(60);
     expect(refused.headers.get('access-control-allow-origin')).toBe(ORIGIN);
     expect((await submit(valid(), { origin: ORIGIN }, freshIp())).status).toBe(201);
+    const metrics = await relay.app.metrics.render();
+    expect(metrics).toMatch(/sluice_relay_requests_total\{endpoint="submissions",status="429"\} [1-9]/);
+    expect(metrics).toMatch(/sluice_relay_requests_total\{endpoint="submissions",status="201"\} [1-9]/);
   });
 });
 
