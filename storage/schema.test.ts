@@ -31,15 +31,19 @@ describe('storage schema', () => {
     const tables = rows("SELECT name, engine FROM system.tables WHERE database = 'telemetry_a' ORDER BY name");
     expect(tables.map((t) => t.name)).toEqual([
       'agent_heartbeats', 'agent_logs', 'agent_metrics', 'deploy_markers', 'otel_logs', 'otel_metrics_exp_histogram', 'otel_metrics_gauge', 'otel_metrics_histogram', 'otel_metrics_sum',
-      'otel_metrics_summary', 'otel_traces', 'otel_traces_trace_id_ts', 'otel_traces_trace_id_ts_mv', 'sluice_schema_migrations',
+      'otel_metrics_summary', 'otel_traces', 'otel_traces_trace_id_ts', 'otel_traces_trace_id_ts_mv', 'relay_delivery_jobs', 'relay_submissions',
+      'sluice_schema_migrations',
     ]);
   });
 
-  it('puts SourceId first in every sort key', async () => {
+  it('puts SourceId first in every sort key (TenantId in the relay\'s)', async () => {
     await migrate(runner, 'telemetry_b');
     for (const { name, sorting_key, primary_key } of rows("SELECT name, sorting_key, primary_key FROM system.tables WHERE database = 'telemetry_b' AND startsWith(name, 'otel_') AND engine = 'MergeTree'")) {
       expect(sorting_key, name).toMatch(/^SourceId, /);
       expect(primary_key, name).toMatch(/^SourceId(, |$)/);
+    }
+    for (const { name, sorting_key } of rows("SELECT name, sorting_key FROM system.tables WHERE database = 'telemetry_b' AND startsWith(name, 'relay_')")) {
+      expect(sorting_key, name).toMatch(/^TenantId, /);
     }
   });
 
@@ -49,8 +53,10 @@ describe('storage schema', () => {
     for (const { table, name, type } of rows("SELECT table, name, type FROM system.columns WHERE database = 'telemetry_c'")) types.set(`${table}.${name}`, type);
     for (const [table, columns] of Object.entries(TABLE_COLUMNS)) {
       for (const column of columns) expect(types.has(`${table}.${column}`), `${table}.${column}`).toBe(true);
-      expect(types.get(`${table}.SourceId`)).toBe('LowCardinality(String)');
+      // Telemetry belongs to a source; the relay's rows to a tenant.
+      expect(types.get(`${table}.${table.startsWith('relay_') ? 'TenantId' : 'SourceId'}`), table).toBe('LowCardinality(String)');
     }
+    expect(types.get('relay_submissions.SubmissionId')).toBe('UUID');
     expect(types.get('otel_traces.Timestamp')).toBe('DateTime64(9)');
     expect(types.get('otel_traces.Duration')).toBe('UInt64');
     expect(types.get('otel_traces.SpanAttributes')).toBe('Map(LowCardinality(String), String)');
