@@ -94,13 +94,15 @@ export class Idempotency {
     for (let attempt = 0; attempt < 10; attempt++) {
       const now = this.now();
       const claim: IdempotencyRecord = { fingerprint: print, firstAt: now, state: 'running', leaseUntil: now + this.options.leaseMs };
-      if (await this.state.create(IDEMPOTENCY_BUCKET, id, claim)) return this.claimed(id, claim);
+      const created = await this.state.create(IDEMPOTENCY_BUCKET, id, claim);
+      if (created !== undefined) return this.claimed(id, claim, created);
       const existing = await this.state.getVersioned<IdempotencyRecord>(IDEMPOTENCY_BUCKET, id);
       if (!existing) continue; // expired or deleted in between: create again
       const record = existing.value;
       const free = record.state === 'released' || now - record.firstAt >= REPLAY_WINDOW_MS || (record.state === 'running' && record.leaseUntil <= now);
       if (free) {
-        if (await this.state.update(IDEMPOTENCY_BUCKET, id, claim, existing.revision)) return this.claimed(id, claim);
+        const taken = await this.state.update(IDEMPOTENCY_BUCKET, id, claim, existing.revision);
+        if (taken !== undefined) return this.claimed(id, claim, taken);
         continue; // another request took it first: look again
       }
       if (record.fingerprint !== print) throw new RelayError(422, 'Idempotency-Key has already been used with a different request body');
@@ -111,10 +113,8 @@ export class Idempotency {
     throw conflict('A request with this Idempotency-Key is already in progress. Retry shortly.');
   }
 
-  /** The claim just written; its revision is read back for the compare-and-set that ends it. */
-  private async claimed(id: string, claim: IdempotencyRecord): Promise<IdempotentStart> {
-    const written = await this.state.getVersioned<IdempotencyRecord>(IDEMPOTENCY_BUCKET, id);
-    const ours = written && written.value.firstAt === claim.firstAt && written.value.fingerprint === claim.fingerprint ? written.revision : -1;
+  /** The claim just written at `ours`: the revision the compare-and-set that ends it expects. */
+  private claimed(id: string, claim: IdempotencyRecord, ours: number): IdempotentStart {
     // Finish and release change the record only if it is still ours (no takeover after a lapsed lease).
     const end = (record: IdempotencyRecord) => this.state.update(IDEMPOTENCY_BUCKET, id, record, ours).then(() => undefined);
     // Work starts only with half the lease left: a slow request gives up before another may take the key.
@@ -124,7 +124,7 @@ export class Idempotency {
       claim: {
         finish: (response) => end({ ...claim, state: 'done', response }),
         release: () => end({ ...claim, state: 'released' }),
-        holds: () => ours >= 0 && this.now() < startBy,
+        holds: () => this.now() < startBy,
       },
     };
   }

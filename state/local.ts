@@ -116,19 +116,17 @@ export class LocalStateStore implements StateStore {
     await this.write(await this.load(bucket), key, value);
   }
 
-  async create<T>(bucket: string, key: string, value: T): Promise<boolean> {
+  async create<T>(bucket: string, key: string, value: T): Promise<number | undefined> {
     const loaded = await this.load(bucket);
     // No await between the check and the write: one process owns the data dir.
-    if (this.live(loaded, key)) return false;
-    await this.write(loaded, key, value);
-    return true;
+    if (this.live(loaded, key)) return undefined;
+    return this.write(loaded, key, value);
   }
 
-  async update<T>(bucket: string, key: string, value: T, revision: number): Promise<boolean> {
+  async update<T>(bucket: string, key: string, value: T, revision: number): Promise<number | undefined> {
     const loaded = await this.load(bucket);
-    if (this.live(loaded, key)?.revision !== revision) return false;
-    await this.write(loaded, key, value);
-    return true;
+    if (this.live(loaded, key)?.revision !== revision) return undefined;
+    return this.write(loaded, key, value);
   }
 
   async delete(bucket: string, key: string): Promise<void> {
@@ -155,9 +153,13 @@ export class LocalStateStore implements StateStore {
     return undefined;
   }
 
-  /** Applies a put (or a delete: value undefined) in memory, tells the watchers once it is durable. */
-  private async write(bucket: Bucket, key: string, value: unknown): Promise<void> {
+  /**
+   * Applies a put (or a delete: value undefined) in memory, tells the watchers once it is
+   * durable; resolves to the revision written.
+   */
+  private async write(bucket: Bucket, key: string, value: unknown): Promise<number> {
     const at = this.now();
+    const revision = ++this.revisions;
     const line = JSON.stringify(value === undefined ? { k: key, d: 1, t: at } : { k: key, v: value, t: at }) + '\n';
     const previous = bucket.entries.get(key);
     if (previous) bucket.liveBytes -= previous.lineBytes;
@@ -165,12 +167,13 @@ export class LocalStateStore implements StateStore {
       bucket.entries.delete(key);
     } else {
       const lineBytes = Buffer.byteLength(line);
-      bucket.entries.set(key, { value: structuredClone(value), at, revision: ++this.revisions, lineBytes });
+      bucket.entries.set(key, { value: structuredClone(value), at, revision, lineBytes });
       bucket.liveBytes += lineBytes;
     }
     await this.append(bucket, line);
     // Each watcher gets its own copy, detached from the caller's object too.
     for (const listener of this.listeners.get(bucket.name) ?? []) listener({ key, value: structuredClone(value) });
+    return revision;
   }
 
   /** Queues a line; resolves when the append that carried it was made durable. */

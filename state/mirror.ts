@@ -116,9 +116,10 @@ export class StateMirror<T> {
       const next = change(current);
       let written = false;
       await this.writeThrough(key, next, async () => {
-        written = stored
+        const revision = stored
           ? await this.store.update(this.bucket, key, next, stored.revision)
           : await this.store.create(this.bucket, key, next);
+        written = revision !== undefined;
         return written;
       });
       if (written) return next;

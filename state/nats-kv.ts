@@ -69,13 +69,12 @@ export class NatsKvStateStore implements StateStore {
     return value === undefined ? undefined : { value, revision: entry.revision };
   }
 
-  async update<T>(bucket: string, key: string, value: T, revision: number): Promise<boolean> {
+  async update<T>(bucket: string, key: string, value: T, revision: number): Promise<number | undefined> {
     try {
       // A publish expecting the key's last sequence to be `revision`: the server checks it.
-      await (await this.open(bucket)).update(encodeKey(key), JSON.stringify(value), revision);
-      return true;
+      return await (await this.open(bucket)).update(encodeKey(key), JSON.stringify(value), revision);
     } catch (err) {
-      if (/wrong last sequence/i.test((err as Error).message)) return false;
+      if (/wrong last sequence/i.test((err as Error).message)) return undefined;
       throw err;
     }
   }
@@ -88,13 +87,12 @@ export class NatsKvStateStore implements StateStore {
     await (await this.open(bucket)).put(encodeKey(key), JSON.stringify(value));
   }
 
-  async create<T>(bucket: string, key: string, value: T): Promise<boolean> {
+  async create<T>(bucket: string, key: string, value: T): Promise<number | undefined> {
     try {
       // KV create is a publish expecting the key's last sequence to be a delete or none.
-      await (await this.open(bucket)).create(encodeKey(key), JSON.stringify(value));
-      return true;
+      return await (await this.open(bucket)).create(encodeKey(key), JSON.stringify(value));
     } catch (err) {
-      if (/wrong last sequence|key exists/i.test((err as Error).message)) return false;
+      if (/wrong last sequence|key exists/i.test((err as Error).message)) return undefined;
       throw err;
     }
   }

@@ -79,29 +79,31 @@ export function describeStateStore(driver: string, createStore: () => Promise<St
       const store = await fresh();
       const results = await Promise.all(Array.from({ length: 8 }, (_, i) => store.create('claims', 'token-1', { by: i })));
       expect(results.filter(Boolean)).toHaveLength(1);
-      const winner = results.indexOf(true);
+      const winner = results.findIndex(Boolean);
       expect(await store.get('claims', 'token-1')).toEqual({ by: winner });
-      expect(await store.create('claims', 'token-1', { by: 99 })).toBe(false);
+      expect(await store.create('claims', 'token-1', { by: 99 })).toBeUndefined();
       await store.delete('claims', 'token-1');
-      expect(await store.create('claims', 'token-1', { by: 100 })).toBe(true);
+      expect(await store.create('claims', 'token-1', { by: 100 })).toEqual(expect.any(Number));
       expect(await store.get('claims', 'token-1')).toEqual({ by: 100 });
     });
 
     it('compare-and-set: update writes only at the revision it read', async () => {
       const store = await fresh();
       expect(await store.getVersioned('records', 'r')).toBeUndefined();
-      expect(await store.update('records', 'r', { n: 0 }, 1)).toBe(false);
+      expect(await store.update('records', 'r', { n: 0 }, 1)).toBeUndefined();
       await store.put('records', 'r', { n: 1 });
       const first = (await store.getVersioned<{ n: number }>('records', 'r'))!;
       expect(first.value).toEqual({ n: 1 });
-      expect(await store.update('records', 'r', { n: 2 }, first.revision)).toBe(true);
+      const written = await store.update('records', 'r', { n: 2 }, first.revision);
+      expect(written).toEqual(expect.any(Number));
       // The revision read before that write is stale now.
-      expect(await store.update('records', 'r', { n: 3 }, first.revision)).toBe(false);
+      expect(await store.update('records', 'r', { n: 3 }, first.revision)).toBeUndefined();
       const second = (await store.getVersioned<{ n: number }>('records', 'r'))!;
-      expect(second).toMatchObject({ value: { n: 2 } });
+      // create and update answer the revision they wrote: the one a reader sees next.
+      expect(second).toEqual({ value: { n: 2 }, revision: written });
       expect(second.revision).not.toBe(first.revision);
       await store.delete('records', 'r');
-      expect(await store.update('records', 'r', { n: 4 }, second.revision)).toBe(false);
+      expect(await store.update('records', 'r', { n: 4 }, second.revision)).toBeUndefined();
       expect(await store.get('records', 'r')).toBeUndefined();
     });
 
@@ -123,13 +125,13 @@ export function describeStateStore(driver: string, createStore: () => Promise<St
       const store = await fresh();
       store.expireAfter('short', 1000);
       await store.put('short', 'a', { n: 1 });
-      expect(await store.create('short', 'b', { n: 2 })).toBe(true);
+      expect(await store.create('short', 'b', { n: 2 })).toEqual(expect.any(Number));
       await store.put('lasting', 'a', { n: 1 });
       expect(await store.get('short', 'a')).toEqual({ n: 1 });
       await waitFor(async () => (await store.get('short', 'a')) === undefined, 15_000);
       expect(await store.getVersioned('short', 'b')).toBeUndefined();
       expect(await store.list('short')).toEqual([]);
-      expect(await store.create('short', 'b', { n: 3 })).toBe(true);
+      expect(await store.create('short', 'b', { n: 3 })).toEqual(expect.any(Number));
       expect(await store.get('lasting', 'a')).toEqual({ n: 1 });
     });
 

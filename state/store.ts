@@ -33,18 +33,20 @@ export interface StateStore {
   get<T>(bucket: string, key: string): Promise<T | undefined>;
   put<T>(bucket: string, key: string, value: T): Promise<void>;
   /**
-   * Puts only if the key holds no value; true if this call created it. Atomic across every
-   * process sharing the store, so it can reserve a unique name or use up a single-use token.
+   * Puts only if the key holds no value: the new revision if this call created it, undefined
+   * if the key was taken. Atomic across every process sharing the store, so it can reserve a
+   * unique name or use up a single-use token.
    */
-  create<T>(bucket: string, key: string, value: T): Promise<boolean>;
+  create<T>(bucket: string, key: string, value: T): Promise<number | undefined>;
   /** The value with its revision, for a read-modify-write with update(); undefined when absent. */
   getVersioned<T>(bucket: string, key: string): Promise<Versioned<T> | undefined>;
   /**
-   * Compare-and-set: writes only if the key is still at `revision` (read by getVersioned); true
-   * if it did. Atomic across every process sharing the store: of two writers that read the same
-   * revision, one wins and the other reads again, so neither loses the other's change.
+   * Compare-and-set: writes only if the key is still at `revision` (read by getVersioned); the
+   * new revision if it did, undefined if not. Atomic across every process sharing the store: of
+   * two writers that read the same revision, one wins and the other reads again, so neither
+   * loses the other's change.
    */
-  update<T>(bucket: string, key: string, value: T, revision: number): Promise<boolean>;
+  update<T>(bucket: string, key: string, value: T, revision: number): Promise<number | undefined>;
   delete(bucket: string, key: string): Promise<void>;
   /**
    * Entries of `bucket` are removed `ttlMs` after their last write (idempotency records, used
