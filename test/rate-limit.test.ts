@@ -6,7 +6,9 @@ import { encodeTraces, traceRequest } from './otlp-fixtures.ts';
 let sluice: TestSluice;
 
 beforeAll(async () => {
-  sluice = await startTestSluice({ 'limits.rateBurst': 5, 'limits.ratePerMinute': 60 });
+  // One token a minute: no refill between the requests of a test, however slow the machine
+  // (at 60 a minute, five slow requests under a CPU hog earned a sixth token).
+  sluice = await startTestSluice({ 'limits.rateBurst': 5, 'limits.ratePerMinute': 1 });
 });
 afterAll(async () => sluice?.stop());
 
