@@ -7,7 +7,8 @@
  * Tokens are issued here for a registered site and are good once. A second verification or an
  * expired token answers Google's and Cloudflare's `timeout-or-duplicate`, hCaptcha's
  * `invalid-or-already-seen-response`. Modes make a provider fail as a network does: 'down'
- * closes the connection unanswered, 'hang' never answers, 'http500', 'garbage' (200, not JSON),
+ * closes the connection unanswered, 'hang' never answers, 'hold' answers when the test calls
+ * release(), 'http500', 'garbage' (200, not JSON),
  * 'wrong-json' (200, JSON of another shape), and for Turnstile 'internal-error'.
  */
 import { randomBytes } from 'node:crypto';
@@ -17,7 +18,7 @@ import type { CaptchaEndpoints } from '../relay/captcha.ts';
 import type { CaptchaProvider } from '../relay/model.ts';
 
 export type ProviderFamily = keyof CaptchaEndpoints;
-export type ProviderMode = 'ok' | 'down' | 'hang' | 'http500' | 'garbage' | 'wrong-json' | 'internal-error';
+export type ProviderMode = 'ok' | 'down' | 'hang' | 'hold' | 'http500' | 'garbage' | 'wrong-json' | 'internal-error';
 
 export interface IssuedFor {
   /** The hostname the challenge was solved on, as the provider reports it. */
@@ -46,6 +47,8 @@ export interface FakeCaptchaProviders {
   requests: RecordedRequest[];
   /** Hung requests whose client closed the connection (the verifier gave up and aborted). */
   abortedByClient(): number;
+  /** Answers every request held in 'hold' mode as 'ok' would have, and leaves that mode. */
+  release(provider: CaptchaProvider): void;
   close(): Promise<void>;
 }
 
@@ -86,6 +89,8 @@ export async function startCaptchaProviders(): Promise<FakeCaptchaProviders> {
   const tokens = new Map<string, Token>();
   const modes = new Map<ProviderFamily, ProviderMode>();
   const requests: RecordedRequest[] = [];
+  /** Requests kept unanswered in 'hold' mode until release(). */
+  const held: Array<{ provider: ProviderFamily; answer: () => void }> = [];
   let aborted = 0;
   let closing = false;
   for (const name of Object.keys(PATHS) as ProviderFamily[]) sites.set(name, new Map());
@@ -114,6 +119,9 @@ export async function startCaptchaProviders(): Promise<FakeCaptchaProviders> {
         res.on('close', () => {
           if (!closing) aborted++;
         });
+        return;
+      case 'hold':
+        held.push({ provider, answer: () => sendJson(res, verify(provider, form)) });
         return;
       case 'http500':
         return void res.writeHead(500, { 'content-type': 'text/html' }).end('<html><body>Server Error</body></html>');
@@ -197,6 +205,12 @@ export async function startCaptchaProviders(): Promise<FakeCaptchaProviders> {
     },
     requests,
     abortedByClient: () => aborted,
+    release(provider) {
+      modes.set(family(provider), 'ok');
+      const waiting = held.filter((request) => request.provider === family(provider));
+      held.splice(0, held.length, ...held.filter((request) => request.provider !== family(provider)));
+      for (const request of waiting) request.answer();
+    },
     async close() {
       closing = true;
       server.closeAllConnections();

@@ -16,7 +16,7 @@ let key: { id: string; apiKey: string };
 
 beforeAll(async () => {
   providers = await startCaptchaProviders();
-  relay = await startRelayFixture({ 'relay.turnstileVerifyUrl': providers.endpoints.turnstile, 'relay.captchaTimeoutMs': 2000 });
+  relay = await startRelayFixture({ 'relay.turnstileVerifyUrl': providers.endpoints.turnstile, 'relay.captchaTimeoutMs': 30_000 });
   ({ site } = await relay.siteWithForm({ recipients: [{ channel: 'email', address: 'sales@example.com' }] }));
   key = await relay.apiKey(site.id);
 });
@@ -74,22 +74,29 @@ describe('Idempotency-Key on submissions', () => {
     expect(after.body.submissionId).toBe(created[0]!.body.submissionId);
   });
 
-  it('answers 409 while the first request runs, and frees the key when it fails', async () => {
+  it('answers 409 while the first request runs, then replays its answer; a request that failed frees its key', async () => {
     const { site: guarded } = await relay.siteWithForm();
     providers.registerSite('turnstile', 'ts-site', 'ts-secret');
     await relay.admin('PUT', `/admin/sites/${guarded.id}/captcha`, { provider: 'turnstile', siteKey: 'ts-site', secret: 'ts-secret' });
     const body = (token: string) => ({ ...submission({ n: 1 }, guarded.siteKey), captchaToken: token });
     const idem = `slow-${randomUUID()}`;
-    providers.setMode('turnstile', 'hang');
+    // The provider holds its answer until released: the first request runs meanwhile.
+    providers.setMode('turnstile', 'hold');
     const token = providers.issue('turnstile', 'ts-site', { hostname: 'x.example.com' });
     const first = submit(body(token), idem);
-    // The first holds the key while its CAPTCHA check hangs.
     await eventually(() => providers.requests.some((r) => r.form.response === token));
     expectError(await submit(body(token), idem), 409, 'A request with this Idempotency-Key is already in progress. Retry shortly.');
-    expectError(await first, 503, 'CAPTCHA verification temporarily unavailable. Please try again.');
+    providers.release('turnstile');
+    const answered = await first;
+    expect(answered.status, answered.text).toBe(201);
+    expect((await submit(body(token), idem)).text).toBe(answered.text);
+
+    // A request that fails (the provider errs: 503) frees its key: the retry, with a fresh token as the 503 asks, runs.
+    const failing = `failing-${randomUUID()}`;
+    providers.setMode('turnstile', 'http500');
+    expectError(await submit(body(providers.issue('turnstile', 'ts-site', { hostname: 'x.example.com' })), failing), 503, 'CAPTCHA verification temporarily unavailable. Please try again.');
     providers.setMode('turnstile', 'ok');
-    // It failed, so the key is free again: the retry (with a fresh token, as the 503 asks) runs.
-    const retry = await submit(body(providers.issue('turnstile', 'ts-site', { hostname: 'x.example.com' })), idem);
+    const retry = await submit(body(providers.issue('turnstile', 'ts-site', { hostname: 'x.example.com' })), failing);
     expect(retry.status, retry.text).toBe(201);
   });
 
