@@ -344,6 +344,9 @@ export class PublicRelay {
     const auth = authenticate ? await authenticate(request) : undefined;
     const reservation = this.deps.budget.reserve(0);
     try {
+      const encoding = request.headers['content-encoding']?.trim().toLowerCase();
+      // The relay takes small uncompressed JSON: a compressed body is refused, never inflated.
+      if (encoding && encoding !== 'identity') throw validationFailed('Content-Encoding', 'must be identity: send the JSON uncompressed');
       const body = parseJson(await request.body(reservation), request.headers['content-type']);
       const key = idempotencyKey(request.headers[IDEMPOTENCY_HEADER]);
       return await handle({ ip, body, key }, reservation, auth);

@@ -4,6 +4,7 @@
  * rate limits, and every error of the spec's table that this endpoint can give.
  */
 import { randomUUID } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { eventually } from './harness.ts';
 import { expectError, expectValidationFailed, freshIp, startRelayFixture, type RelayFixture, type Reply } from './relay-fixture.ts';
@@ -178,6 +179,8 @@ describe('validation (400 Validation failed, naming the field)', () => {
     expectValidationFailed(await relay.call('POST', '/submissions', { raw: '{"siteKey":', headers: { origin: ORIGIN, 'content-type': 'application/json' } }), 'body');
     expectValidationFailed(await relay.call('POST', '/submissions', { raw: Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x7d]), headers: { 'content-type': 'application/json' } }), 'body');
     expectValidationFailed(await relay.call('POST', '/submissions', { raw: '['.repeat(100_000), headers: { 'content-type': 'application/json' } }), 'body');
+    const gzipped = gzipSync(JSON.stringify(valid()));
+    expectValidationFailed(await relay.call('POST', '/submissions', { raw: gzipped, headers: { origin: ORIGIN, 'content-type': 'application/json', 'content-encoding': 'gzip' } }), 'Content-Encoding');
   });
 
   it('refuses a body over 1 MiB with 413 and the error shape', async () => {
