@@ -316,9 +316,10 @@ export class PublicRelay {
     await this.deps.intake.queue([{ tenantId: '', kind: 'tenant_discovery', channel: 'email', destination: email, subject: 'Your Sluice relay tenants', body }]);
   }
 
-  /** Runs work after the answer; a failure is logged (the caller was told nothing that depends on it). */
+  /** Runs work after the answer (not a step of it before); a failure is logged (the caller was told nothing that depends on it). */
   private later(work: () => Promise<void>): void {
-    const running = work()
+    const running = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(work)
       .catch((err) => this.deps.log.error({ err }, 'tenant discovery: the email could not be queued'))
       .finally(() => this.background.delete(running));
     this.background.add(running);
