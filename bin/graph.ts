@@ -165,7 +165,7 @@ export class SluiceGraph {
     for (const name of Object.keys(bus.statuses())) this.readiness.register(name, () => bus.statuses()[name] ?? { ok: false, detail: 'gone' });
   }
 
-  /** A per-client-IP limiter (shared through Redis when configured): see components.ts#LIMITS. */
+  /** A per-client-IP limiter (shared through Redis when configured), by the rules of components.ts#limitRule. */
   limiter(kind: LimiterKind): Promise<Limiter> {
     return this.once(`${kind} limiter`, async () => {
       const limiter = await createLimiter(this.config, this.log, limitRule(this.config, kind), `sluice:${this.config.nats.prefix}:${LIMITER_KEYS[kind]}:`);
