@@ -17,3 +17,11 @@ export const DURABLE = 'sluice-storage';
 export function manifestBucketOf(prefix: string): string {
   return `${prefix.toLowerCase()}_batches`;
 }
+
+/** The delivery queue's work-queue stream and subject (relay delivery jobs). */
+export function deliveryStreamOf(prefix: string): { stream: string; subject: string } {
+  return { stream: `${prefix}_DELIVERY`, subject: `${prefix.toLowerCase()}.delivery.jobs` };
+}
+
+/** The shared durable consumer of the delivery stream: every `sluice deliver` process pulls from it. */
+export const DELIVERY_DURABLE = 'sluice-delivery';

@@ -16,19 +16,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
-import {
-  DiscardPolicy,
-  jetstream,
-  jetstreamManager,
-  JetStreamApiCodes,
-  JetStreamApiError,
-  RetentionPolicy,
-  StorageType,
-  type JetStreamClient,
-  type JetStreamManager,
-  type PubAck,
-  type StreamConfig,
-} from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, type JetStreamClient, type PubAck } from '@nats-io/jetstream';
 import type { Reservation } from '../core/byte-budget.ts';
 import { SluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
@@ -36,6 +24,7 @@ import type { ComponentStatus } from '../core/readiness.ts';
 import type { Bus, BusFigures, ChunkSink, TableChunk } from './bus.ts';
 import { JetStreamStorageConsumer, type ConsumerTuning } from './jetstream-consumer.ts';
 import { streamOf } from './jetstream-names.ts';
+import { ensureWorkQueueStream, isStreamFull, workQueueSettings } from './jetstream-streams.ts';
 import { outcomeUnknown, PublishStall } from './jetstream-stall.ts';
 
 export interface JetStreamBusOptions {
@@ -58,17 +47,11 @@ export interface JetStreamBusOptions {
 /** Header room we keep under the server's max_payload. */
 const HEADER_ROOM = 4096;
 
-/** JetStream's answer to a publish into a stream at its max_bytes (or max_msgs) with discard new. */
-const STREAM_FULL_CODES = new Set([10077, 10076]);
-
 /** How long after a timeout a message can still be withdrawn: the streams' duplicate window (2 min) less a margin. */
 const WITHDRAW_WITHIN_MS = 105_000;
 
 /** How long readiness keeps reporting a stream full after a publish was refused for it. */
 const FULL_REPORT_MS = 10_000;
-
-/** Stream settings that can be changed in place, as `sluice` wants them. */
-type Correctable = Pick<StreamConfig, 'subjects' | 'num_replicas' | 'max_bytes' | 'discard' | 'duplicate_window'>;
 
 export class JetStreamBus implements Bus {
   private readonly js: JetStreamClient;
@@ -97,40 +80,8 @@ export class JetStreamBus implements Bus {
     const jsm = await jetstreamManager(this.nc);
     for (const table of this.options.tables) {
       const { stream, subject } = streamOf(this.prefix, table);
-      const wanted: Correctable = {
-        subjects: [subject],
-        num_replicas: this.options.replicas ?? 1,
-        max_bytes: this.options.maxStreamBytes,
-        discard: DiscardPolicy.New,
-        duplicate_window: 120_000_000_000, // 2 min in ns
-      };
-      const existing = await jsm.streams.info(stream).catch((err) => {
-        if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) return undefined;
-        throw err;
-      });
-      if (!existing) {
-        await jsm.streams.add({ name: stream, retention: RetentionPolicy.Workqueue, storage: StorageType.File, ...wanted });
-        continue;
-      }
-      const { retention, storage } = existing.config;
-      if (retention !== RetentionPolicy.Workqueue || storage !== StorageType.File) {
-        throw new Error(
-          `JetStream stream ${stream} exists with retention ${retention} and storage ${storage}; Sluice needs workqueue on file, ` +
-            'which cannot be changed in place: drain and delete the stream, or set another SLUICE_NATS_PREFIX',
-        );
-      }
-      await this.correct(jsm, stream, existing.config, wanted);
+      await ensureWorkQueueStream(jsm, stream, workQueueSettings(subject, this.options.replicas ?? 1, this.options.maxStreamBytes), this.options.log);
     }
-  }
-
-  private async correct(jsm: JetStreamManager, stream: string, actual: StreamConfig, wanted: Correctable): Promise<void> {
-    const changed = (Object.keys(wanted) as Array<keyof Correctable>).filter(
-      (key) => JSON.stringify(actual[key]) !== JSON.stringify(wanted[key]),
-    );
-    if (changed.length === 0) return;
-    await jsm.streams.update(stream, { ...actual, ...wanted });
-    const from = Object.fromEntries(changed.map((key) => [key, actual[key]]));
-    this.options.log?.warn({ stream, from, to: Object.fromEntries(changed.map((key) => [key, wanted[key]])) }, 'corrected the settings of a JetStream stream');
   }
 
   statuses(): Record<string, ComponentStatus> {
@@ -224,7 +175,7 @@ export class JetStreamBus implements Bus {
       });
     }
     await this.withdraw(results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : [])));
-    const full = failures.filter(({ err }) => err instanceof JetStreamApiError && STREAM_FULL_CODES.has(err.code));
+    const full = failures.filter(({ err }) => isStreamFull(err));
     for (const { table } of full) this.noteFull(table);
     const reason = full.length > 0
       ? 'the bus is full (a JetStream stream reached its max_bytes): storage consumers are behind'

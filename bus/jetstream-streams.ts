@@ -1,0 +1,61 @@
+/** Creating and checking Sluice's work-queue streams: the bus's table streams and the delivery queue. */
+import {
+  DiscardPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+  type JetStreamManager,
+  type StreamConfig,
+} from '@nats-io/jetstream';
+import type { Logger } from '../core/log.ts';
+
+/** Stream settings that can be changed in place, as `sluice` wants them. */
+export type Correctable = Pick<StreamConfig, 'subjects' | 'num_replicas' | 'max_bytes' | 'discard' | 'duplicate_window'>;
+
+/** The duplicate window of every stream: a publish retried within it is stored once. */
+export const DUPLICATE_WINDOW_NS = 120_000_000_000;
+
+/** What Sluice wants of a work-queue stream: full means refuse (discard new), never drop. */
+export function workQueueSettings(subject: string, replicas: number, maxBytes: number): Correctable {
+  return { subjects: [subject], num_replicas: replicas, max_bytes: maxBytes, discard: DiscardPolicy.New, duplicate_window: DUPLICATE_WINDOW_NS };
+}
+
+/**
+ * Creates a work-queue stream on file, or checks the one there is: settings that can change in
+ * place (discard policy, size, replicas, subjects) are corrected with a warning; a stream with
+ * another retention or storage cannot be, and this throws saying what to do. Idempotent.
+ */
+export async function ensureWorkQueueStream(jsm: JetStreamManager, stream: string, wanted: Correctable, log?: Logger): Promise<void> {
+  const existing = await jsm.streams.info(stream).catch((err) => {
+    if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) return undefined;
+    throw err;
+  });
+  if (!existing) {
+    await jsm.streams.add({ name: stream, retention: RetentionPolicy.Workqueue, storage: StorageType.File, ...wanted }).catch(async (err) => {
+      // Another process created it between our two calls.
+      if (!(await jsm.streams.info(stream).catch(() => undefined))) throw err;
+    });
+    return;
+  }
+  const { retention, storage } = existing.config;
+  if (retention !== RetentionPolicy.Workqueue || storage !== StorageType.File) {
+    throw new Error(
+      `JetStream stream ${stream} exists with retention ${retention} and storage ${storage}; Sluice needs workqueue on file, ` +
+        'which cannot be changed in place: drain and delete the stream, or set another SLUICE_NATS_PREFIX',
+    );
+  }
+  const actual = existing.config;
+  const changed = (Object.keys(wanted) as Array<keyof Correctable>).filter((key) => JSON.stringify(actual[key]) !== JSON.stringify(wanted[key]));
+  if (changed.length === 0) return;
+  await jsm.streams.update(stream, { ...actual, ...wanted });
+  const from = Object.fromEntries(changed.map((key) => [key, actual[key]]));
+  log?.warn({ stream, from, to: Object.fromEntries(changed.map((key) => [key, wanted[key]])) }, 'corrected the settings of a JetStream stream');
+}
+
+/** JetStream's answer to a publish into a stream at its max_bytes (or max_msgs) with discard new. */
+export const STREAM_FULL_CODES = new Set([10077, 10076]);
+
+export function isStreamFull(err: unknown): boolean {
+  return err instanceof JetStreamApiError && STREAM_FULL_CODES.has(err.code);
+}

@@ -1,0 +1,79 @@
+/**
+ * The JetStream delivery queue against a real nats-server with JetStream (NATS_URL, default
+ * nats://127.0.0.1:4222; deploy/services.sh starts one). Each test uses a stream of its own.
+ */
+import { randomBytes } from 'node:crypto';
+import { connect } from '@nats-io/transport-node';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SluiceError } from '../core/errors.ts';
+import { createLogger } from '../core/log.ts';
+import { Supervisor } from '../core/supervisor.ts';
+import { removeNatsPrefixes } from '../test/harness.ts';
+import { JetStreamDeliveryQueue } from './jetstream-queue.ts';
+import { describeDeliveryQueue, testJob } from './queue.suite.ts';
+
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+const prefixes: string[] = [];
+const log = createLogger('silent');
+
+afterAll(() => removeNatsPrefixes(NATS_URL, prefixes));
+
+async function openQueue(prefix: string, maxStreamBytes = 64 * 1024 * 1024) {
+  const nc = await connect({ servers: NATS_URL, timeout: 3000 }).catch((err: Error) => {
+    throw new Error(`NATS is not reachable at ${NATS_URL} (start it with deploy/services.sh): ${err.message}`);
+  });
+  const supervisor = new Supervisor({ log });
+  const queue = new JetStreamDeliveryQueue(nc, {
+    prefix, replicas: 1, maxStreamBytes, ackWaitMs: 2000, retryAfterSeconds: 2, run: (name, loop) => supervisor.run(name, loop), log,
+  });
+  await queue.start();
+  const close = async () => {
+    await supervisor.stop();
+    if (!nc.isClosed()) await nc.close();
+  };
+  return { queue, close };
+}
+
+function freshPrefix(): string {
+  const prefix = `TQ${randomBytes(4).toString('hex').toUpperCase()}`;
+  prefixes.push(prefix);
+  return prefix;
+}
+
+describeDeliveryQueue('JetStream', async () => {
+  const prefix = freshPrefix();
+  const closes: Array<() => Promise<void>> = [];
+  return {
+    async open() {
+      const { queue, close } = await openQueue(prefix);
+      closes.push(close);
+      // A process killed: its connection drops, so its attempt stops telling JetStream it is alive.
+      return { queue, kill: close };
+    },
+    async cleanup() {
+      for (const close of closes) await close();
+    },
+  };
+});
+
+describe('JetStream delivery queue', () => {
+  it('refuses with a retryable 503 when its stream is full, and accepts again once there is room', async () => {
+    const { queue, close } = await openQueue(freshPrefix(), 4096);
+    try {
+      const big = { data: { text: 'x'.repeat(1500) }, subject: '', body: '' };
+      let refusal: unknown;
+      for (let i = 0; i < 10 && !refusal; i++) await queue.enqueue([testJob({ content: big })]).catch((err) => (refusal = err));
+      expect(refusal).toBeInstanceOf(SluiceError);
+      expect((refusal as SluiceError).code).toBe('unavailable');
+      expect((refusal as SluiceError).retryAfterSeconds).toBe(2);
+      expect((refusal as SluiceError).message).toMatch(/delivery queue is full/);
+      expect(queue.statuses()['delivery.queue']!.ok).toBe(false);
+      queue.consume(async () => ({ done: true }), 4);
+      const { eventually } = await import('../test/harness.ts');
+      await eventually(async () => (await queue.depth()) === 0);
+      await queue.enqueue([testJob({ content: big })]);
+    } finally {
+      await close();
+    }
+  });
+});

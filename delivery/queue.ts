@@ -1,0 +1,41 @@
+/**
+ * The delivery queue holds the work: jobs waiting for their next attempt. Drivers: a durable
+ * local queue on the state store's journal (embedded) and a JetStream work-queue stream consumed
+ * by any number of `sluice deliver` processes (cluster). Both have the same semantics:
+ *
+ * - enqueue() resolves once the jobs are durable (fdatasync'ed, or acknowledged by JetStream);
+ * - a job is handed to one handler at a time, with its attempt number in the series (1-based);
+ *   an attempt that never settles (the process died) is handed out again, with the next number,
+ *   so a crash mid-attempt retries the job and never loses it;
+ * - the handler's settlement ends the job (`done`: delivered or dead, the worker recorded which)
+ *   or schedules its next attempt (`retryInMs`).
+ */
+import type { ComponentStatus } from '../core/readiness.ts';
+import type { DeliveryJob } from './job.ts';
+
+export interface QueuedAttempt {
+  job: DeliveryJob;
+  /** 1 for the first attempt of the series; counts attempts cut short by a crash too. */
+  attempt: number;
+}
+
+export type Settlement = { done: true } | { retryInMs: number };
+
+export type AttemptHandler = (queued: QueuedAttempt) => Promise<Settlement>;
+
+export interface DeliveryQueue {
+  start(): Promise<void>;
+  /** Stops handing out jobs and waits for the attempts in progress to settle. */
+  shutdown(): Promise<void>;
+  /** Durable when this resolves; a series already queued is not queued twice. */
+  enqueue(jobs: readonly DeliveryJob[]): Promise<void>;
+  /** Hands due jobs to `handle`, at most `concurrency` at once. A handler that throws gets the job again later. */
+  consume(handle: AttemptHandler, concurrency: number): void;
+  /** Jobs waiting or being attempted (for /metrics). */
+  depth(): Promise<number>;
+  /** `delivery.queue`, and the consumer loop when consume() was called. */
+  statuses(): Record<string, ComponentStatus>;
+}
+
+/** How long a handler that threw waits before the job is handed out again. */
+export const HANDLER_FAILURE_RETRY_MS = 30_000;
