@@ -5,6 +5,7 @@
  * handler on the relay port.
  */
 import type { Bus } from '../bus/bus.ts';
+import type { DeliveryQueue } from '../delivery/queue.ts';
 import type { ByteBudget } from '../core/byte-budget.ts';
 import type { Logger } from '../core/log.ts';
 import type { SecretBox } from '../core/secret-box.ts';
@@ -72,6 +73,8 @@ export async function openRelay(parts: RelayParts): Promise<Relay> {
 export interface PublicRelayParts {
   /** Carries submissions and their jobs to storage; a 201 waits for it. */
   bus: Bus;
+  /** Where the jobs go to be delivered; a 201 waits for it too. */
+  deliveries: DeliveryQueue;
   budget: ByteBudget;
   /** Sliding windows per client IP: 10, 300 and 10 a minute by default. */
   limiters: { submissions: Limiter; notifications: Limiter; discovery: Limiter };
@@ -94,7 +97,7 @@ export function openPublicRelay(relay: Relay, parts: PublicRelayParts): PublicRe
     secrets: relay.secrets,
     captcha: new CaptchaVerifier(parts.captcha),
     idempotency: new Idempotency(state, { leaseMs: parts.idempotencyLeaseMs }),
-    intake: new RelayIntake(parts.bus),
+    intake: new RelayIntake(parts.bus, parts.deliveries),
     validate: relay.validate,
     limiters: parts.limiters,
     clientIp: parts.clientIp,

@@ -1,20 +1,22 @@
 /**
- * RelayIntake: stores an accepted submission and queues its delivery jobs, in one publish on the
- * bus — the same bus and the same promise as telemetry: it resolves once the rows are durable
- * (committed to storage embedded, acknowledged by JetStream in a cluster), which is what a 201
- * tells the caller. One row for the submission (relay_submissions) and one per job
- * (relay_delivery_jobs); the jobs are delivered by the relay's delivery workers, and nothing a
- * delivery does later changes the answer already given.
+ * RelayIntake: stores an accepted submission and queues its delivery jobs. First the rows — one
+ * for the submission (relay_submissions) and one per job (relay_delivery_jobs) — in one publish
+ * on the bus, the same bus and promise as telemetry (committed to storage embedded, acknowledged
+ * by JetStream in a cluster); then the jobs on the delivery queue (delivery/), durable too. The
+ * 201 waits for both, and nothing a delivery does later changes it.
+ *
+ * If the rows are stored and queuing then fails, the caller gets 503 and retries: the stored
+ * submission stays (its jobs show as queued with no attempt); nothing is delivered twice.
  */
 import { randomUUID } from 'node:crypto';
 import type { Bus } from '../bus/bus.ts';
 import type { Reservation } from '../core/byte-budget.ts';
-import type { RowBinaryWriter } from '../pipeline/otlp/rowbinary.ts';
+import type { DeliveryJob, JobKind } from '../delivery/job.ts';
+import type { DeliveryQueue } from '../delivery/queue.ts';
 import { TranscodeOutput } from '../pipeline/otlp/output.ts';
 import type { Channel } from './model.ts';
 
 export type SubmissionKind = 'submission' | 'notification';
-export type JobKind = SubmissionKind | 'tenant_discovery';
 
 export interface SubmissionRecord {
   tenantId: string;
@@ -44,9 +46,9 @@ export interface MessageJob extends JobTarget {
 }
 
 export class RelayIntake {
-  constructor(private readonly bus: Bus) {}
+  constructor(private readonly bus: Bus, private readonly deliveries: DeliveryQueue) {}
 
-  /** Stores the submission and its jobs; resolves with its id once both are durable. */
+  /** Stores the submission and queues its jobs; resolves with its id once both are durable. */
   async store(record: SubmissionRecord, targets: readonly JobTarget[], held?: Reservation): Promise<string> {
     const submissionId = randomUUID();
     const receivedAt = nowNanos();
@@ -54,51 +56,62 @@ export class RelayIntake {
     const rows = out.table('relay_submissions');
     const w = rows.writer;
     for (const value of [record.tenantId, record.siteId, record.formId]) w.string(value);
-    uuid(w, submissionId);
+    w.uuid(submissionId);
     w.string(record.kind);
-    dateTime64(w, receivedAt);
+    w.dateTime64(receivedAt);
     for (const value of [JSON.stringify(record.data), record.subject, record.body]) w.string(value);
     for (const value of [record.meta.ip, record.meta.origin, record.meta.userAgent, record.meta.apiKeyId]) w.string(value);
     w.u32(targets.length);
     rows.endRow();
-    const jobs = targets.map((target) => ({ ...target, tenantId: record.tenantId, kind: record.kind, subject: '', body: '' }));
-    writeJobs(out, jobs, submissionId, receivedAt);
+    const jobs = targets.map((target): DeliveryJob => ({
+      ...newJob(record.tenantId, record.kind, target, receivedAt),
+      siteId: record.siteId,
+      formId: record.formId,
+      submissionId,
+      content: { data: record.data, subject: record.subject, body: record.body },
+    }));
+    writeJobs(out, jobs);
     await this.bus.publish(out.finish().tables, held);
+    await this.deliveries.enqueue(jobs);
     return submissionId;
   }
 
   /** Queues jobs that carry their own message (tenant discovery): durable when this resolves. */
-  async queue(jobs: readonly MessageJob[]): Promise<void> {
+  async queue(messages: readonly MessageJob[]): Promise<void> {
+    const createdAt = nowNanos();
+    const jobs = messages.map((message): DeliveryJob => ({
+      ...newJob(message.tenantId, message.kind, message, createdAt),
+      siteId: '',
+      formId: '',
+      submissionId: '',
+      content: { data: {}, subject: message.subject, body: message.body },
+    }));
     const out = new TranscodeOutput();
-    writeJobs(out, jobs, '', nowNanos());
+    writeJobs(out, jobs);
     await this.bus.publish(out.finish().tables);
+    await this.deliveries.enqueue(jobs);
   }
 }
 
-function writeJobs(out: TranscodeOutput, jobs: readonly MessageJob[], submissionId: string, createdAt: bigint): void {
+function newJob(tenantId: string, kind: JobKind, target: JobTarget, createdAt: bigint) {
+  return { id: randomUUID(), series: 1, tenantId, kind, channel: target.channel, destination: target.destination, createdAt: new Date(Number(createdAt / 1_000_000n)).toISOString() };
+}
+
+function writeJobs(out: TranscodeOutput, jobs: readonly DeliveryJob[]): void {
   if (jobs.length === 0) return;
   const rows = out.table('relay_delivery_jobs');
   const w = rows.writer;
   for (const job of jobs) {
     w.string(job.tenantId);
-    uuid(w, randomUUID());
-    for (const value of [submissionId, job.kind, job.channel, job.destination, job.subject, job.body]) w.string(value);
-    dateTime64(w, createdAt);
+    w.uuid(job.id);
+    // A submission's message is rendered from its row; a job with its own message keeps it here.
+    const own = job.submissionId === '' ? job.content : { subject: '', body: '' };
+    for (const value of [job.submissionId, job.kind, job.channel, job.destination, own.subject, own.body]) w.string(value);
+    w.dateTime64(BigInt(Date.parse(job.createdAt)) * 1_000_000n);
     rows.endRow();
   }
 }
 
 function nowNanos(): bigint {
   return BigInt(Date.now()) * 1_000_000n;
-}
-
-function dateTime64(w: RowBinaryWriter, nanos: bigint): void {
-  w.u64(Number(nanos & 0xffffffffn), Number(nanos >> 32n));
-}
-
-/** RowBinary UUID: its two 64-bit halves, each little-endian, high half first. */
-function uuid(w: RowBinaryWriter, id: string): void {
-  const bytes = Buffer.from(id.replaceAll('-', ''), 'hex');
-  w.bytes(bytes.subarray(0, 8).reverse());
-  w.bytes(bytes.subarray(8, 16).reverse());
 }

@@ -31,7 +31,7 @@ describe('storage schema', () => {
     const tables = rows("SELECT name, engine FROM system.tables WHERE database = 'telemetry_a' ORDER BY name");
     expect(tables.map((t) => t.name)).toEqual([
       'agent_heartbeats', 'agent_logs', 'agent_metrics', 'deploy_markers', 'otel_logs', 'otel_metrics_exp_histogram', 'otel_metrics_gauge', 'otel_metrics_histogram', 'otel_metrics_sum',
-      'otel_metrics_summary', 'otel_traces', 'otel_traces_trace_id_ts', 'otel_traces_trace_id_ts_mv', 'relay_delivery_jobs', 'relay_submissions',
+      'otel_metrics_summary', 'otel_traces', 'otel_traces_trace_id_ts', 'otel_traces_trace_id_ts_mv', 'relay_delivery_attempts', 'relay_delivery_jobs', 'relay_submissions',
       'sluice_schema_migrations',
     ]);
   });

@@ -24,8 +24,8 @@ export type TableName =
   | AgentTableName
   | RelayTableName;
 
-/** Tables of the notification relay (relay/): its submissions and the delivery jobs they queued. */
-export type RelayTableName = 'relay_submissions' | 'relay_delivery_jobs';
+/** Tables of the notification relay (relay/, delivery/): its submissions, the delivery jobs they queued and every attempt. */
+export type RelayTableName = 'relay_submissions' | 'relay_delivery_jobs' | 'relay_delivery_attempts';
 
 /** Tables of the agent API (pipeline/agent): Sluice's own layout, not the exporter's. */
 export type AgentTableName = 'agent_logs' | 'agent_metrics' | 'agent_heartbeats' | 'deploy_markers';
@@ -110,6 +110,10 @@ export const TABLE_COLUMNS: Readonly<Record<TableName, readonly string[]>> = {
     'Ip', 'Origin', 'UserAgent', 'ApiKeyId', 'Jobs',
   ],
   relay_delivery_jobs: ['TenantId', 'JobId', 'SubmissionId', 'Kind', 'Channel', 'Destination', 'Subject', 'Body', 'CreatedAt'],
+  relay_delivery_attempts: [
+    'TenantId', 'JobId', 'SubmissionId', 'FormId', 'Channel', 'Destination', 'Series', 'Attempt', 'State',
+    'At', 'DurationMs', 'Error', 'ProviderStatus', 'NextAttemptAt',
+  ],
 };
 
 const MAP = 'Map(LowCardinality(String), String)';
@@ -511,6 +515,34 @@ ORDER BY (TenantId, CreatedAt, JobId)
 ${t.ttl}${t.settings}`;
 }
 
+/**
+ * The history of delivery (delivery/worker.ts): one row when an attempt starts (`sending`) and
+ * one when it ends (`delivered`, `failed` with its NextAttemptAt, or `dead`), and a `queued` row
+ * (Attempt 0) when a manual retry starts a new series. A job's state is its latest row's; a job
+ * without rows is queued. The work itself is on the delivery queue, not here.
+ */
+function relayDeliveryAttemptsTable(t: TableSql): string {
+  return `${t.create} (
+    TenantId LowCardinality(String) CODEC(ZSTD(1)),
+    JobId UUID,
+    SubmissionId String CODEC(ZSTD(1)),
+    FormId LowCardinality(String) CODEC(ZSTD(1)),
+    Channel LowCardinality(String) CODEC(ZSTD(1)),
+    Destination String CODEC(ZSTD(1)),
+    Series UInt32,
+    Attempt UInt32,
+    State LowCardinality(String),
+    At DateTime64(9) CODEC(Delta(8), ZSTD(1)),
+    DurationMs UInt32,
+    Error String CODEC(ZSTD(1)),
+    ProviderStatus String CODEC(ZSTD(1)),
+    NextAttemptAt DateTime64(9) CODEC(Delta(8), ZSTD(1))
+) ENGINE = ${t.engine}
+PARTITION BY toYYYYMM(At)
+ORDER BY (TenantId, JobId, Series, Attempt, At)
+${t.ttl}${t.settings}`;
+}
+
 /** Applied in order by storage/migrate.ts; every statement is idempotent (IF NOT EXISTS). */
 export const MIGRATIONS: readonly Migration[] = [
   {
@@ -555,6 +587,13 @@ export const MIGRATIONS: readonly Migration[] = [
         relaySubmissionsTable(tableSql(db, 'relay_submissions', options, ttl('relay_submissions', 'ReceivedAt'))),
         relayDeliveryJobsTable(tableSql(db, 'relay_delivery_jobs', options, ttl('relay_delivery_jobs', 'CreatedAt'))),
       ];
+    },
+  },
+  {
+    version: 4,
+    name: 'relay delivery attempts',
+    statements(db, options) {
+      return [relayDeliveryAttemptsTable(tableSql(db, 'relay_delivery_attempts', options, { column: 'toDateTime(At)', days: options.ttlDays?.relay_delivery_attempts }))];
     },
   },
 ];

@@ -270,6 +270,18 @@ export class RowBinaryWriter {
     writeDigitsBackwards(buf, end - scale - 1, integer, count - scale);
   }
 
+  /** A DateTime64(9) from nanoseconds since the epoch. */
+  dateTime64(nanos: bigint): void {
+    this.u64(Number(nanos & 0xffffffffn), Number(nanos >> 32n));
+  }
+
+  /** A UUID (`xxxxxxxx-xxxx-...`): its two 64-bit halves, each little-endian, high half first. */
+  uuid(id: string): void {
+    const bytes = Buffer.from(id.replaceAll('-', ''), 'hex');
+    this.bytes(bytes.subarray(0, 8).reverse());
+    this.bytes(bytes.subarray(8, 16).reverse());
+  }
+
   /**
    * The rows written so far in a buffer of their own: byteOffset 0 and byteLength equal to
    * its ArrayBuffer's, so it can be transferred to another thread without a copy.

@@ -1,0 +1,108 @@
+/**
+ * DeliveryWorker: takes jobs from the delivery queue, makes one attempt each and decides what
+ * comes next. An attempt is recorded when it starts (`sending`) and when it ends: `delivered`;
+ * `failed` with the time of the next attempt (transient, attempts left); or `dead` (permanent,
+ * or the last attempt of the series). Dead jobs stay in the history for a manual retry.
+ *
+ * The worker knows channels, not forms: the resolver (the relay's, for its jobs) turns a job into
+ * what to send — a rendered email or WhatsApp message with the tenant's settings, or a webhook
+ * call with its URL and secrets — at the time of the attempt, so a changed setting (a fixed SMTP
+ * password, a rotated webhook secret) counts from the next attempt on.
+ */
+import type { Logger } from '../core/log.ts';
+import type { AttemptOutcome, RenderedMessage } from './channel.ts';
+import type { EmailSender, SmtpSettings } from './email.ts';
+import type { AttemptLog } from './attempt-log.ts';
+import { seriesKey, type DeliveryJob } from './job.ts';
+import type { DeliveryQueue, QueuedAttempt, Settlement } from './queue.ts';
+import type { RetryPolicy } from './retry-policy.ts';
+import type { WebhookSender } from './webhook.ts';
+import type { WhatsAppSender, WhatsAppSettings } from './whatsapp.ts';
+
+/** What one job sends, as its resolver found it at the time of the attempt. */
+export type Resolved =
+  | { channel: 'email'; settings: SmtpSettings; message: RenderedMessage }
+  | { channel: 'whatsapp'; settings: WhatsAppSettings; message: RenderedMessage }
+  | { channel: 'webhook'; target: { url: string; secrets: string[] }; body: string }
+  /** It cannot be sent as configured (no SMTP server, a removed webhook): the job goes dead saying why. */
+  | { channel: 'none'; error: string };
+
+export interface JobResolver {
+  resolve(job: DeliveryJob): Promise<Resolved>;
+}
+
+export interface ChannelSenders {
+  email: EmailSender;
+  whatsapp: WhatsAppSender;
+  webhook: WebhookSender;
+}
+
+/** Counted per channel for /metrics. */
+export interface DeliveryCounters {
+  attempt(channel: string, outcome: 'delivered' | 'failed' | 'dead', seconds: number): void;
+}
+
+export interface DeliveryWorkerDeps {
+  queue: DeliveryQueue;
+  resolver: JobResolver;
+  senders: ChannelSenders;
+  policy: RetryPolicy;
+  history: AttemptLog;
+  counters?: DeliveryCounters;
+  log: Logger;
+}
+
+export class DeliveryWorker {
+  constructor(private readonly deps: DeliveryWorkerDeps) {}
+
+  /** Starts taking jobs, at most `concurrency` attempts at once. */
+  start(concurrency: number): void {
+    this.deps.queue.consume((queued) => this.attempt(queued), concurrency);
+  }
+
+  async attempt({ job, attempt }: QueuedAttempt): Promise<Settlement> {
+    const { history, policy } = this.deps;
+    const started = Date.now();
+    await history.record(job, attempt, 'sending');
+    const outcome = await this.send(job);
+    const seconds = (Date.now() - started) / 1000;
+    const durationMs = Date.now() - started;
+    if (outcome.kind === 'delivered') {
+      await history.record(job, attempt, 'delivered', { durationMs, providerStatus: outcome.providerStatus });
+      this.deps.counters?.attempt(job.channel, 'delivered', seconds);
+      return { done: true };
+    }
+    const detail = { durationMs, providerStatus: outcome.providerStatus, error: outcome.error };
+    if (outcome.kind === 'transient' && policy.hasNext(attempt)) {
+      const retryInMs = policy.delayAfter(attempt, outcome.retryAfterMs);
+      await history.record(job, attempt, 'failed', { ...detail, nextAttemptAt: Date.now() + retryInMs });
+      this.deps.counters?.attempt(job.channel, 'failed', seconds);
+      return { retryInMs };
+    }
+    await history.record(job, attempt, 'dead', detail);
+    this.deps.counters?.attempt(job.channel, 'dead', seconds);
+    this.deps.log.warn({ job: seriesKey(job), channel: job.channel, attempt, error: outcome.error, providerStatus: outcome.providerStatus }, 'delivery job is dead');
+    return { done: true };
+  }
+
+  private async send(job: DeliveryJob): Promise<AttemptOutcome> {
+    const resolved = await this.deps.resolver.resolve(job);
+    const { senders } = this.deps;
+    switch (resolved.channel) {
+      case 'none':
+        return { kind: 'permanent', error: resolved.error, providerStatus: 'not sent' };
+      case 'email':
+        return senders.email.send(resolved.settings, { to: job.destination, messageId: messageId(job, resolved.settings.from), jobId: seriesKey(job) }, resolved.message);
+      case 'whatsapp':
+        return senders.whatsapp.send(resolved.settings, job.destination, resolved.message);
+      case 'webhook':
+        return senders.webhook.send(resolved.target, { id: `msg_${job.id}`, timestamp: new Date(), body: resolved.body });
+    }
+  }
+}
+
+/** The same Message-ID on every attempt of a job, so a message sent twice (a crash after the 250) is recognisable. */
+function messageId(job: DeliveryJob, from: string): string {
+  const domain = /@([A-Za-z0-9.-]+)>?\s*$/.exec(from)?.[1] ?? 'sluice.invalid';
+  return `<${job.id}@${domain}>`;
+}
