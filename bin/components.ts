@@ -9,10 +9,11 @@ import type { Bus } from '../bus/bus.ts';
 import { JetStreamBus } from '../bus/jetstream.ts';
 import { MemoryBus } from '../bus/memory.ts';
 import type { SluiceConfig } from '../core/config.ts';
+import { EgressPolicy, LOOPBACK_AND_PRIVATE_NETWORKS } from '../delivery/egress.ts';
 import { redactNatsServers, redactUrl } from '../core/redact.ts';
 import { TokenBucketLimiter, type Limiter, type TokenBucketOptions } from '../gateway/limiter.ts';
 import { RedisTokenBucketLimiter } from '../gateway/redis-limiter.ts';
-import { DEFAULT_CAPTCHA_ENDPOINTS, isAcceptableWebhookUrl, loadMasterKey, SIGN_IN_PER_MINUTE, type RelayParts } from '../relay/index.ts';
+import { DEFAULT_CAPTCHA_ENDPOINTS, loadMasterKey, SIGN_IN_PER_MINUTE, type RelayParts } from '../relay/index.ts';
 import type { CaptchaEndpoints } from '../relay/captcha.ts';
 import { SlidingWindowLimiter, type SlidingWindowOptions } from '../gateway/window-limiter.ts';
 import { RedisSlidingWindowLimiter } from '../gateway/redis-window-limiter.ts';
@@ -181,14 +182,20 @@ export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger,
 export async function relayParts(config: Readonly<SluiceConfig>, state: StateStore, storage: () => Promise<Storage | undefined>, log: Logger): Promise<RelayParts> {
   // A key made up here would differ from the other gateways': secrets sealed with it could not be opened there.
   if (config.nats.url && !config.relay.masterKey) throw new Error('the relay in cluster mode needs SLUICE_RELAY_MASTER_KEY (the same on every gateway)');
+  const webhookEgress = webhookEgressPolicy(config);
   return {
     state,
     log,
     masterKey: await loadMasterKey(config.relay.masterKey, config.dataDir),
-    checks: { webhookUrl: (url) => isAcceptableWebhookUrl(url, config.relay.allowPrivateWebhooks) },
+    checks: { webhookUrl: (url) => webhookEgress.checkConfiguredUrl(url) },
     storage,
     database: config.storage.database,
   };
+}
+
+/** Where webhooks may go: public addresses, and loopback and private ones with relay.allowPrivateWebhooks. */
+export function webhookEgressPolicy(config: Readonly<SluiceConfig>): EgressPolicy {
+  return new EgressPolicy({ allow: config.relay.allowPrivateWebhooks ? LOOPBACK_AND_PRIVATE_NETWORKS : [] });
 }
 
 /** The CAPTCHA providers' siteverify URLs (configured, else the providers' own) and timeout. */

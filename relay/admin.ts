@@ -62,6 +62,12 @@ interface PreviewBody { templateId?: string; subject?: string; html?: string; da
 interface UserBody { email?: string; name?: string; role?: Role; password?: string; active?: boolean }
 interface ClaimBody { token: string; email: string; name?: string; password: string }
 
+/**
+ * Whether a webhook URL may be stored: the deployment's egress policy (delivery/egress.ts),
+ * given by the composition root. It may look the host up, hence async.
+ */
+export type WebhookUrlCheck = (url: string) => Promise<{ ok: true } | { ok: false; reason: string }>;
+
 export class RelayAdmin {
   constructor(
     private readonly store: RelayStore,
@@ -69,6 +75,7 @@ export class RelayAdmin {
     private readonly sessions: Sessions,
     private readonly validateBody: BodyValidator,
     private readonly submissions: SubmissionReader,
+    private readonly checkWebhookUrl: WebhookUrlCheck,
   ) {}
 
   // ---- tenants and sign-in ---------------------------------------------------------------
@@ -297,6 +304,7 @@ export class RelayAdmin {
     this.require(actor, 'admin');
     const form = this.form(actor, siteId, formId);
     const input = this.validateBody<WebhookBody>('CreateWebhook', body);
+    await this.requireWebhookUrl(input.url!);
     const secret = input.secret ?? `whsec_${randomBytes(24).toString('base64url')}`;
     const webhook = { id: id('whk'), url: input.url!, secretSealed: this.secrets.seal(secret), active: input.active ?? true };
     await this.change(this.store.forms, form.id, 'Form', (current) => ({ ...current, webhooks: [...current.webhooks, webhook] }));
@@ -308,6 +316,7 @@ export class RelayAdmin {
     this.require(actor, 'admin');
     const form = this.form(actor, siteId, formId);
     const input = this.validateBody<WebhookBody>('UpdateWebhook', body);
+    if (input.url !== undefined) await this.requireWebhookUrl(input.url);
     const changed = await this.change(this.store.forms, form.id, 'Form', (current) => {
       if (!current.webhooks.some((w) => w.id === webhookId)) throw notFound('Webhook');
       const update = { ...(input.url !== undefined ? { url: input.url } : {}), ...(input.active !== undefined ? { active: input.active } : {}) };
@@ -540,6 +549,12 @@ export class RelayAdmin {
     if (actor.role === 'operator' || actor.role === 'owner') return;
     if (needed === 'admin' && actor.role === 'admin') return;
     throw forbidden(needed === 'owner' ? 'Only an owner may do this' : 'Members have read-only access');
+  }
+
+  /** Throws 400 on `url` unless the egress policy would let a webhook reach it. */
+  private async requireWebhookUrl(url: string): Promise<void> {
+    const verdict = await this.checkWebhookUrl(url);
+    if (!verdict.ok) throw validationFailed('url', `must be an http(s) URL of a public host, without credentials (${verdict.reason})`);
   }
 
   /** Owners manage everyone; admins manage members and admins; members manage no one. */

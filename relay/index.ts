@@ -14,7 +14,7 @@ import type { HttpHandler } from '../gateway/http/adapter.ts';
 import type { Limiter } from '../gateway/limiter.ts';
 import type { StateStore } from '../state/store.ts';
 import type { Storage } from '../storage/storage.ts';
-import { RelayAdmin } from './admin.ts';
+import { RelayAdmin, type WebhookUrlCheck } from './admin.ts';
 import { Sessions } from './auth.ts';
 import { CaptchaVerifier, type CaptchaEndpoints } from './captcha.ts';
 import { relayHandler } from './http.ts';
@@ -22,14 +22,13 @@ import { Idempotency } from './idempotency.ts';
 import { RelayIntake } from './intake.ts';
 import { relayOpenApiDocument } from './openapi.ts';
 import { PublicRelay } from './public.ts';
-import { createBodyValidator, type BodyChecks, type BodyValidator } from './schemas.ts';
+import { createBodyValidator, type BodyValidator } from './schemas.ts';
 import { deriveRelayKeys } from './secrets.ts';
 import { RelayStore } from './store.ts';
 import { SubmissionReader } from './submissions.ts';
 
 export { loadMasterKey } from './secrets.ts';
 export { DEFAULT_CAPTCHA_ENDPOINTS } from './captcha.ts';
-export { isAcceptableWebhookUrl } from './webhook-url.ts';
 
 /**
  * Body size on the relay port (the spec leaves it open): ample for a template or a notification
@@ -44,7 +43,8 @@ export interface RelayParts {
   log: Logger;
   /** 32 bytes: seals stored secrets and signs sessions; the same on every gateway. */
   masterKey: Buffer;
-  checks: BodyChecks;
+  /** Checks that depend on the deployment: injected, never defaulted. */
+  checks: { webhookUrl: WebhookUrlCheck };
   /** Storage, for listing submissions: undefined in a process without it. Opened on first use. */
   storage: () => Promise<Storage | undefined>;
   database: string;
@@ -65,8 +65,8 @@ export async function openRelay(parts: RelayParts): Promise<Relay> {
   const store = new RelayStore(parts.state, parts.log);
   await store.start();
   const sessions = new Sessions(keys.sessionKey, store);
-  const validate = createBodyValidator(parts.checks);
-  const admin = new RelayAdmin(store, keys.secrets, sessions, validate, new SubmissionReader(parts.storage, parts.database));
+  const validate = createBodyValidator();
+  const admin = new RelayAdmin(store, keys.secrets, sessions, validate, new SubmissionReader(parts.storage, parts.database), parts.checks.webhookUrl);
   return { store, admin, sessions, secrets: keys.secrets, validate, shutdown: () => store.shutdown() };
 }
 

@@ -14,7 +14,8 @@ const name = { type: 'string', minLength: 1, maxLength: 200 } as const;
 const email = { type: 'string', format: 'email-address', maxLength: 254, description: 'One plain address, at most 254 characters.' } as const;
 const password = { type: 'string', minLength: 12, maxLength: 256, description: 'At least 12 characters.' } as const;
 const origin = { type: 'string', format: 'origin', maxLength: 300, description: 'scheme://host[:port], no path, no trailing slash.' } as const;
-const webhookUrl = { type: 'string', format: 'webhook-url', maxLength: 2048, description: 'http(s) URL of a public host (no credentials; loopback and private addresses refused).' } as const;
+// Checked by the deployment's egress policy (RelayAdmin, after the body), not by a format: the check looks the host up.
+const webhookUrl = { type: 'string', minLength: 1, maxLength: 2048, description: 'http(s) URL of a public host (no credentials; loopback and private addresses refused).' } as const;
 const key = (what: string) => ({ type: 'string', pattern: '^[A-Za-z0-9_-]{1,100}$', description: `${what}: letters, digits, _ and -, at most 100.` }) as const;
 
 function object(properties: Record<string, unknown>, required: string[] = [], extra: Record<string, unknown> = {}) {
@@ -122,20 +123,13 @@ export function isOrigin(value: string): boolean {
   }
 }
 
-/** Checks of the body validator that depend on the deployment: injected, never defaulted. */
-export interface BodyChecks {
-  /** Whether a webhook URL may be stored (relay/webhook-url.ts, with the deployment's private-address rule). */
-  webhookUrl: (url: string) => boolean;
-}
-
 /** Validates a body against one of ADMIN_SCHEMAS; throws 400 `Validation failed` naming the first bad field. */
 export type BodyValidator = <T>(schema: AdminSchemaName, body: unknown) => T;
 
-export function createBodyValidator(checks: BodyChecks): BodyValidator {
+export function createBodyValidator(): BodyValidator {
   const ajv = new Ajv({ allErrors: false, strict: true, strictTypes: false });
   ajv.addFormat('email-address', { type: 'string', validate: isEmailAddress });
   ajv.addFormat('origin', { type: 'string', validate: isOrigin });
-  ajv.addFormat('webhook-url', { type: 'string', validate: (url: string) => checks.webhookUrl(url) });
   const validators = new Map(Object.entries({ ...ADMIN_SCHEMAS, ...PUBLIC_SCHEMAS }).map(([key, value]) => [key as AdminSchemaName, ajv.compile(value)]));
   return <T>(schema: AdminSchemaName, body: unknown): T => {
     const validate = validators.get(schema)!;
@@ -151,7 +145,6 @@ function formatMessage(format: string | undefined, fallback: string): string {
   switch (format) {
     case 'email-address': return 'must be one email address';
     case 'origin': return 'must be an origin: scheme://host[:port], no path, no trailing slash';
-    case 'webhook-url': return 'must be an http(s) URL of a public host, without credentials';
     default: return fallback;
   }
 }

@@ -1,0 +1,183 @@
+/**
+ * The egress policy: which addresses are forbidden, and what `check` answers for URLs, with an
+ * injected resolver (no DNS query leaves the machine).
+ */
+import { describe, expect, it } from 'vitest';
+import { EgressPolicy, isForbiddenAddress, type ResolvedAddress } from './egress.ts';
+
+const FORBIDDEN: Array<[string, string]> = [
+  ['127.0.0.1', 'loopback'],
+  ['127.255.255.254', 'loopback'],
+  ['10.0.0.1', 'private 10/8'],
+  ['172.16.0.1', 'private 172.16/12'],
+  ['172.31.255.255', 'private 172.16/12'],
+  ['192.168.1.1', 'private 192.168/16'],
+  ['169.254.169.254', 'link-local (cloud metadata)'],
+  ['100.64.0.1', 'CGNAT'],
+  ['100.127.255.255', 'CGNAT'],
+  ['224.0.0.1', 'multicast'],
+  ['239.255.255.250', 'multicast'],
+  ['255.255.255.255', 'broadcast'],
+  ['0.0.0.0', 'unspecified'],
+  ['0.1.2.3', '0/8'],
+  ['240.0.0.1', 'reserved 240/4'],
+  ['192.0.0.8', 'IETF protocol assignments'],
+  ['198.18.0.1', 'benchmarking'],
+  ['198.19.255.255', 'benchmarking'],
+  ['192.0.2.1', 'documentation'],
+  ['198.51.100.1', 'documentation'],
+  ['203.0.113.1', 'documentation'],
+  ['::', 'unspecified'],
+  ['::1', 'loopback'],
+  ['fe80::1', 'link-local'],
+  ['fc00::1', 'unique-local'],
+  ['fd12:3456::1', 'unique-local'],
+  ['fec0::1', 'site-local'],
+  ['ff02::1', 'multicast'],
+  ['::ffff:127.0.0.1', 'IPv4-mapped'],
+  ['::ffff:8.8.8.8', 'IPv4-mapped, refused even for a public IPv4'],
+  ['::127.0.0.1', 'IPv4-compatible'],
+  ['::8.8.8.8', 'IPv4-compatible, refused even for a public IPv4'],
+  ['::ffff:0:7f00:1', 'IPv4-translated'],
+  ['64:ff9b::a9fe:a9fe', 'NAT64 of 169.254.169.254'],
+  ['64:ff9b::808:808', 'NAT64, refused even for a public IPv4'],
+  ['64:ff9b:1::a00:1', 'local-use NAT64'],
+  ['2002:7f00:1::', '6to4 of 127.0.0.1'],
+  ['2002:c000:204::1', '6to4'],
+  ['2001::1', 'Teredo'],
+  ['2001:0:4136:e378:8000:63bf:3fff:fdd2', 'Teredo'],
+  ['2001:db8::1', 'documentation'],
+  ['3fff::1', 'documentation (RFC 9637)'],
+  ['100::1', 'discard-only'],
+  ['4000::1', 'outside 2000::/3'],
+  ['fe80::1%eth0', 'zone index'],
+  ['127.1', 'not canonical (a socket would read it as 127.0.0.1)'],
+  ['010.0.0.1', 'leading zero'],
+  ['hooks.example.com', 'a name, not an address'],
+  ['', 'empty'],
+];
+
+const PUBLIC = ['93.184.216.34', '8.8.8.8', '1.1.1.1', '11.0.0.1', '172.32.0.1', '100.128.0.1', '192.169.0.1', '2606:4700::1111', '2a00:1450:4001:80b::200e', '2001:4860:4860::8888'];
+
+describe('isForbiddenAddress', () => {
+  it.each(FORBIDDEN)('refuses %s (%s)', (address) => {
+    expect(isForbiddenAddress(address)).toBe(true);
+  });
+
+  it.each(PUBLIC)('allows the public address %s', (address) => {
+    expect(isForbiddenAddress(address)).toBe(false);
+  });
+});
+
+/** A resolver answering from a table, counting the lookups. */
+function resolver(answers: Record<string, string[] | Error>) {
+  const lookups: string[] = [];
+  const resolve = async (host: string): Promise<ResolvedAddress[]> => {
+    lookups.push(host);
+    const answer = answers[host];
+    if (answer === undefined) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
+    if (answer instanceof Error) throw answer;
+    return answer.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+  };
+  return { resolve, lookups };
+}
+
+describe('EgressPolicy.check', () => {
+  it('resolves a public name at the time of the call and returns its first address', async () => {
+    const { resolve, lookups } = resolver({ 'hooks.example.com': ['93.184.216.34', '2606:4700::1111'] });
+    const policy = new EgressPolicy({ resolve });
+    const verdict = await policy.check('https://Hooks.Example.com./in?x=1');
+    expect(verdict).toMatchObject({ ok: true, address: '93.184.216.34', family: 4 });
+    expect(verdict.ok && verdict.url.href).toBe('https://hooks.example.com./in?x=1');
+    await policy.check('https://hooks.example.com/in');
+    expect(lookups).toEqual(['hooks.example.com', 'hooks.example.com']);
+  });
+
+  it('refuses a name if any of its addresses is forbidden, naming it', async () => {
+    const { resolve } = resolver({ 'mixed.example': ['93.184.216.34', '10.1.2.3'], 'mapped.example': ['::ffff:127.0.0.1'], 'junk.example': ['not-an-address'] });
+    const policy = new EgressPolicy({ resolve });
+    expect(await policy.check('http://mixed.example/')).toEqual({ ok: false, reason: 'mixed.example resolves to 10.1.2.3, a private address' });
+    expect(await policy.check('http://mapped.example/')).toEqual({ ok: false, reason: 'mapped.example resolves to ::ffff:127.0.0.1, an IPv4-mapped address' });
+    expect(await policy.check('http://junk.example/')).toMatchObject({ ok: false, reason: expect.stringContaining('not a plain IP address') });
+  });
+
+  it('decides IP literals without a lookup, whatever their spelling', async () => {
+    const { resolve, lookups } = resolver({});
+    const policy = new EgressPolicy({ resolve });
+    // WHATWG URL normalises decimal, hex, octal and short IPv4 spellings to 127.0.0.1.
+    for (const url of ['http://127.0.0.1/', 'http://2130706433/', 'http://0x7f000001/', 'http://0x7f.1/', 'http://0177.0.0.1/', 'http://127.1/', 'http://127.0.0.1./']) {
+      expect(await policy.check(url), url).toEqual({ ok: false, reason: '127.0.0.1 is a loopback address' });
+    }
+    for (const url of ['http://[::1]/', 'http://[::127.0.0.1]/', 'http://[::ffff:10.0.0.1]/', 'http://[64:ff9b::a9fe:a9fe]/', 'http://[2002:7f00:1::]/', 'http://[fe80::1]/', 'http://169.254.169.254/', 'http://[0:0:0:0:0:ffff:7f00:1]/']) {
+      expect(await policy.check(url), url).toMatchObject({ ok: false });
+    }
+    expect(await policy.check('http://[::127.0.0.1]/')).toEqual({ ok: false, reason: '::7f00:1 is an IPv4-compatible address' });
+    expect(await policy.check('https://93.184.216.34:8443/x')).toMatchObject({ ok: true, address: '93.184.216.34', family: 4 });
+    expect(await policy.check('https://[2606:4700::1111]/x')).toMatchObject({ ok: true, address: '2606:4700::1111', family: 6 });
+    expect(lookups).toEqual([]);
+  });
+
+  it('refuses localhost names without asking the resolver', async () => {
+    const { resolve, lookups } = resolver({ localhost: ['93.184.216.34'], 'app.localhost': ['93.184.216.34'] });
+    const policy = new EgressPolicy({ resolve });
+    for (const url of ['http://localhost/', 'http://localhost./', 'http://LOCALHOST:8080/', 'http://app.localhost/', 'http://app.localhost./', 'http://localhost../']) {
+      expect(await policy.check(url), url).toMatchObject({ ok: false, reason: expect.stringMatching(/names this machine$/) });
+    }
+    expect(lookups).toEqual([]);
+  });
+
+  it('refuses other schemes, credentials and what is not a URL', async () => {
+    const policy = new EgressPolicy({ resolve: resolver({ 'hooks.example.com': ['93.184.216.34'] }).resolve });
+    expect(await policy.check('ftp://hooks.example.com/')).toEqual({ ok: false, reason: 'ftp: is not http or https' });
+    expect(await policy.check('file:///etc/passwd')).toEqual({ ok: false, reason: 'file: is not http or https' });
+    expect(await policy.check('https://user:pw@hooks.example.com/')).toEqual({ ok: false, reason: 'the URL carries credentials' });
+    expect(await policy.check('https://user@hooks.example.com/')).toEqual({ ok: false, reason: 'the URL carries credentials' });
+    expect(await policy.check('hooks.example.com/x')).toEqual({ ok: false, reason: 'not a URL' });
+  });
+
+  it('fails closed when the lookup fails, answers nothing or does not answer in time', async () => {
+    const never = () => new Promise<ResolvedAddress[]>(() => {});
+    const policy = new EgressPolicy({ resolve: resolver({ 'empty.example': [], 'broken.example': Object.assign(new Error('boom'), { code: 'EAI_AGAIN' }) }).resolve });
+    expect(await policy.check('http://nowhere.example/')).toEqual({ ok: false, unresolved: true, reason: 'lookup of nowhere.example failed: ENOTFOUND' });
+    expect(await policy.check('http://broken.example/')).toEqual({ ok: false, unresolved: true, reason: 'lookup of broken.example failed: EAI_AGAIN' });
+    expect(await policy.check('http://empty.example/')).toEqual({ ok: false, unresolved: true, reason: 'lookup of empty.example failed: no addresses' });
+    const slow = new EgressPolicy({ resolve: never, lookupTimeoutMs: 50 });
+    expect(await slow.check('http://slow.example/')).toEqual({ ok: false, unresolved: true, reason: 'lookup of slow.example failed: no answer within 50 ms' });
+  });
+
+  it('lets the allow list open CIDRs, single addresses and exact host names, and nothing more', async () => {
+    const { resolve } = resolver({ 'hooks.corp.internal': ['10.1.2.3'], 'other.corp.internal': ['10.1.2.4'] });
+    const policy = new EgressPolicy({ allow: ['127.0.0.0/8', '::1/128', '192.168.7.7', 'Hooks.Corp.Internal.'], resolve });
+    expect(await policy.check('http://127.0.0.1:9000/')).toMatchObject({ ok: true, address: '127.0.0.1' });
+    expect(await policy.check('http://[::1]:9000/')).toMatchObject({ ok: true, address: '::1', family: 6 });
+    expect(await policy.check('http://192.168.7.7/')).toMatchObject({ ok: true });
+    expect(await policy.check('http://192.168.7.8/')).toMatchObject({ ok: false });
+    expect(await policy.check('http://hooks.corp.internal/')).toMatchObject({ ok: true, address: '10.1.2.3' });
+    expect(await policy.check('http://other.corp.internal/')).toMatchObject({ ok: false });
+    // IPv4 in an IPv6 spelling is refused outright: 127.0.0.0/8 does not open ::ffff:127.0.0.1.
+    expect(await policy.check('http://[::ffff:127.0.0.1]/')).toMatchObject({ ok: false });
+    expect(await policy.check('http://localhost/')).toMatchObject({ ok: false });
+  });
+
+  it('refuses a bad allow list entry when the policy is made', () => {
+    expect(() => new EgressPolicy({ allow: ['10.0.0.0/33'] })).toThrow('10.0.0.0/33 is not a CIDR');
+    expect(() => new EgressPolicy({ allow: ['hooks.example.com:443'] })).toThrow('neither a CIDR nor a host name');
+  });
+
+  it('looks names up with the system resolver by default', async () => {
+    // localhost is answered from the hosts file, without a DNS query.
+    const verdict = await new EgressPolicy({ allow: ['localhost'] }).check('http://localhost:1/');
+    expect(verdict).toMatchObject({ ok: true, address: expect.stringMatching(/^(127\.\d+\.\d+\.\d+|::1)$/) });
+  });
+});
+
+describe('EgressPolicy.checkConfiguredUrl', () => {
+  it('refuses what check refuses, but stores a name that does not resolve yet (delivery checks again)', async () => {
+    const policy = new EgressPolicy({ resolve: resolver({ 'internal.example': ['10.1.2.3'], 'hooks.example.com': ['93.184.216.34'] }).resolve });
+    expect(await policy.checkConfiguredUrl('https://hooks.example.com/x')).toEqual({ ok: true });
+    expect(await policy.checkConfiguredUrl('https://not-yet.example/x')).toEqual({ ok: true });
+    expect(await policy.checkConfiguredUrl('https://internal.example/x')).toEqual({ ok: false, reason: 'internal.example resolves to 10.1.2.3, a private address' });
+    expect(await policy.checkConfiguredUrl('http://[::1]/x')).toEqual({ ok: false, reason: '::1 is a loopback address' });
+    expect(await policy.checkConfiguredUrl('https://a:b@hooks.example.com/x')).toEqual({ ok: false, reason: 'the URL carries credentials' });
+  });
+});
