@@ -6,6 +6,7 @@
  *   serve    every role in one process (the embedded default, or one node of a cluster)
  *   gateway  HTTP/gRPC front end and worker pool; rows go to JetStream (needs NATS_URL)
  *   consume  storage consumer: JetStream → storage (needs NATS_URL)
+ *   deliver  relay delivery workers: the delivery stream → email, WhatsApp, webhooks (needs NATS_URL)
  */
 import type { SluiceConfig } from '../core/config.ts';
 import type { Logger } from '../core/log.ts';
@@ -29,7 +30,7 @@ import { ControlServer } from './control.ts';
 import { SluiceGraph } from './graph.ts';
 import { MAX_RELAY_BODY_BYTES, openPublicRelay, relayHttpHandler, type Relay } from '../relay/index.ts';
 
-export type Role = 'serve' | 'gateway' | 'consume';
+export type Role = 'serve' | 'gateway' | 'consume' | 'deliver';
 
 /** The relay as served by a front end: its module and its port. */
 export interface RunningRelay extends Relay {
@@ -55,10 +56,11 @@ export interface RunningSluice {
 
 export async function startSluice(role: Role, config: Readonly<SluiceConfig>, log: Logger): Promise<RunningSluice> {
   if (role !== 'serve' && !config.nats.url) throw new Error(`sluice ${role} runs in cluster mode: set NATS_URL`);
-  const withStorage = role !== 'gateway';
+  if (role === 'deliver' && !config.relay.masterKey) throw new Error('sluice deliver opens the relay\'s secrets: set SLUICE_RELAY_MASTER_KEY (the same as the gateways\')');
+  const withStorage = role === 'serve' || role === 'consume';
   const graph = new SluiceGraph(config, log, withStorage);
   const { metrics, readiness } = graph;
-  const withFrontEnd = role !== 'consume';
+  const withFrontEnd = role === 'serve' || role === 'gateway';
   try {
     // chDB and the local state store live in the data dir: one owning process at a time.
     const ownsDataDir = !config.nats.url || (withStorage && !config.clickhouse.url);
@@ -111,6 +113,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         let relayPort = 0;
         const publicRelay = openPublicRelay(opened, {
           bus,
+          deliveries: await graph.deliveryQueue(),
           budget,
           limiters: { submissions: await graph.limiter('submissions'), notifications: await graph.limiter('notifications'), discovery: await graph.limiter('discovery') },
           clientIp: guards.clientIp,
@@ -128,6 +131,9 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         graph.onStop('relay server', () => server.close());
       }
     }
+    // Delivery runs where jobs are worked: every `deliver`, and `serve` (in a cluster beside the `deliver` processes).
+    if (role === 'deliver' || (role === 'serve' && relay)) await graph.deliveryWorker();
+
     // Every role answers health, readiness and /metrics; the front end also takes ingestion.
     const http = createHttpServer(config.http.engine, handler, { maxBodyBytes: config.limits.maxBodyBytes }, log);
     httpPort = await listenOn(http, config.host, config.http.port, 'HTTP port (SLUICE_OTLP_HTTP_PORT)');

@@ -20,6 +20,8 @@ const USAGE = `usage: sluice <command>
   serve                              run every role in one process (gateway, pipeline, storage)
   gateway                            cluster: HTTP/gRPC front end and worker pool (needs NATS_URL)
   consume                            cluster: storage consumer, JetStream → storage (needs NATS_URL)
+  deliver                            cluster: relay delivery worker, delivery stream → email, WhatsApp,
+                                     webhooks (needs NATS_URL and SLUICE_RELAY_MASTER_KEY)
   migrate                            create or upgrade the storage schema
   sources create --name NAME         create an ingestion source and its first API key
   sources list                       list sources and their keys (never the keys themselves)
@@ -203,6 +205,7 @@ export async function main(argv: string[]): Promise<number> {
     case 'serve':
     case 'gateway':
     case 'consume':
+    case 'deliver':
       await runRole(command, config);
       return -1; // keep running
     case 'migrate':

@@ -2,6 +2,7 @@
  * Drivers chosen from the config: each part has one interface and an embedded and a cluster
  * driver (DESIGN.md, "Two modes, one code path"). Only the composition root calls these.
  */
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createClient } from 'redis';
@@ -27,6 +28,10 @@ import { ChdbStorage } from '../storage/chdb.ts';
 import { ClickhouseServerStorage } from '../storage/clickhouse.ts';
 import { TABLE_COLUMNS, type SchemaOptions, type TableName } from '../storage/schema.ts';
 import type { Storage } from '../storage/storage.ts';
+import { JetStreamDeliveryQueue } from '../delivery/jetstream-queue.ts';
+import { LocalDeliveryQueue } from '../delivery/local-queue.ts';
+import type { DeliveryQueue } from '../delivery/queue.ts';
+import type { DeliveryDefaults } from '../relay/delivery-resolver.ts';
 
 /** Base URL agents reach the ingest HTTP port at: SLUICE_PUBLIC_URL, else this host. */
 export function publicUrl(config: Readonly<SluiceConfig>, port = config.http.port): string {
@@ -193,9 +198,47 @@ export async function relayParts(config: Readonly<SluiceConfig>, state: StateSto
   };
 }
 
-/** Where webhooks may go: public addresses, and loopback and private ones with relay.allowPrivateWebhooks. */
+/**
+ * Where webhooks may go: public addresses; also loopback and private ones with
+ * relay.allowPrivateWebhooks, and what SLUICE_WEBHOOK_ALLOW names.
+ */
 export function webhookEgressPolicy(config: Readonly<SluiceConfig>): EgressPolicy {
-  return new EgressPolicy({ allow: config.relay.allowPrivateWebhooks ? LOOPBACK_AND_PRIVATE_NETWORKS : [] });
+  return new EgressPolicy({ allow: [...(config.relay.allowPrivateWebhooks ? LOOPBACK_AND_PRIVATE_NETWORKS : []), ...config.delivery.egressAllow] });
+}
+
+/** The delivery queue: the state store's journal embedded, a JetStream work-queue stream in a cluster. */
+export function createDeliveryQueue(config: Readonly<SluiceConfig>, nc: NatsConnection | undefined, state: StateStore, supervisor: Supervisor, log: Logger): DeliveryQueue {
+  if (!nc) return new LocalDeliveryQueue(state, log);
+  return new JetStreamDeliveryQueue(nc, {
+    prefix: config.nats.prefix,
+    replicas: config.nats.replicas,
+    maxStreamBytes: config.delivery.maxQueueBytes,
+    // Attempts say they are alive every third of it: a minute is ample, and a dead worker's job comes back within it.
+    ackWaitMs: 60_000,
+    retryAfterSeconds: config.storage.retryAfterSeconds,
+    run: (name, loop) => supervisor.run(name, loop),
+    log,
+  });
+}
+
+/** The server's SMTP transport and WhatsApp endpoint, for tenants without settings of their own. */
+export async function deliveryDefaults(config: Readonly<SluiceConfig>): Promise<DeliveryDefaults> {
+  const { delivery } = config;
+  const dkim = delivery.dkimDomain && delivery.dkimSelector && delivery.dkimKeyFile
+    ? { domainName: delivery.dkimDomain, keySelector: delivery.dkimSelector, privateKey: await readFile(delivery.dkimKeyFile, 'utf8') }
+    : undefined;
+  return {
+    smtp: {
+      url: delivery.smtpUrl,
+      from: delivery.smtpFrom,
+      maxConnections: delivery.smtpMaxConnections,
+      maxMessagesPerConnection: 100,
+      ratePerSecond: delivery.smtpRatePerSecond,
+      tlsInsecure: delivery.smtpTlsInsecure,
+      ...(dkim ? { dkim } : {}),
+    },
+    whatsapp: { graphUrl: delivery.whatsappGraphUrl.replace(/\/+$/, ''), timeoutMs: delivery.webhookTimeoutMs },
+  };
 }
 
 /** The CAPTCHA providers' siteverify URLs (configured, else the providers' own) and timeout. */

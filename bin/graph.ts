@@ -18,6 +18,14 @@ import { InstallTokens } from '../gateway/install-tokens.ts';
 import type { Limiter } from '../gateway/limiter.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
 import { openRelay, type Relay } from '../relay/index.ts';
+import { RelayJobResolver } from '../relay/delivery-resolver.ts';
+import { AttemptLog } from '../delivery/attempt-log.ts';
+import { EmailSender } from '../delivery/email.ts';
+import type { DeliveryQueue } from '../delivery/queue.ts';
+import { RetryPolicy } from '../delivery/retry-policy.ts';
+import { WebhookSender } from '../delivery/webhook.ts';
+import { WhatsAppSender } from '../delivery/whatsapp.ts';
+import { DeliveryWorker } from '../delivery/worker.ts';
 import type { StateStore } from '../state/store.ts';
 import type { Storage } from '../storage/storage.ts';
 import { LocalAdmin } from './admin.ts';
@@ -27,7 +35,9 @@ import {
   createBus,
   createLimiter,
   createStateStore,
+  createDeliveryQueue,
   createStorage,
+  deliveryDefaults,
   LIMITER_KEYS,
   limitRule,
   type LimiterKind,
@@ -35,6 +45,7 @@ import {
   schemaOptions,
   storageStatus,
   watchNatsConnection,
+  webhookEgressPolicy,
 } from './components.ts';
 import { lockDataDir } from './lock.ts';
 
@@ -183,6 +194,54 @@ export class SluiceGraph {
         this.readiness.register(`state.${bucket}`, () => relay.store.statuses()[bucket] ?? { ok: false, detail: 'gone' });
       }
       return relay;
+    });
+  }
+
+  /** The delivery queue (jobs are enqueued by the relay's intake and its manual retries). */
+  deliveryQueue(): Promise<DeliveryQueue> {
+    return this.once('delivery queue', async () => {
+      await this.bus(); // built first, stopped after: the last attempts still record their outcome
+      const queue = createDeliveryQueue(this.config, await this.nats(), await this.state(), this.supervisor, this.log);
+      await queue.start();
+      this.onStop('delivery queue', () => queue.shutdown());
+      for (const name of Object.keys(queue.statuses())) this.readiness.register(name, () => queue.statuses()[name] ?? { ok: false, detail: 'gone' });
+      return queue;
+    });
+  }
+
+  /** Delivery workers in this process (`serve`, `deliver`): they take jobs from the queue until shutdown. */
+  deliveryWorker(): Promise<void> {
+    return this.once('delivery worker', async () => {
+      const relay = await this.relay();
+      const bus = await this.bus();
+      const queue = await this.deliveryQueue();
+      const history = new AttemptLog(bus, this.log);
+      const senders = {
+        email: new EmailSender({ log: this.log }),
+        whatsapp: new WhatsAppSender(),
+        webhook: new WebhookSender({ egress: webhookEgressPolicy(this.config), timeoutMs: this.config.delivery.webhookTimeoutMs }),
+      };
+      const { metrics } = this;
+      const worker = new DeliveryWorker({
+        queue,
+        resolver: new RelayJobResolver(relay.store, relay.secrets, await deliveryDefaults(this.config)),
+        senders,
+        policy: new RetryPolicy({ attempts: this.config.delivery.attempts, baseDelayMs: this.config.delivery.backoffBaseMs, maxDelayMs: this.config.delivery.backoffMaxMs }),
+        history,
+        counters: {
+          attempt(channel, outcome, seconds) {
+            metrics.deliveryAttempts.inc({ channel, outcome });
+            metrics.deliverySeconds.observe({ channel, outcome }, seconds);
+          },
+        },
+        log: this.log,
+      });
+      metrics.deliverySource = async () => ({ depth: await queue.depth(), historyLost: history.lost });
+      worker.start(this.config.delivery.concurrency);
+      this.onStop('delivery worker', async () => {
+        await queue.shutdown(); // the attempts under way finish first
+        await senders.email.close();
+      });
     });
   }
 

@@ -46,6 +46,24 @@ export interface SluiceConfig {
     hcaptchaVerifyUrl: string;
     turnstileVerifyUrl: string;
   };
+  delivery: {
+    concurrency: number;
+    attempts: number;
+    backoffBaseMs: number;
+    backoffMaxMs: number;
+    maxQueueBytes: number;
+    smtpUrl: string;
+    smtpFrom: string;
+    smtpMaxConnections: number;
+    smtpRatePerSecond: number;
+    smtpTlsInsecure: boolean;
+    dkimDomain: string;
+    dkimSelector: string;
+    dkimKeyFile: string;
+    whatsappGraphUrl: string;
+    webhookTimeoutMs: number;
+    egressAllow: string[];
+  };
 }
 
 type OptionType = 'string' | 'integer' | 'boolean' | 'list';
@@ -102,6 +120,22 @@ export const OPTIONS: readonly Option[] = [
   { path: 'relay.recaptchaVerifyUrl', env: 'SLUICE_RELAY_RECAPTCHA_VERIFY_URL', type: 'string', default: '', doc: 'reCAPTCHA (v2 and v3) siteverify URL; default Google\'s (https://www.google.com/recaptcha/api/siteverify).', schema: { pattern: '^(|https?://.+)$' } },
   { path: 'relay.hcaptchaVerifyUrl', env: 'SLUICE_RELAY_HCAPTCHA_VERIFY_URL', type: 'string', default: '', doc: 'hCaptcha siteverify URL; default hCaptcha\'s (https://api.hcaptcha.com/siteverify).', schema: { pattern: '^(|https?://.+)$' } },
   { path: 'relay.turnstileVerifyUrl', env: 'SLUICE_RELAY_TURNSTILE_VERIFY_URL', type: 'string', default: '', doc: 'Cloudflare Turnstile siteverify URL; default Cloudflare\'s (https://challenges.cloudflare.com/turnstile/v0/siteverify).', schema: { pattern: '^(|https?://.+)$' } },
+  { path: 'delivery.concurrency', env: 'SLUICE_DELIVERY_CONCURRENCY', type: 'integer', default: 16, doc: 'Delivery attempts a process runs at once (serve and each `sluice deliver`).', schema: { minimum: 1, maximum: 1000 } },
+  { path: 'delivery.attempts', env: 'SLUICE_DELIVERY_ATTEMPTS', type: 'integer', default: 10, doc: 'Attempts per delivery job (the first included) before it is dead; transient failures only, a permanent one is dead at once.', schema: { minimum: 1, maximum: 100 } },
+  { path: 'delivery.backoffBaseMs', env: 'SLUICE_DELIVERY_BACKOFF_BASE_MS', type: 'integer', default: 15_000, doc: 'Wait after the first failed attempt; doubles per attempt (each drawn from half to all of its step), never less than Retry-After.', schema: { minimum: 10 } },
+  { path: 'delivery.backoffMaxMs', env: 'SLUICE_DELIVERY_BACKOFF_MAX_MS', type: 'integer', default: 3_600_000, doc: 'The longest wait between two attempts.', schema: { minimum: 10 } },
+  { path: 'delivery.maxQueueBytes', env: 'SLUICE_DELIVERY_MAX_QUEUE_BYTES', type: 'integer', default: 1024 * MiB, doc: 'Cluster: bytes of jobs the delivery stream holds; past it submissions get 503 + Retry-After.', schema: { minimum: MiB } },
+  { path: 'delivery.smtpUrl', env: 'SLUICE_SMTP_URL', type: 'string', default: '', doc: 'Server default SMTP server (smtp://user:pass@host:587, STARTTLS when offered; smtps:// for implicit TLS); a tenant may set its own. Empty: email jobs of tenants without their own go dead saying so.', schema: { pattern: '^(|smtps?://.+)$' } },
+  { path: 'delivery.smtpFrom', env: 'SLUICE_SMTP_FROM', type: 'string', default: '', doc: 'Server default From address (`relay@example.com` or `Relay <relay@example.com>`).' },
+  { path: 'delivery.smtpMaxConnections', env: 'SLUICE_SMTP_MAX_CONNECTIONS', type: 'integer', default: 5, doc: 'Pooled connections per SMTP server.', schema: { minimum: 1, maximum: 100 } },
+  { path: 'delivery.smtpRatePerSecond', env: 'SLUICE_SMTP_RATE_PER_SECOND', type: 'integer', default: 0, doc: 'Messages per second per SMTP server; 0: no limit.', schema: { minimum: 0 } },
+  { path: 'delivery.smtpTlsInsecure', env: 'SLUICE_SMTP_TLS_INSECURE', type: 'boolean', default: false, doc: 'Accept an SMTP server\'s self-signed certificate (on-premises relays).' },
+  { path: 'delivery.dkimDomain', env: 'SLUICE_DKIM_DOMAIN', type: 'string', default: '', doc: 'DKIM-sign server default email for this domain (with SLUICE_DKIM_SELECTOR and SLUICE_DKIM_KEY_FILE).' },
+  { path: 'delivery.dkimSelector', env: 'SLUICE_DKIM_SELECTOR', type: 'string', default: '', doc: 'DKIM selector (the DNS record <selector>._domainkey.<domain>).' },
+  { path: 'delivery.dkimKeyFile', env: 'SLUICE_DKIM_KEY_FILE', type: 'string', default: '', doc: 'PEM file of the DKIM private key.' },
+  { path: 'delivery.whatsappGraphUrl', env: 'SLUICE_WHATSAPP_GRAPH_URL', type: 'string', default: 'https://graph.facebook.com/v21.0', doc: 'WhatsApp Cloud API base URL (messages go to {base}/{phone-number-id}/messages).', schema: { pattern: '^https?://.+' } },
+  { path: 'delivery.webhookTimeoutMs', env: 'SLUICE_WEBHOOK_TIMEOUT_MS', type: 'integer', default: 15_000, doc: 'How long a webhook receiver may take to answer (connect, headers and body).', schema: { minimum: 100, maximum: 120_000 } },
+  { path: 'delivery.egressAllow', env: 'SLUICE_WEBHOOK_ALLOW', type: 'list', default: [], doc: 'Addresses (CIDRs like 10.1.0.0/16) and host names webhooks may reach although the SSRF policy forbids them (on-premises receivers).' },
   { path: 'clickhouse.replicated', env: 'SLUICE_CLICKHOUSE_REPLICATED', type: 'boolean', default: false, doc: 'Create ReplicatedMergeTree tables (needs ClickHouse Keeper and {shard}/{replica} macros).' },
 ];
 

@@ -165,6 +165,39 @@ export class SluiceMetrics {
     registers: [this.registry],
   });
 
+  /** Delivery attempts by channel and outcome: delivered, failed (retried later) or dead. */
+  readonly deliveryAttempts = new Counter({
+    name: 'sluice_delivery_attempts_total',
+    help: 'Delivery attempts by channel (email, whatsapp, webhook) and outcome (delivered, failed: retried later, dead: no more attempts).',
+    labelNames: ['channel', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly deliverySeconds = new Histogram({
+    name: 'sluice_delivery_attempt_seconds',
+    help: 'Time of one delivery attempt (resolve, connect, send, answer) by channel and outcome.',
+    labelNames: ['channel', 'outcome'] as const,
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30],
+    registers: [this.registry],
+  });
+
+  /** Read at scrape time (set by the composition root): jobs queued or being attempted, and history records lost. */
+  deliverySource: (() => Promise<{ depth: number; historyLost: number }>) | undefined;
+
+  private readonly deliveryGauge: Gauge = new Gauge({
+    name: 'sluice_delivery_queue',
+    help: 'Delivery queue figures: depth (jobs waiting or being attempted) and history_lost (attempt records that could not be written).',
+    labelNames: ['figure'] as const,
+    registers: [this.registry],
+    collect: async (): Promise<void> => {
+      if (!this.deliverySource) return;
+      const figures = await this.deliverySource().catch(() => undefined);
+      if (!figures) return;
+      this.deliveryGauge.set({ figure: 'depth' }, figures.depth);
+      this.deliveryGauge.set({ figure: 'history_lost' }, figures.historyLost);
+    },
+  });
+
   /** Long-running loops (consumers, watches) that failed and were started again. */
   readonly loopRestarts = new Counter({
     name: 'sluice_loop_restarts_total',

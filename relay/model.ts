@@ -70,7 +70,37 @@ export interface Webhook {
   url: string;
   /** The signing secret, sealed. Shown once at creation. */
   secretSealed: string;
+  /**
+   * The secret it replaced, sealed, and until when (ISO) calls are signed with it too: a
+   * receiver can switch to the new secret without missing a call (Standard Webhooks rotation).
+   */
+  previousSecretSealed?: string;
+  previousSecretUntil?: string;
   active: boolean;
+}
+
+/**
+ * How a tenant's messages go out (keyed by tenant id). Without it, or without a part of it,
+ * the server's defaults apply (SLUICE_SMTP_URL, SLUICE_SMTP_FROM); WhatsApp has no server
+ * default: a tenant sends through its own Cloud API number.
+ */
+export interface DeliverySettings {
+  id: string;
+  tenantId: string;
+  updatedAt: string;
+  email?: {
+    /** From of the tenant's messages; the server's SLUICE_SMTP_FROM when absent. */
+    from?: string;
+    /** The tenant's own SMTP server URL with its credentials, sealed; the server's when absent. */
+    smtpUrlSealed?: string;
+  };
+  whatsapp?: {
+    phoneNumberId: string;
+    /** The Cloud API access token, sealed. */
+    tokenSealed: string;
+    /** Send this approved template (body parameter: the message) instead of a text message. */
+    template?: { name: string; language: string };
+  };
 }
 
 export interface Form extends Stamped {

@@ -10,7 +10,7 @@ import type { ComponentStatus } from '../core/readiness.ts';
 import { StateMirror } from '../state/mirror.ts';
 import { recordOf, type FieldKind } from '../state/shape.ts';
 import type { StateStore } from '../state/store.ts';
-import type { Form, RelayApiKey, Site, Template, Tenant, User } from './model.ts';
+import type { DeliverySettings, Form, RelayApiKey, Site, Template, Tenant, User } from './model.ts';
 
 /** One bucket of records keyed by their id, mirrored in memory (state/mirror.ts). */
 export class Collection<T extends { id: string }> extends StateMirror<T> {
@@ -56,6 +56,8 @@ export class RelayStore {
   readonly forms: Collection<Form>;
   readonly templates: Collection<Template>;
   readonly apiKeys: Collection<RelayApiKey>;
+  /** Each tenant's email and WhatsApp settings, keyed by tenant id. */
+  readonly deliverySettings: Collection<DeliverySettings>;
   /** hash → active key: the hot path of POST /notifications. */
   private readonly activeKeys = new Map<string, RelayApiKey>();
   private readonly keyHashById = new Map<string, string>();
@@ -83,6 +85,7 @@ export class RelayStore {
     this.apiKeys = new Collection(state, 'relay_api_keys', {
       ...stamped, tenantId: 'string', siteId: 'string', name: 'string', hash: 'string', prefix: 'string', revokedAt: 'string?',
     }, log);
+    this.deliverySettings = new Collection(state, 'relay_delivery_settings', { tenantId: 'string', updatedAt: 'string', email: 'object?', whatsapp: 'object?' }, log);
     indexBy(this.sites, this.sitesByKey, (site) => site.siteKey);
     indexBy(this.forms, this.formsByKey, (form) => `${form.siteId}/${form.formKey}`);
     this.sites.onChange(() => (this.corsOrigins = undefined));
@@ -98,7 +101,7 @@ export class RelayStore {
   }
 
   private get collections() {
-    return [this.tenants, this.users, this.sites, this.forms, this.templates, this.apiKeys];
+    return [this.tenants, this.users, this.sites, this.forms, this.templates, this.apiKeys, this.deliverySettings];
   }
 
   async start(): Promise<void> {

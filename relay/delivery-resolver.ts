@@ -1,0 +1,106 @@
+/**
+ * What a relay job sends, found at the time of each attempt (delivery/worker.ts asks): the
+ * form's template rendered with the submission's data (values HTML-escaped), or a
+ * notification's own sanitised subject and body; the tenant's SMTP and WhatsApp settings (or the
+ * server's); the webhook's current URL and secrets, with the JSON body it is sent. A job that
+ * cannot be sent as things are configured resolves to `none` with the reason, and goes dead.
+ */
+import { convert } from 'html-to-text';
+import type { SecretBox } from '../core/secret-box.ts';
+import type { RenderedMessage } from '../delivery/channel.ts';
+import { isPlainEmailAddress, type SmtpSettings } from '../delivery/email.ts';
+import type { DeliveryJob } from '../delivery/job.ts';
+import type { JobResolver, Resolved } from '../delivery/worker.ts';
+import type { WhatsAppSettings } from '../delivery/whatsapp.ts';
+import type { Form } from './model.ts';
+import type { RelayStore } from './store.ts';
+import { DEFAULT_TEMPLATE, renderHtml, renderSubject } from './templates.ts';
+
+export interface DeliveryDefaults {
+  /** The server's SMTP transport and From (SLUICE_SMTP_*); url empty when none is configured. */
+  smtp: SmtpSettings;
+  whatsapp: { graphUrl: string; timeoutMs: number };
+}
+
+/** Data fields whose value, when it is one plain address, becomes the email's Reply-To. */
+const REPLY_TO_FIELDS = ['replyTo', 'reply_to', 'email', 'Email', 'e-mail', 'mail'];
+
+export class RelayJobResolver implements JobResolver {
+  constructor(private readonly store: RelayStore, private readonly secrets: SecretBox, private readonly defaults: DeliveryDefaults) {}
+
+  async resolve(job: DeliveryJob): Promise<Resolved> {
+    const form = job.formId ? this.store.forms.get(job.formId) : undefined;
+    if (job.formId && (!form || form.tenantId !== job.tenantId)) return { channel: 'none', error: 'the form of this job no longer exists' };
+    switch (job.channel) {
+      case 'webhook':
+        return this.webhook(job, form);
+      case 'email':
+        return this.email(job, form);
+      case 'whatsapp':
+        return this.whatsapp(job, form);
+    }
+  }
+
+  private webhook(job: DeliveryJob, form: Form | undefined): Resolved {
+    const hook = form?.webhooks.find((candidate) => candidate.id === job.destination);
+    if (!form || !hook) return { channel: 'none', error: 'the webhook no longer exists on the form' };
+    if (!hook.active) return { channel: 'none', error: 'the webhook is inactive' };
+    const secrets = [this.secrets.open(hook.secretSealed)];
+    if (hook.previousSecretSealed && hook.previousSecretUntil && Date.parse(hook.previousSecretUntil) > Date.now()) {
+      secrets.push(this.secrets.open(hook.previousSecretSealed));
+    }
+    const event = {
+      type: job.kind === 'notification' ? 'notification.created' : 'submission.created',
+      timestamp: job.createdAt,
+      data: {
+        submissionId: job.submissionId,
+        siteId: job.siteId,
+        formId: job.formId,
+        formKey: form.formKey,
+        receivedAt: job.createdAt,
+        fields: job.content.data,
+        ...(job.kind === 'notification' ? { subject: job.content.subject, body: job.content.body } : {}),
+      },
+    };
+    return { channel: 'webhook', target: { url: hook.url, secrets }, body: JSON.stringify(event) };
+  }
+
+  private email(job: DeliveryJob, form: Form | undefined): Resolved {
+    const own = this.store.deliverySettings.get(job.tenantId)?.email;
+    const url = own?.smtpUrlSealed ? this.secrets.open(own.smtpUrlSealed) : this.defaults.smtp.url;
+    const from = own?.from || this.defaults.smtp.from;
+    if (!url) return { channel: 'none', error: 'no SMTP server is configured (set SLUICE_SMTP_URL, or the tenant\'s email settings)' };
+    if (!from) return { channel: 'none', error: 'no From address is configured (set SLUICE_SMTP_FROM, or the tenant\'s email settings)' };
+    // DKIM signs for the server's domain: only on its own transport and From.
+    const { dkim: _serverDkim, ...transport } = this.defaults.smtp;
+    const settings: SmtpSettings = own?.smtpUrlSealed || own?.from ? { ...transport, url, from } : { ...this.defaults.smtp, url, from };
+    return { channel: 'email', settings, message: this.render(job, form) };
+  }
+
+  private whatsapp(job: DeliveryJob, form: Form | undefined): Resolved {
+    const own = this.store.deliverySettings.get(job.tenantId)?.whatsapp;
+    if (!own) return { channel: 'none', error: 'WhatsApp is not configured for this tenant (its Cloud API phone number id and token)' };
+    const settings: WhatsAppSettings = {
+      graphUrl: this.defaults.whatsapp.graphUrl,
+      phoneNumberId: own.phoneNumberId,
+      token: this.secrets.open(own.tokenSealed),
+      timeoutMs: this.defaults.whatsapp.timeoutMs,
+      ...(own.template ? { template: own.template } : {}),
+    };
+    return { channel: 'whatsapp', settings, message: this.render(job, form) };
+  }
+
+  /** The form's template (or the default) filled with the data; a notification's own subject and body win. */
+  private render(job: DeliveryJob, form: Form | undefined): RenderedMessage {
+    const { data, subject, body } = job.content;
+    const template = (form?.templateId && this.store.templates.get(form.templateId)) || DEFAULT_TEMPLATE;
+    const html = body || renderHtml(template.html, data);
+    const replyTo = REPLY_TO_FIELDS.map((field) => data[field]).find((value): value is string => typeof value === 'string' && isPlainEmailAddress(value));
+    return {
+      subject: (subject || renderSubject(template.subject, data)).replace(/[\r\n]+/g, ' '),
+      html,
+      text: convert(html, { wordwrap: 100 }),
+      ...(replyTo ? { replyTo } : {}),
+    };
+  }
+}
