@@ -184,7 +184,13 @@ export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger,
 }
 
 /** The relay's parts: its master key (configured, or the data dir's own when embedded), the deployment's checks, storage to read. */
-export async function relayParts(config: Readonly<SluiceConfig>, state: StateStore, storage: () => Promise<Storage | undefined>, log: Logger): Promise<RelayParts> {
+export async function relayParts(
+  config: Readonly<SluiceConfig>,
+  state: StateStore,
+  storage: () => Promise<Storage | undefined>,
+  requeue: RelayParts['requeue'],
+  log: Logger,
+): Promise<RelayParts> {
   // A key made up here would differ from the other gateways': secrets sealed with it could not be opened there.
   if (config.nats.url && !config.relay.masterKey) throw new Error('the relay in cluster mode needs SLUICE_RELAY_MASTER_KEY (the same on every gateway)');
   const webhookEgress = webhookEgressPolicy(config);
@@ -195,6 +201,7 @@ export async function relayParts(config: Readonly<SluiceConfig>, state: StateSto
     checks: { webhookUrl: (url) => webhookEgress.checkConfiguredUrl(url) },
     storage,
     database: config.storage.database,
+    requeue,
   };
 }
 

@@ -21,6 +21,7 @@ import { openRelay, type Relay } from '../relay/index.ts';
 import { RelayJobResolver } from '../relay/delivery-resolver.ts';
 import { AttemptLog } from '../delivery/attempt-log.ts';
 import { EmailSender } from '../delivery/email.ts';
+import type { DeliveryJob } from '../delivery/job.ts';
 import type { DeliveryQueue } from '../delivery/queue.ts';
 import { RetryPolicy } from '../delivery/retry-policy.ts';
 import { WebhookSender } from '../delivery/webhook.ts';
@@ -188,7 +189,11 @@ export class SluiceGraph {
   /** The relay module (store mirrors and admin operations); its port is a role's business. */
   relay(): Promise<Relay> {
     return this.once('relay', async () => {
-      const relay = await openRelay(await relayParts(this.config, await this.state(), () => this.storageReader(), this.log));
+      const requeue = async (job: DeliveryJob) => {
+        await new AttemptLog(await this.bus(), this.log).record(job, 0, 'queued');
+        await (await this.deliveryQueue()).enqueue([job]);
+      };
+      const relay = await openRelay(await relayParts(this.config, await this.state(), () => this.storageReader(), requeue, this.log));
       this.onStop('relay', async () => relay.shutdown());
       for (const bucket of Object.keys(relay.store.statuses())) {
         this.readiness.register(`state.${bucket}`, () => relay.store.statuses()[bucket] ?? { ok: false, detail: 'gone' });

@@ -11,12 +11,15 @@
 import { randomBytes } from 'node:crypto';
 import { checkPassword, hashPassword, oneTimePassword, type Sessions } from './auth.ts';
 import { conflict, forbidden, notFound, RelayError, unauthorized, validationFailed } from './errors.ts';
-import type { CaptchaProvider, Channel, Form, RelayApiKey, Role, Site, Template, Tenant, User } from './model.ts';
+import type { CaptchaProvider, Channel, DeliverySettings, Form, RelayApiKey, Role, Site, Template, Tenant, User, Webhook } from './model.ts';
 import { E164, isEmailAddress, type BodyValidator } from './schemas.ts';
 import { sha256Hex, type Collection, type RelayStore } from './store.ts';
 import type { SubmissionQuery, SubmissionReader } from './submissions.ts';
 import { checkTemplate, DEFAULT_TEMPLATE, renderHtml, renderSubject } from './templates.ts';
 import type { SecretBox } from '../core/secret-box.ts';
+import { isPlainEmailAddress } from '../delivery/email.ts';
+import type { DeliveryHistory } from '../delivery/history.ts';
+import { JOB_STATES, type DeliveryJob, type JobState } from '../delivery/job.ts';
 
 export interface Actor {
   tenantId: string;
@@ -56,7 +59,23 @@ interface SiteBody { name?: string; allowedOrigins?: string[]; active?: boolean 
 interface CaptchaBody { provider: CaptchaProvider; siteKey: string; secret?: string; scoreThreshold?: number }
 interface FormBody { formKey?: string; name?: string; active?: boolean; templateId?: string | null }
 interface RecipientBody { channel: Channel; address: string; active?: boolean }
-interface WebhookBody { url?: string; secret?: string; active?: boolean }
+interface WebhookBody { url?: string; secret?: string; active?: boolean; rotateSecret?: boolean }
+interface DeliverySettingsBody {
+  email?: { from?: string; smtpUrl?: string } | null;
+  whatsapp?: { phoneNumberId: string; token: string; template?: { name: string; language: string } } | null;
+}
+
+/** The delivery history and manual retries, for the admin (bin/ wires them to storage and the delivery queue). */
+export interface DeliveryAccess {
+  history: DeliveryHistory;
+  /** Records the job's new series as queued and puts it on the delivery queue. */
+  requeue(job: DeliveryJob): Promise<void>;
+}
+
+/** How long a replaced webhook secret still signs calls: receivers switch within it. */
+const SECRET_ROTATION_MS = 24 * 60 * 60 * 1000;
+/** Dead jobs one "retry all" takes (a form with more is retried in several calls). */
+const RETRY_ALL_LIMIT = 1000;
 interface TemplateBody { name?: string; subject?: string; html?: string }
 interface PreviewBody { templateId?: string; subject?: string; html?: string; data?: Record<string, unknown> }
 interface UserBody { email?: string; name?: string; role?: Role; password?: string; active?: boolean }
@@ -76,6 +95,7 @@ export class RelayAdmin {
     private readonly validateBody: BodyValidator,
     private readonly submissions: SubmissionReader,
     private readonly checkWebhookUrl: WebhookUrlCheck,
+    private readonly delivery: DeliveryAccess,
   ) {}
 
   // ---- tenants and sign-in ---------------------------------------------------------------
@@ -305,7 +325,7 @@ export class RelayAdmin {
     const form = this.form(actor, siteId, formId);
     const input = this.validateBody<WebhookBody>('CreateWebhook', body);
     await this.requireWebhookUrl(input.url!);
-    const secret = input.secret ?? `whsec_${randomBytes(24).toString('base64url')}`;
+    const secret = input.secret ?? newWebhookSecret();
     const webhook = { id: id('whk'), url: input.url!, secretSealed: this.secrets.seal(secret), active: input.active ?? true };
     await this.change(this.store.forms, form.id, 'Form', (current) => ({ ...current, webhooks: [...current.webhooks, webhook] }));
     const { secretSealed: _sealed, ...visible } = webhook;
@@ -317,13 +337,14 @@ export class RelayAdmin {
     const form = this.form(actor, siteId, formId);
     const input = this.validateBody<WebhookBody>('UpdateWebhook', body);
     if (input.url !== undefined) await this.requireWebhookUrl(input.url);
+    const secret = input.rotateSecret ? newWebhookSecret() : undefined;
     const changed = await this.change(this.store.forms, form.id, 'Form', (current) => {
       if (!current.webhooks.some((w) => w.id === webhookId)) throw notFound('Webhook');
       const update = { ...(input.url !== undefined ? { url: input.url } : {}), ...(input.active !== undefined ? { active: input.active } : {}) };
-      return { ...current, webhooks: current.webhooks.map((w) => (w.id === webhookId ? { ...w, ...update } : w)) };
+      return { ...current, webhooks: current.webhooks.map((w) => (w.id === webhookId ? { ...w, ...update, ...(secret ? this.rotated(w, secret) : {}) } : w)) };
     });
-    const { secretSealed: _sealed, ...visible } = changed.webhooks.find((w) => w.id === webhookId)!;
-    return { ...visible, secretConfigured: true };
+    const { secretSealed: _sealed, previousSecretSealed: _previous, ...visible } = changed.webhooks.find((w) => w.id === webhookId)!;
+    return { ...visible, secretConfigured: true, ...(secret ? { secret } : {}) };
   }
 
   async removeWebhook(actor: Actor, siteId: string, formId: string, webhookId: string) {
@@ -339,6 +360,84 @@ export class RelayAdmin {
   listSubmissions(actor: Actor, siteId: string, formId: string, query: SubmissionQuery = {}) {
     const form = this.form(actor, siteId, formId);
     return this.submissions.list(form.tenantId, form.siteId, form.id, query);
+  }
+
+  // ---- delivery ----------------------------------------------------------------------------
+
+  /** A form's delivery jobs, dead first (`state` narrows to one state). */
+  async listJobs(actor: Actor, siteId: string, formId: string, query: { state?: string; limit?: number }) {
+    const form = this.form(actor, siteId, formId);
+    const limit = query.limit ?? 100;
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) throw validationFailed('limit', 'must be a whole number from 1 to 1000');
+    if (query.state !== undefined && !(JOB_STATES as readonly string[]).includes(query.state)) throw validationFailed('state', `must be one of ${JOB_STATES.join(', ')}`);
+    return { jobs: await this.delivery.history.jobs(form.tenantId, form.id, { limit, ...(query.state ? { state: query.state as JobState } : {}) }) };
+  }
+
+  /** One job of the tenant with every attempt of every series. */
+  async getJob(actor: Actor, jobId: string) {
+    const found = await this.delivery.history.job(actor.tenantId, jobId);
+    if (!found) throw notFound('Job');
+    const { job, state } = found;
+    return {
+      jobId: job.id, submissionId: job.submissionId, formId: job.formId, kind: job.kind, channel: job.channel, destination: job.destination,
+      createdAt: job.createdAt, state, series: job.series, attempts: await this.delivery.history.attempts(actor.tenantId, jobId),
+    };
+  }
+
+  /** Retries a dead job: a fresh series of attempts. */
+  async retryJob(actor: Actor, jobId: string) {
+    this.require(actor, 'admin');
+    const found = await this.delivery.history.job(actor.tenantId, jobId);
+    if (!found) throw notFound('Job');
+    if (found.state !== 'dead') throw conflict(`Only a dead job can be retried; this one is ${found.state}`);
+    const series = found.job.series + 1;
+    await this.delivery.requeue({ ...found.job, series });
+    return { jobId, series, state: 'queued' };
+  }
+
+  /** Retries every dead job of a form (up to RETRY_ALL_LIMIT a call). */
+  async retryDeadJobs(actor: Actor, siteId: string, formId: string) {
+    this.require(actor, 'admin');
+    const form = this.form(actor, siteId, formId);
+    const dead = await this.delivery.history.jobs(form.tenantId, form.id, { state: 'dead', limit: RETRY_ALL_LIMIT });
+    let retried = 0;
+    for (const view of dead) {
+      const found = await this.delivery.history.job(form.tenantId, view.jobId);
+      if (found?.state !== 'dead') continue;
+      await this.delivery.requeue({ ...found.job, series: found.job.series + 1 });
+      retried++;
+    }
+    return { retried, more: dead.length === RETRY_ALL_LIMIT };
+  }
+
+  getDeliverySettings(actor: Actor) {
+    return deliverySettingsView(this.store.deliverySettings.get(actor.tenantId), actor.tenantId);
+  }
+
+  /** Sets the tenant's email and WhatsApp settings; a part given as null is removed (the server's defaults apply). */
+  async putDeliverySettings(actor: Actor, body: unknown) {
+    this.require(actor, 'admin');
+    const input = this.validateBody<DeliverySettingsBody>('PutDeliverySettings', body);
+    const current = this.store.deliverySettings.get(actor.tenantId) ?? { id: actor.tenantId, tenantId: actor.tenantId, updatedAt: now() };
+    const next: DeliverySettings = { ...current, updatedAt: now() };
+    if (input.email === null) delete next.email;
+    else if (input.email) {
+      const { from, smtpUrl } = input.email;
+      if (from !== undefined && !isSenderAddress(from)) throw validationFailed('email.from', 'must be one address, `relay@example.com` or `Name <relay@example.com>`');
+      next.email = { ...current.email, ...(from !== undefined ? { from } : {}), ...(smtpUrl !== undefined ? { smtpUrlSealed: this.secrets.seal(smtpUrl) } : {}) };
+    }
+    if (input.whatsapp === null) delete next.whatsapp;
+    else if (input.whatsapp) {
+      const { phoneNumberId, token, template } = input.whatsapp;
+      next.whatsapp = { phoneNumberId, tokenSealed: this.secrets.seal(token), ...(template ? { template } : {}) };
+    }
+    await this.store.deliverySettings.put(next);
+    return deliverySettingsView(next, actor.tenantId);
+  }
+
+  /** The webhook with `secret` as its signing secret, the one it replaces still signing for a day. */
+  private rotated(webhook: Webhook, secret: string): Partial<Webhook> {
+    return { secretSealed: this.secrets.seal(secret), previousSecretSealed: webhook.secretSealed, previousSecretUntil: new Date(Date.now() + SECRET_ROTATION_MS).toISOString() };
   }
 
   // ---- templates -------------------------------------------------------------------------
@@ -592,6 +691,28 @@ export class RelayAdmin {
     if (!user || user.tenantId !== actor.tenantId) throw notFound('User');
     return user;
   }
+}
+
+/** Standard Webhooks secret: `whsec_` and the base64 of 24 random bytes. */
+function newWebhookSecret(): string {
+  return `whsec_${randomBytes(24).toString('base64')}`;
+}
+
+/** A From: one address, bare or after a display name, with no line break (it becomes a header). */
+function isSenderAddress(value: string): boolean {
+  if (/[\r\n]/.test(value)) return false;
+  const angle = /^[^<>"]*<([^<>]+)>$/.exec(value.trim());
+  return isPlainEmailAddress(angle ? angle[1]! : value.trim());
+}
+
+/** What the admin shows of delivery settings: never a token or an SMTP URL (it holds a password). */
+function deliverySettingsView(settings: DeliverySettings | undefined, tenantId: string) {
+  return {
+    tenantId,
+    email: settings?.email ? { from: settings.email.from ?? null, smtpServerConfigured: settings.email.smtpUrlSealed !== undefined } : null,
+    whatsapp: settings?.whatsapp ? { phoneNumberId: settings.whatsapp.phoneNumberId, tokenConfigured: true, template: settings.whatsapp.template ?? null } : null,
+    updatedAt: settings?.updatedAt ?? null,
+  };
 }
 
 function unique(values: string[]): string[] {

@@ -95,6 +95,13 @@ function routes(deps: RelayHttpDeps): Route[] {
       admin.removeWebhook(a, p(c, 'siteId'), p(c, 'formId'), p(c, 'webhookId')), 204),
     r('GET', '/api/v1/admin/sites/:siteId/forms/:formId/submissions', 'session', (c, a) =>
       admin.listSubmissions(a, p(c, 'siteId'), p(c, 'formId'), pageQuery(c.request.query))),
+    r('GET', '/api/v1/admin/sites/:siteId/forms/:formId/jobs', 'session', (c, a) =>
+      admin.listJobs(a, p(c, 'siteId'), p(c, 'formId'), jobQuery(c.request.query))),
+    r('POST', '/api/v1/admin/sites/:siteId/forms/:formId/jobs/retry-dead', 'session', (c, a) => admin.retryDeadJobs(a, p(c, 'siteId'), p(c, 'formId')), 202),
+    r('GET', '/api/v1/admin/jobs/:jobId', 'session', (c, a) => admin.getJob(a, p(c, 'jobId'))),
+    r('POST', '/api/v1/admin/jobs/:jobId/retry', 'session', (c, a) => admin.retryJob(a, p(c, 'jobId')), 202),
+    r('GET', '/api/v1/admin/delivery-settings', 'session', (_c, a) => admin.getDeliverySettings(a)),
+    r('PUT', '/api/v1/admin/delivery-settings', 'session', (c, a) => admin.putDeliverySettings(a, c.body)),
     r('GET', '/api/v1/admin/templates', 'session', (_c, a) => admin.listTemplates(a)),
     r('POST', '/api/v1/admin/templates', 'session', (c, a) => admin.createTemplate(a, c.body)),
     r('POST', '/api/v1/admin/templates/preview', 'session', (c, a) => admin.previewTemplate(a, c.body), 200),
@@ -117,6 +124,13 @@ function pageQuery(query: string): SubmissionQuery {
   const limit = params.get('limit');
   const before = params.get('before');
   return { ...(limit !== null ? { limit: /^\d+$/.test(limit) ? Number(limit) : NaN } : {}), ...(before !== null ? { before } : {}) };
+}
+
+function jobQuery(query: string): { state?: string; limit?: number } {
+  const params = new URLSearchParams(query);
+  const limit = params.get('limit');
+  const state = params.get('state');
+  return { ...(limit !== null ? { limit: /^\d+$/.test(limit) ? Number(limit) : NaN } : {}), ...(state !== null ? { state } : {}) };
 }
 
 /** The status of a route's success. */

@@ -5,7 +5,10 @@
  * handler on the relay port.
  */
 import type { Bus } from '../bus/bus.ts';
+import { DeliveryHistory } from '../delivery/history.ts';
+import type { DeliveryJob } from '../delivery/job.ts';
 import type { DeliveryQueue } from '../delivery/queue.ts';
+import { RelayError } from './errors.ts';
 import type { ByteBudget } from '../core/byte-budget.ts';
 import type { Logger } from '../core/log.ts';
 import type { SecretBox } from '../core/secret-box.ts';
@@ -48,6 +51,8 @@ export interface RelayParts {
   /** Storage, for listing submissions: undefined in a process without it. Opened on first use. */
   storage: () => Promise<Storage | undefined>;
   database: string;
+  /** A manual retry: records the job's new series as queued and puts it on the delivery queue. */
+  requeue: (job: DeliveryJob) => Promise<void>;
 }
 
 export interface Relay {
@@ -66,7 +71,13 @@ export async function openRelay(parts: RelayParts): Promise<Relay> {
   await store.start();
   const sessions = new Sessions(keys.sessionKey, store);
   const validate = createBodyValidator();
-  const admin = new RelayAdmin(store, keys.secrets, sessions, validate, new SubmissionReader(parts.storage, parts.database), parts.checks.webhookUrl);
+  const storage = async () => {
+    const opened = await parts.storage();
+    if (!opened) throw new RelayError(503, 'The delivery history is read from storage, which this process does not open: set CLICKHOUSE_URL on it');
+    return opened;
+  };
+  const delivery = { history: new DeliveryHistory(storage, parts.database), requeue: parts.requeue };
+  const admin = new RelayAdmin(store, keys.secrets, sessions, validate, new SubmissionReader(parts.storage, parts.database), parts.checks.webhookUrl, delivery);
   return { store, admin, sessions, secrets: keys.secrets, validate, shutdown: () => store.shutdown() };
 }
 

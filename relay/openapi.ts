@@ -27,6 +27,7 @@ const BODIES: Record<string, AdminSchemaName> = {
   'POST /api/v1/admin/users': 'CreateUser',
   'PATCH /api/v1/admin/users/:userId': 'UpdateUser',
   'POST /api/v1/admin/api-keys': 'CreateApiKey',
+  'PUT /api/v1/admin/delivery-settings': 'PutDeliverySettings',
 };
 
 const error = { content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };

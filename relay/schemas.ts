@@ -16,6 +16,8 @@ const password = { type: 'string', minLength: 12, maxLength: 256, description: '
 const origin = { type: 'string', format: 'origin', maxLength: 300, description: 'scheme://host[:port], no path, no trailing slash.' } as const;
 // Checked by the deployment's egress policy (RelayAdmin, after the body), not by a format: the check looks the host up.
 const webhookUrl = { type: 'string', minLength: 1, maxLength: 2048, description: 'http(s) URL of a public host (no credentials; loopback and private addresses refused).' } as const;
+/** Standard Webhooks: `whsec_` and the base64 of a key of at least 16 bytes. */
+const webhookSecret = { type: 'string', pattern: '^whsec_[A-Za-z0-9+/]{22,}={0,2}$', maxLength: 256, description: 'Signing secret: whsec_ and the base64 of 16 to 180 random bytes (default: generated and shown once).' } as const;
 const key = (what: string) => ({ type: 'string', pattern: '^[A-Za-z0-9_-]{1,100}$', description: `${what}: letters, digits, _ and -, at most 100.` }) as const;
 
 function object(properties: Record<string, unknown>, required: string[] = [], extra: Record<string, unknown> = {}) {
@@ -45,8 +47,27 @@ export const ADMIN_SCHEMAS = {
     ['channel', 'address'],
   ),
   UpdateRecipient: object({ active: { type: 'boolean' } }, ['active']),
-  CreateWebhook: object({ url: webhookUrl, secret: { type: 'string', minLength: 16, maxLength: 256, description: 'Signing secret (default: generated and shown once).' }, active: { type: 'boolean' } }, ['url']),
-  UpdateWebhook: object({ url: webhookUrl, active: { type: 'boolean' } }, [], { minProperties: 1 }),
+  CreateWebhook: object({ url: webhookUrl, secret: webhookSecret, active: { type: 'boolean' } }, ['url']),
+  UpdateWebhook: object({
+    url: webhookUrl,
+    active: { type: 'boolean' },
+    rotateSecret: { type: 'boolean', description: 'true: a new signing secret (shown once); calls are signed with the old one too for 24 hours.' },
+  }, [], { minProperties: 1 }),
+  PutDeliverySettings: object({
+    email: {
+      anyOf: [{ type: 'null' }, object({
+        from: { type: 'string', minLength: 3, maxLength: 320, description: '`relay@example.com` or `Name <relay@example.com>`; default: the server\'s SLUICE_SMTP_FROM.' },
+        smtpUrl: { type: 'string', pattern: '^smtps?://[^\\s]+$', maxLength: 2048, description: 'The tenant\'s SMTP server with credentials (smtp://user:pass@host:587); stored sealed, never shown. Default: the server\'s.' },
+      })],
+    },
+    whatsapp: {
+      anyOf: [{ type: 'null' }, object({
+        phoneNumberId: { type: 'string', pattern: '^[0-9]{1,30}$', description: 'The Cloud API phone number id (not the number).' },
+        token: { type: 'string', minLength: 10, maxLength: 1024, description: 'A Cloud API access token; stored sealed, never shown.' },
+        template: object({ name: { type: 'string', pattern: '^[a-z0-9_]{1,512}$' }, language: { type: 'string', pattern: '^[a-z]{2,3}(_[A-Z]{2})?$' } }, ['name', 'language']),
+      }, ['phoneNumberId', 'token'])],
+    },
+  }, [], { minProperties: 1 }),
   CreateTemplate: object({ name, subject: { type: 'string', minLength: 1, maxLength: 500 }, html: { type: 'string', minLength: 1, maxLength: 100_000 } }, ['name', 'subject', 'html']),
   UpdateTemplate: object({ name, subject: { type: 'string', minLength: 1, maxLength: 500 }, html: { type: 'string', minLength: 1, maxLength: 100_000 } }, [], { minProperties: 1 }),
   PreviewTemplate: object(

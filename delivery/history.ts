@@ -1,0 +1,150 @@
+/**
+ * Reading the delivery history back for the admin API and the CLI: a form's jobs with their
+ * state (dead first), one job's attempts, and a job as it was created (for a manual retry). Jobs
+ * are rows of relay_delivery_jobs (content: their submission's row); their state is the latest
+ * record in relay_delivery_attempts, and `queued` while there is none.
+ */
+import { quoteIdentifier, quoteString, type Storage } from '../storage/storage.ts';
+import { type DeliveryChannel, type DeliveryJob, type JobKind, type JobState } from './job.ts';
+
+export interface JobView {
+  jobId: string;
+  submissionId: string;
+  kind: string;
+  channel: string;
+  destination: string;
+  createdAt: string;
+  state: JobState;
+  /** The series of the latest record (1, then +1 per manual retry). */
+  series: number;
+  /** Attempts made in that series. */
+  attempts: number;
+  lastError: string;
+  providerStatus: string;
+  updatedAt: string | null;
+  /** When a failed job is tried next. */
+  nextAttemptAt: string | null;
+}
+
+export interface AttemptView {
+  series: number;
+  attempt: number;
+  state: string;
+  at: string;
+  durationMs: number;
+  error: string;
+  providerStatus: string;
+  nextAttemptAt: string | null;
+}
+
+export interface JobQuery {
+  state?: JobState;
+  limit: number;
+}
+
+/** The order of a listing: what needs someone first. */
+const NEEDS_ATTENTION_FIRST: readonly JobState[] = ['dead', 'failed', 'sending', 'queued', 'delivered'];
+
+/** The latest record of each job, as columns of one row per JobId. */
+const LATEST = `argMax(State, (Series, Attempt, At)) AS State, max(Series) AS Series, argMax(Attempt, (Series, Attempt, At)) AS Attempts,
+  argMaxIf(Error, (Series, Attempt, At), Error != '') AS LastError, argMax(ProviderStatus, (Series, Attempt, At)) AS ProviderStatus,
+  toString(toUnixTimestamp64Milli(max(At))) AS UpdatedMs, toString(toUnixTimestamp64Milli(argMax(NextAttemptAt, (Series, Attempt, At)))) AS NextMs`;
+
+export class DeliveryHistory {
+  constructor(private readonly storage: () => Promise<Storage>, private readonly database: string) {}
+
+  /** A form's jobs, dead first, then failed, sending, queued, delivered; newest first within each. */
+  async jobs(tenantId: string, formId: string, query: JobQuery): Promise<JobView[]> {
+    const db = quoteIdentifier(this.database);
+    const t = quoteString(tenantId);
+    const f = quoteString(formId);
+    const order = `[${NEEDS_ATTENTION_FIRST.map(quoteString).join(', ')}]`;
+    const sql = `SELECT * FROM (
+      SELECT toString(j.JobId) AS jobId, j.SubmissionId AS submissionId, j.Kind AS kind, j.Channel AS channel, j.Destination AS destination,
+        toString(toUnixTimestamp64Milli(j.CreatedAt)) AS createdMs, if(a.State = '', 'queued', a.State) AS state, a.Series AS series,
+        a.Attempts AS attempts, a.LastError AS lastError, a.ProviderStatus AS providerStatus, a.UpdatedMs AS updatedMs, a.NextMs AS nextMs
+      FROM ${db}.relay_delivery_jobs AS j
+      LEFT JOIN (SELECT JobId, ${LATEST} FROM ${db}.relay_delivery_attempts WHERE TenantId = ${t} AND FormId = ${f} GROUP BY JobId) AS a ON a.JobId = j.JobId
+      WHERE j.TenantId = ${t} AND j.SubmissionId IN (SELECT toString(SubmissionId) FROM ${db}.relay_submissions WHERE TenantId = ${t} AND FormId = ${f})
+    ) ${query.state ? `WHERE state = ${quoteString(query.state)}` : ''}
+    ORDER BY indexOf(${order}, state), createdMs DESC, jobId LIMIT ${query.limit}`;
+    return (await this.rows<Record<string, string | number>>(sql)).map((row) => ({
+      jobId: String(row.jobId),
+      submissionId: String(row.submissionId),
+      kind: String(row.kind),
+      channel: String(row.channel),
+      destination: String(row.destination),
+      createdAt: iso(row.createdMs)!,
+      state: row.state as JobState,
+      series: Number(row.series) || 1,
+      attempts: Number(row.attempts),
+      lastError: String(row.lastError ?? ''),
+      providerStatus: String(row.providerStatus ?? ''),
+      updatedAt: iso(row.updatedMs),
+      nextAttemptAt: row.state === 'failed' ? iso(row.nextMs) : null,
+    }));
+  }
+
+  /** Every record of one job, oldest first. */
+  async attempts(tenantId: string, jobId: string): Promise<AttemptView[]> {
+    const sql = `SELECT Series, Attempt, State, toString(toUnixTimestamp64Milli(At)) AS AtMs, DurationMs, Error, ProviderStatus,
+        toString(toUnixTimestamp64Milli(NextAttemptAt)) AS NextMs
+      FROM ${quoteIdentifier(this.database)}.relay_delivery_attempts
+      WHERE TenantId = ${quoteString(tenantId)} AND JobId = toUUIDOrZero(${quoteString(jobId)}) ORDER BY Series, At, Attempt`;
+    return (await this.rows<Record<string, string | number>>(sql)).map((row) => ({
+      series: Number(row.Series),
+      attempt: Number(row.Attempt),
+      state: String(row.State),
+      at: iso(row.AtMs)!,
+      durationMs: Number(row.DurationMs),
+      error: String(row.Error),
+      providerStatus: String(row.ProviderStatus),
+      nextAttemptAt: row.State === 'failed' ? iso(row.NextMs) : null,
+    }));
+  }
+
+  /** The job as created (its latest series and state beside it), or undefined when the tenant has no such job. */
+  async job(tenantId: string, jobId: string): Promise<{ job: DeliveryJob; state: JobState } | undefined> {
+    const db = quoteIdentifier(this.database);
+    const t = quoteString(tenantId);
+    const id = `toUUIDOrZero(${quoteString(jobId)})`;
+    const [row] = await this.rows<Record<string, string | number>>(`SELECT j.SubmissionId AS submissionId, j.Kind AS kind, j.Channel AS channel,
+        j.Destination AS destination, j.Subject AS subject, j.Body AS body, toString(toUnixTimestamp64Milli(j.CreatedAt)) AS createdMs,
+        if(a.State = '', 'queued', a.State) AS state, a.Series AS series
+      FROM ${db}.relay_delivery_jobs AS j
+      LEFT JOIN (SELECT JobId, ${LATEST} FROM ${db}.relay_delivery_attempts WHERE TenantId = ${t} AND JobId = ${id} GROUP BY JobId) AS a ON a.JobId = j.JobId
+      WHERE j.TenantId = ${t} AND j.JobId = ${id} LIMIT 1`);
+    if (!row) return undefined;
+    const submissionId = String(row.submissionId);
+    const [submission] = submissionId
+      ? await this.rows<Record<string, string>>(`SELECT SiteId, FormId, Data, Subject, Body FROM ${db}.relay_submissions
+          WHERE TenantId = ${t} AND SubmissionId = toUUIDOrZero(${quoteString(submissionId)}) LIMIT 1`)
+      : [];
+    const job: DeliveryJob = {
+      id: jobId,
+      series: Number(row.series) || 1,
+      tenantId,
+      siteId: submission?.SiteId ?? '',
+      formId: submission?.FormId ?? '',
+      submissionId,
+      kind: String(row.kind) as JobKind,
+      channel: String(row.channel) as DeliveryChannel,
+      destination: String(row.destination),
+      createdAt: iso(row.createdMs)!,
+      content: submission
+        ? { data: JSON.parse(submission.Data) as Record<string, unknown>, subject: submission.Subject, body: submission.Body }
+        : { data: {}, subject: String(row.subject), body: String(row.body) },
+    };
+    return { job, state: row.state as JobState };
+  }
+
+  private async rows<T>(sql: string): Promise<T[]> {
+    const text = await (await this.storage()).query(sql, 'JSONEachRow');
+    return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as T);
+  }
+}
+
+function iso(ms: string | number | undefined): string | null {
+  const value = Number(ms);
+  return Number.isFinite(value) && value > 0 ? new Date(value).toISOString() : null;
+}
