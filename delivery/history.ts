@@ -46,8 +46,9 @@ export interface JobQuery {
 const NEEDS_ATTENTION_FIRST: readonly JobState[] = ['dead', 'failed', 'sending', 'queued', 'delivered'];
 
 /** The latest record of each job, as columns of one row per JobId. */
-const LATEST = `argMax(State, (Series, Attempt, At)) AS State, max(Series) AS Series, argMax(Attempt, (Series, Attempt, At)) AS Attempts,
-  argMaxIf(Error, (Series, Attempt, At), Error != '') AS LastError, argMax(ProviderStatus, (Series, Attempt, At)) AS ProviderStatus,
+/** (Aliases differ from the columns: ClickHouse would read `Series` in a later argMax as the alias.) */
+const LATEST = `argMax(State, (Series, Attempt, At)) AS LatestState, max(Series) AS LatestSeries, argMax(Attempt, (Series, Attempt, At)) AS Attempts,
+  argMaxIf(Error, (Series, Attempt, At), Error != '') AS LastError, argMax(ProviderStatus, (Series, Attempt, At)) AS LastProviderStatus,
   toString(toUnixTimestamp64Milli(max(At))) AS UpdatedMs, toString(toUnixTimestamp64Milli(argMax(NextAttemptAt, (Series, Attempt, At)))) AS NextMs`;
 
 export class DeliveryHistory {
@@ -61,8 +62,8 @@ export class DeliveryHistory {
     const order = `[${NEEDS_ATTENTION_FIRST.map(quoteString).join(', ')}]`;
     const sql = `SELECT * FROM (
       SELECT toString(j.JobId) AS jobId, j.SubmissionId AS submissionId, j.Kind AS kind, j.Channel AS channel, j.Destination AS destination,
-        toString(toUnixTimestamp64Milli(j.CreatedAt)) AS createdMs, if(a.State = '', 'queued', a.State) AS state, a.Series AS series,
-        a.Attempts AS attempts, a.LastError AS lastError, a.ProviderStatus AS providerStatus, a.UpdatedMs AS updatedMs, a.NextMs AS nextMs
+        toString(toUnixTimestamp64Milli(j.CreatedAt)) AS createdMs, if(a.LatestState = '', 'queued', a.LatestState) AS state, a.LatestSeries AS series,
+        a.Attempts AS attempts, a.LastError AS lastError, a.LastProviderStatus AS providerStatus, a.UpdatedMs AS updatedMs, a.NextMs AS nextMs
       FROM ${db}.relay_delivery_jobs AS j
       LEFT JOIN (SELECT JobId, ${LATEST} FROM ${db}.relay_delivery_attempts WHERE TenantId = ${t} AND FormId = ${f} GROUP BY JobId) AS a ON a.JobId = j.JobId
       WHERE j.TenantId = ${t} AND j.SubmissionId IN (SELECT toString(SubmissionId) FROM ${db}.relay_submissions WHERE TenantId = ${t} AND FormId = ${f})
@@ -110,7 +111,7 @@ export class DeliveryHistory {
     const id = `toUUIDOrZero(${quoteString(jobId)})`;
     const [row] = await this.rows<Record<string, string | number>>(`SELECT j.SubmissionId AS submissionId, j.Kind AS kind, j.Channel AS channel,
         j.Destination AS destination, j.Subject AS subject, j.Body AS body, toString(toUnixTimestamp64Milli(j.CreatedAt)) AS createdMs,
-        if(a.State = '', 'queued', a.State) AS state, a.Series AS series
+        if(a.LatestState = '', 'queued', a.LatestState) AS state, a.LatestSeries AS series
       FROM ${db}.relay_delivery_jobs AS j
       LEFT JOIN (SELECT JobId, ${LATEST} FROM ${db}.relay_delivery_attempts WHERE TenantId = ${t} AND JobId = ${id} GROUP BY JobId) AS a ON a.JobId = j.JobId
       WHERE j.TenantId = ${t} AND j.JobId = ${id} LIMIT 1`);
