@@ -50,6 +50,15 @@ const USAGE = `usage: sluice <command>
   relay recipients remove --site ID --form ID --recipient ID
   relay submissions list --site ID --form ID [--limit N] [--before CURSOR]   (newest first)
   relay webhooks add --site ID --form ID --url URL      (prints the signing secret once)
+  relay jobs list --site ID --form ID [--state queued|sending|delivered|failed|dead] [--limit N]   (dead first)
+  relay jobs show --tenant ID --job ID                  a delivery job and every attempt
+  relay jobs retry --tenant ID --job ID                 retry a dead job (a fresh series of attempts)
+  relay jobs retry-dead --site ID --form ID             retry every dead job of a form
+  relay delivery show --tenant ID
+  relay delivery set-email --tenant ID [--from ADDR] [--secret-file F (the SMTP URL with credentials; - for stdin)]
+  relay delivery set-whatsapp --tenant ID --phone-number-id ID --secret-file F (the access token)
+                              [--template NAME --language en_US]
+  relay delivery clear --tenant ID --channel email|whatsapp   (back to the server's defaults)
   relay api-keys create --site ID --name N              (prints the key once)
   relay api-keys list --tenant ID | relay api-keys revoke --tenant ID --key KEY_ID
   relay users create --tenant ID --email E --role owner|admin|member | relay users list --tenant ID
@@ -133,7 +142,8 @@ function timeOption(name: string, value: string | undefined, fallbackMs: number)
 
 const RELAY_OPTIONS = [
   'tenant', 'owner', 'name', 'site', 'form', 'key', 'channel', 'address', 'url', 'provider', 'site-key', 'secret-file',
-  'score-threshold', 'email', 'role', 'active', 'recipient', 'template', 'limit', 'before',
+  'score-threshold', 'email', 'role', 'active', 'recipient', 'template', 'limit', 'before', 'state', 'job', 'from',
+  'phone-number-id', 'language',
 ] as const;
 
 /** The options of a `sluice relay` command; a secret is read from a file (or stdin), never from argv. */

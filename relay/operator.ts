@@ -93,6 +93,26 @@ export const OPERATOR_COMMANDS: Record<string, Operation> = {
     const limit = integer(input, 'limit');
     return admin.listSubmissions(actor(), str(input, 'site'), str(input, 'form'), { ...(limit !== undefined ? { limit } : {}), ...(input.before ? { before: str(input, 'before') } : {}) });
   },
+  'jobs list': (admin, actor, input) => {
+    const limit = integer(input, 'limit');
+    return admin.listJobs(actor(), str(input, 'site'), str(input, 'form'), { ...(limit !== undefined ? { limit } : {}), ...(input.state ? { state: str(input, 'state') } : {}) });
+  },
+  'jobs show': (admin, actor, input) => admin.getJob(actor(), str(input, 'job')),
+  'jobs retry': (admin, actor, input) => admin.retryJob(actor(), str(input, 'job')),
+  'jobs retry-dead': (admin, actor, input) => admin.retryDeadJobs(actor(), str(input, 'site'), str(input, 'form')),
+  'delivery show': (admin, actor) => admin.getDeliverySettings(actor()),
+  'delivery set-email': (admin, actor, input) =>
+    // The SMTP URL holds a password: it comes from --secret-file, never the command line.
+    admin.putDeliverySettings(actor(), { email: { ...(input.from ? { from: str(input, 'from') } : {}), ...(input.secret !== undefined ? { smtpUrl: str(input, 'secret') } : {}) } }),
+  'delivery set-whatsapp': (admin, actor, input) =>
+    admin.putDeliverySettings(actor(), {
+      whatsapp: {
+        phoneNumberId: str(input, 'phone-number-id'),
+        token: str(input, 'secret'),
+        ...(input.template ? { template: { name: str(input, 'template'), language: str(input, 'language') } } : {}),
+      },
+    }),
+  'delivery clear': (admin, actor, input) => admin.putDeliverySettings(actor(), { [str(input, 'channel')]: null }),
   'webhooks add': (admin, actor, input) => admin.addWebhook(actor(), str(input, 'site'), str(input, 'form'), { url: str(input, 'url') }),
   'api-keys create': (admin, actor, input) => admin.createApiKey(actor(), { siteId: str(input, 'site'), name: str(input, 'name') }),
   'api-keys list': (admin, actor) => admin.listApiKeys(actor()),

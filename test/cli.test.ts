@@ -234,6 +234,42 @@ describe('sluice CLI', () => {
       expect(listed.submissions).toEqual([expect.objectContaining({ submissionId, data: { item: 'tea' }, jobs: 0 })]);
     });
 
+    it('lists delivery jobs dead first, shows their attempts, retries them, and sets delivery settings without echoing secrets', async () => {
+      const relay = async (...args: string[]) => JSON.parse((await sluice(['relay', ...args])).stdout);
+      const relayPort = JSON.parse(logs.find((l) => l.includes('sluice is serving'))!).relayPort;
+      const { tenant } = await relay('onboard', '--tenant', 'Gamma', '--owner', 'owner@gamma.test');
+      const site = await relay('sites', 'create', '--tenant', tenant.id, '--name', 'Web');
+      const form = await relay('forms', 'create', '--site', site.id, '--name', 'Contact', '--key', 'contact');
+      await relay('recipients', 'add', '--site', site.id, '--form', form.id, '--channel', 'email', '--address', 'team@gamma.test');
+      const posted = await fetch(`http://127.0.0.1:${relayPort}/api/v1/submissions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ siteKey: site.siteKey, formKey: 'contact', data: { hello: 'cli' } }),
+      });
+      expect(posted.status).toBe(201);
+      // No SMTP server is configured here: the email job cannot be sent and is dead at once, saying why.
+      const [dead] = await eventually(async () => {
+        const { jobs } = await relay('jobs', 'list', '--site', site.id, '--form', form.id, '--state', 'dead');
+        return jobs.length === 1 ? jobs : undefined;
+      }, 30_000, 200);
+      expect(dead).toMatchObject({ channel: 'email', destination: 'team@gamma.test', attempts: 1, providerStatus: 'not sent' });
+      expect(dead.lastError).toMatch(/no SMTP server is configured/);
+      const shown = await relay('jobs', 'show', '--tenant', tenant.id, '--job', dead.jobId);
+      expect(shown.attempts.map((a: { state: string }) => a.state)).toEqual(['sending', 'dead']);
+      expect(await relay('jobs', 'retry', '--tenant', tenant.id, '--job', dead.jobId)).toEqual({ jobId: dead.jobId, series: 2, state: 'queued' });
+      const again = await eventually(async () => {
+        const job = await relay('jobs', 'show', '--tenant', tenant.id, '--job', dead.jobId);
+        return job.state === 'dead' && job.series === 2 ? job : undefined;
+      }, 30_000, 200);
+      expect(again.attempts.map((a: { series: number; state: string }) => `${a.series}:${a.state}`)).toEqual(['1:sending', '1:dead', '2:queued', '2:sending', '2:dead']);
+
+      const smtpUrlFile = join(dataDir, '..', 'gamma-smtp-url');
+      await writeFile(smtpUrlFile, 'smtp://gamma:s3cret-password@mail.gamma.test:587\n');
+      const settings = await relay('delivery', 'set-email', '--tenant', tenant.id, '--from', 'Gamma <forms@gamma.test>', '--secret-file', smtpUrlFile);
+      expect(settings.email).toEqual({ from: 'Gamma <forms@gamma.test>', smtpServerConfigured: true });
+      expect(JSON.stringify(await relay('delivery', 'show', '--tenant', tenant.id))).not.toContain('s3cret');
+    });
+
     it('never logs API keys', () => {
       expect(logs.join('\n')).not.toContain(created.apiKey);
     });
