@@ -194,6 +194,27 @@ describe('delivery of a submission', () => {
   });
 });
 
+describe('webhook secret rotation', () => {
+  it('signs with the new and the previous secret for a day, so a receiver on either verifies', async () => {
+    const hook = await receiver();
+    const { site, form } = await formFor({ hook });
+    const oldSecret = hook.secret;
+    const webhookId = form.webhooks?.[0]?.id ?? (await relay.admin('GET', `/admin/sites/${site.id}/forms/${form.id}`)).webhooks[0].id;
+    const rotated = await relay.admin('PATCH', `/admin/sites/${site.id}/forms/${form.id}/webhooks/${webhookId}`, { rotateSecret: true });
+    expect(rotated.secret).toMatch(/^whsec_[A-Za-z0-9+/]+=*$/);
+    expect(rotated.secret).not.toBe(oldSecret);
+    expect(JSON.stringify(rotated)).not.toContain('Sealed');
+    await submit(site, form, { name: 'Dee' });
+    await allJobs(site, form, 'delivered', 1);
+    const [call] = hook.calls;
+    expect(String(call!.headers['webhook-signature']).split(' ')).toHaveLength(2);
+    expect(call!.verified).toBe(true); // with the old secret
+    hook.secret = rotated.secret;
+    const { Webhook } = await import('standardwebhooks');
+    expect(() => new Webhook(rotated.secret).verify(call!.body, call!.headers as Record<string, string>)).not.toThrow();
+  });
+});
+
 describe('delivery of a notification', () => {
   it('fires webhooks only when it names no recipients', async () => {
     const hook = await receiver();
