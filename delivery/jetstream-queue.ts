@@ -42,6 +42,8 @@ export class JetStreamDeliveryQueue implements DeliveryQueue {
   private consuming = false;
   private lastError: string | undefined;
   private lastFullAt = 0;
+  /** Why the last pull failed, until one succeeds again: the workers get nothing meanwhile. */
+  private pullFailure: string | undefined;
 
   constructor(private readonly nc: NatsConnection, private readonly options: JetStreamDeliveryQueueOptions) {
     this.js = jetstream(nc, { timeout: 5000 });
@@ -104,6 +106,7 @@ export class JetStreamDeliveryQueue implements DeliveryQueue {
     const figures = { attempting: this.running.size };
     if (this.stopped) return { 'delivery.queue': { ok: false, detail: 'shutting down', figures } };
     if (this.nc.isClosed()) return { 'delivery.queue': { ok: false, detail: 'the NATS connection is closed', figures } };
+    if (this.pullFailure) return { 'delivery.queue': { ok: false, detail: `cannot pull jobs from JetStream: ${this.pullFailure}`, figures } };
     if (Date.now() - this.lastFullAt < 10_000) return { 'delivery.queue': { ok: false, detail: 'the delivery stream is full: intake is refused with 503', figures } };
     return { 'delivery.queue': { ok: true, figures, ...(this.lastError ? { detail: `last failure: ${this.lastError}` } : {}) } };
   }
@@ -112,9 +115,10 @@ export class JetStreamDeliveryQueue implements DeliveryQueue {
   private async pull(consumer: Consumer, max: number, signal: AbortSignal, start: (message: JsMsg) => void): Promise<void> {
     try {
       for await (const message of await consumer.fetch({ max_messages: max, expires: 5000 })) start(message);
+      this.pullFailure = undefined;
     } catch (err) {
       // NATS away or restarting: the client reconnects by itself; pull again shortly.
-      this.lastError = (err as Error).message;
+      this.lastError = this.pullFailure = (err as Error).message;
       this.options.log.warn({ err: this.lastError }, 'delivery queue: pull from JetStream failed; retrying');
       await sleep(1000, signal);
     }

@@ -42,15 +42,17 @@ beforeAll(async () => {
   services = (parse(stdout) as { services: Record<string, Service> }).services;
 });
 
-const SLUICE_ROLES = ['gateway-1', 'gateway-2', 'consumer-1', 'consumer-2', 'migrate'];
+const SLUICE_ROLES = ['gateway-1', 'gateway-2', 'consumer-1', 'consumer-2', 'deliver-1', 'migrate'];
 const NATS = ['nats-1', 'nats-2', 'nats-3'];
 const healthy = { condition: 'service_healthy' };
 
 describe('docker-compose.yml', () => {
   it('is accepted by Compose and runs the cluster the README describes', () => {
     expect(Object.keys(services).sort()).toEqual(
-      ['clickhouse', 'consumer-1', 'consumer-2', 'gateway-1', 'gateway-2', 'lb', 'migrate', 'nats-1', 'nats-2', 'nats-3', 'redis'],
+      ['clickhouse', 'consumer-1', 'consumer-2', 'deliver-1', 'gateway-1', 'gateway-2', 'lb', 'migrate', 'nats-1', 'nats-2', 'nats-3', 'redis'],
     );
+    expect(services['deliver-1']!.command).toEqual(['deliver']);
+    expect(services['deliver-1']!.environment!.SLUICE_RELAY_MASTER_KEY).toBe(MASTER_KEY);
     for (const name of ['gateway-1', 'gateway-2']) expect(services[name]!.command).toEqual(['gateway']);
     for (const name of ['consumer-1', 'consumer-2']) expect(services[name]!.command).toEqual(['consume']);
     expect(services.migrate!.command).toEqual(['migrate']);
@@ -92,6 +94,7 @@ describe('docker-compose.yml', () => {
     for (const name of ['consumer-1', 'consumer-2']) {
       expect(services[name]!.depends_on, name).toEqual({ ...natsReady, clickhouse: healthy, migrate: { condition: 'service_completed_successfully' } });
     }
+    expect(services['deliver-1']!.depends_on).toEqual(natsReady);
     expect(services.lb!.depends_on).toEqual({ 'gateway-1': healthy, 'gateway-2': healthy });
   });
 
