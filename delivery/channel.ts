@@ -31,3 +31,16 @@ export const MAX_ERROR_CHARS = 1000;
 export function clip(text: string, limit = MAX_ERROR_CHARS): string {
   return text.length <= limit ? text : `${text.slice(0, limit - 1)}…`;
 }
+
+/** A Retry-After longer than this is taken as this: a broken peer must not park a job for weeks. */
+const MAX_RETRY_AFTER_MS = 24 * 60 * 60 * 1000;
+
+/** Retry-After as milliseconds from now: delay-seconds or an HTTP date; undefined when absent or unreadable. */
+export function parseRetryAfter(value: string | undefined, now = Date.now()): number | undefined {
+  const text = value?.trim();
+  if (!text) return undefined;
+  if (/^\d+$/.test(text)) return Math.min(Number(text) * 1000, MAX_RETRY_AFTER_MS);
+  // The three HTTP date formats start with the day's name; Date.parse alone would take '-5' for a year.
+  const at = /^[A-Za-z]{3}/.test(text) ? Date.parse(text) : Number.NaN;
+  return Number.isNaN(at) ? undefined : Math.min(Math.max(0, at - now), MAX_RETRY_AFTER_MS);
+}

@@ -3,6 +3,7 @@
  * bodies, envelope), what never arrives (injected headers and recipients), how each kind of
  * refusal is classified, and how transports are pooled, rate-limited, signed and closed.
  */
+import { freePort } from '../test/sluice-processes.ts';
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { simpleParser, type ParsedMail } from 'mailparser';
@@ -142,14 +143,6 @@ function headerLines(raw: string, name: string): string[] {
     .filter((line) => line.toLowerCase().startsWith(`${name.toLowerCase()}:`));
 }
 
-/** A port nothing listens on: bound once, then closed. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /** Rejects with an SMTP reply code, as an smtp-server handler does. */
 function smtpError(text: string, responseCode: number): Error {
@@ -302,7 +295,7 @@ describe('header injection', () => {
 
   it('rejects a malformed messageId or jobId as the caller bug it is', async () => {
     const sender = newSender();
-    const settings = settingsFor(await closedPort());
+    const settings = settingsFor(await freePort());
     await expect(sender.send(settings, addressing({ messageId: '<a@b>\r\nBcc: x@evil.test' }), message())).rejects.toThrow(TypeError);
     await expect(sender.send(settings, addressing({ jobId: 'job\r\nBcc: x@evil.test' }), message())).rejects.toThrow(TypeError);
   });
@@ -337,7 +330,7 @@ describe('classification', () => {
   });
 
   it('a server that is down is transient', async () => {
-    const outcome = await newSender().send(settingsFor(await closedPort()), addressing(), message());
+    const outcome = await newSender().send(settingsFor(await freePort()), addressing(), message());
     expect(outcome).toMatchObject({ kind: 'transient', providerStatus: 'smtp connection' });
   });
 

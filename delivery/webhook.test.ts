@@ -20,7 +20,8 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_ERROR_CHARS } from './channel.ts';
 import { EgressPolicy, type ResolvedAddress } from './egress.ts';
-import { parseRetryAfter, WebhookSender, type ConnectOptions } from './webhook.ts';
+import { parseRetryAfter } from './channel.ts';
+import { WebhookSender, type ConnectOptions } from './webhook.ts';
 
 // ---- loopback only ------------------------------------------------------------------------
 

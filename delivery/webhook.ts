@@ -12,7 +12,7 @@ import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
-import { clip, type AttemptOutcome } from './channel.ts';
+import { clip, parseRetryAfter, type AttemptOutcome } from './channel.ts';
 import type { EgressPolicy } from './egress.ts';
 
 /** Where the sender opens its socket: the checked address, and for TLS the host name to verify. */
@@ -196,16 +196,6 @@ function classify(response: http.IncomingMessage, body: Buffer): AttemptOutcome 
     return { kind: 'transient', error: clip(said), providerStatus, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
   }
   return { kind: 'permanent', error: clip(said), providerStatus };
-}
-
-/** Retry-After as milliseconds from now: delay-seconds or an HTTP date; undefined when absent or unreadable. */
-export function parseRetryAfter(value: string | undefined, now = Date.now()): number | undefined {
-  const text = value?.trim();
-  if (!text) return undefined;
-  if (/^\d+$/.test(text)) return Number(text) * 1000;
-  // The three HTTP date formats start with the day's name; Date.parse alone would take '-5' for a year.
-  const at = /^[A-Za-z]{3}/.test(text) ? Date.parse(text) : Number.NaN;
-  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
 function unixSeconds(date: Date): number {

@@ -27,7 +27,8 @@
  * Timeouts and network errors are transient. A transient answer's Retry-After (seconds or an
  * HTTP date) becomes `retryAfterMs`. Redirects are not followed: they would carry the token.
  */
-import { clip, type AttemptOutcome, type RenderedMessage } from './channel.ts';
+import { describeFetchError as describeError, readAtMost } from '../core/fetch.ts';
+import { clip, parseRetryAfter, type AttemptOutcome, type RenderedMessage } from './channel.ts';
 
 /** How one WhatsApp Business phone number sends. */
 export interface WhatsAppSettings {
@@ -49,8 +50,6 @@ export const MAX_TEXT_BODY_CHARS = 4096;
 export const MAX_TEMPLATE_PARAMETER_CHARS = 1024;
 /** A send result or Graph error is well under 1 KiB; more than this is not one. */
 const MAX_ANSWER_BYTES = 64 * 1024;
-/** A Retry-After beyond this is taken as this: a hostile or broken answer cannot park a job for ever. */
-const MAX_RETRY_AFTER_MS = 24 * 60 * 60 * 1000;
 /** E.164: '+', then a country code that does not start with 0, at most 15 digits in all. */
 const E164 = /^\+[1-9]\d{1,14}$/;
 
@@ -177,7 +176,7 @@ async function judge(response: Response, url: URL): Promise<AttemptOutcome> {
   const providerStatus = error?.code === undefined ? `http ${status}` : `http ${status} code ${error.code}`;
   const description = error ? describeGraphError(error) : `HTTP ${status} without a Graph error: ${snippet(text)}`;
   if (classify(status, error?.code) === 'permanent') return permanent(description, providerStatus);
-  const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'));
+  const retryAfterMs = parseRetryAfter(response.headers.get('retry-after') ?? undefined);
   return { kind: 'transient', error: clip(description), providerStatus, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
 }
 
@@ -220,36 +219,15 @@ function describeGraphError(error: GraphError): string {
   return text;
 }
 
-/** Milliseconds from a Retry-After of delta-seconds or an HTTP date; undefined when absent or unreadable. */
-function parseRetryAfter(header: string | null): number | undefined {
-  if (header === null) return undefined;
-  const value = header.trim();
-  let ms: number;
-  if (/^\d+$/.test(value)) ms = Number(value) * 1000;
-  else {
-    const date = Date.parse(value);
-    if (Number.isNaN(date)) return undefined;
-    ms = Math.max(0, date - Date.now());
-  }
-  return Math.min(ms, MAX_RETRY_AFTER_MS);
-}
 
 /** Reads at most MAX_ANSWER_BYTES of the body as UTF-8, or throws UnreadableAnswer. */
 async function readBounded(response: Response, status: number): Promise<string> {
-  if (!response.body) return '';
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
-    size += chunk.byteLength;
-    if (size > MAX_ANSWER_BYTES) {
-      await response.body.cancel().catch(() => {});
-      // An error status still says enough to classify; an unreadable success does not.
-      if (status < 200 || status >= 300) return Buffer.concat(chunks).toString('utf8');
-      throw new UnreadableAnswer(`the HTTP ${status} answer exceeds ${MAX_ANSWER_BYTES} bytes: not a Cloud API send result`, `http ${status}`);
-    }
-    chunks.push(chunk);
+  const { text, overflow } = await readAtMost(response, MAX_ANSWER_BYTES);
+  // An error status still says enough to classify; an unreadable success does not.
+  if (overflow && status >= 200 && status < 300) {
+    throw new UnreadableAnswer(`the HTTP ${status} answer exceeds ${MAX_ANSWER_BYTES} bytes: not a Cloud API send result`, `http ${status}`);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return text;
 }
 
 async function discard(response: Response): Promise<void> {
@@ -273,13 +251,5 @@ function snippet(text: string): string {
   return JSON.stringify(clipCharacters(text.replace(/\s+/g, ' ').trim(), 120));
 }
 
-/** fetch() wraps the socket error (ECONNREFUSED, "other side closed") in its cause. */
-function describeError(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  const cause = err.cause as { code?: string; message?: string } | undefined;
-  if (!cause?.message) return err.message;
-  const code = cause.code && !cause.message.includes(cause.code) ? ` [${cause.code}]` : '';
-  return `${err.message}: ${cause.message}${code}`;
-}
 
 const permanent = (error: string, providerStatus: string): AttemptOutcome => ({ kind: 'permanent', error: clip(error), providerStatus });

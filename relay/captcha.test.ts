@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createServer, type AddressInfo } from 'node:net';
+import { freePort } from '../test/sluice-processes.ts';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startCaptchaProviders, type FakeCaptchaProviders, type IssuedFor, type ProviderMode } from '../test/captcha-providers.ts';
 import { CaptchaVerifier, DEFAULT_CAPTCHA_ENDPOINTS, type CaptchaCheck } from './captcha.ts';
@@ -44,14 +44,6 @@ function registeredSite(provider: CaptchaProvider, registeredAs: CaptchaProvider
 const spentCode = (provider: CaptchaProvider) =>
   provider === 'hcaptcha' ? 'invalid-or-already-seen-response' : 'timeout-or-duplicate';
 
-/** A port nothing listens on: bound once, then closed. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 it('points at the real providers by default', () => {
   expect(DEFAULT_CAPTCHA_ENDPOINTS).toEqual({
@@ -192,7 +184,7 @@ describe.each(CAPTCHA_PROVIDERS)('%s', (provider) => {
 
   it('is unavailable when the connection is refused', async () => {
     const site = registeredSite(provider);
-    const url = `http://127.0.0.1:${await closedPort()}/siteverify`;
+    const url = `http://127.0.0.1:${await freePort()}/siteverify`;
     const unreachable = new CaptchaVerifier({ endpoints: { recaptcha: url, hcaptcha: url, turnstile: url }, timeoutMs: 5_000 });
     const outcome = await unreachable.verify(site.check(site.token()));
     expect(outcome).toMatchObject({ ok: false, reason: 'unavailable' });

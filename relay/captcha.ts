@@ -11,6 +11,7 @@
  * The outcome is 'rejected' (the token is not good: 400) or 'unavailable' (no usable answer:
  * 503, retry). Both refuse the submission; `detail` says why, for the server log only.
  */
+import { describeFetchError as describeError, readAtMost } from '../core/fetch.ts';
 import type { CaptchaProvider } from './model.ts';
 
 /** Full siteverify URLs, one per provider family (both reCAPTCHA versions share Google's). */
@@ -189,18 +190,9 @@ function parseAnswer(text: string): SiteverifyAnswer | undefined {
 
 /** Reads at most `limit` bytes of the body as UTF-8, or throws Unavailable. */
 async function readBounded(response: Response, limit: number): Promise<string> {
-  if (!response.body) return '';
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
-    size += chunk.byteLength;
-    if (size > limit) {
-      await response.body.cancel().catch(() => {});
-      throw new Unavailable(`the answer exceeds ${limit} bytes`);
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8');
+  const { text, overflow } = await readAtMost(response, limit);
+  if (overflow) throw new Unavailable(`the answer exceeds ${limit} bytes`);
+  return text;
 }
 
 function family(provider: CaptchaProvider): keyof CaptchaEndpoints {
@@ -228,14 +220,6 @@ function describeAnswer(answer: SiteverifyAnswer): string {
   return parts.length > 0 ? ` (${parts.join(', ')})` : '';
 }
 
-/** fetch() wraps the socket error (ECONNREFUSED, "other side closed") in its cause. */
-function describeError(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  const cause = err.cause as { code?: string; message?: string } | undefined;
-  if (!cause?.message) return err.message;
-  const code = cause.code && !cause.message.includes(cause.code) ? ` [${cause.code}]` : '';
-  return `${err.message}: ${cause.message}${code}`;
-}
 
 const rejected = (provider: CaptchaProvider, why: string): CaptchaOutcome => ({
   ok: false,
