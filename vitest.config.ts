@@ -17,6 +17,7 @@ const HTTP_FACING = [
   'test/relay-notifications.test.ts',
   'test/relay-idempotency.test.ts',
   'test/relay-captcha.test.ts',
+  'test/relay-delivery.test.ts',
   'test/storage-backlog.test.ts',
   'test/storage-down.test.ts',
 ];

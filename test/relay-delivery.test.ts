@@ -194,6 +194,30 @@ describe('delivery of a submission', () => {
   });
 });
 
+describe('tenant delivery settings', () => {
+  it('sends a tenant\'s email through its own SMTP server and From, and never shows the SMTP URL', async () => {
+    const own = await startSmtpInbox();
+    try {
+      // A second tenant, so the fixture's tenant keeps the server's SMTP settings.
+      const other = await relay.otherTenant('Beta');
+      const settings = await other.admin('PUT', '/admin/delivery-settings', { email: { from: 'Beta Forms <forms@beta.test>', smtpUrl: `smtp://beta:pw-s3cret@127.0.0.1:${own.port}` } });
+      expect(settings.email).toEqual({ from: 'Beta Forms <forms@beta.test>', smtpServerConfigured: true });
+      expect(JSON.stringify(await other.admin('GET', '/admin/delivery-settings'))).not.toContain('s3cret');
+      const site = await other.admin('POST', '/admin/sites', { name: 'beta', allowedOrigins: [] });
+      const form = await other.admin('POST', `/admin/sites/${site.id}/forms`, { name: 'Contact', formKey: 'contact' });
+      await other.admin('POST', `/admin/sites/${site.id}/forms/${form.id}/recipients`, { channel: 'email', address: 'sales@beta.test' });
+      await submit(site, form, { name: 'Eve' });
+      const mail = await eventually(() => own.mails.find((m) => m.rcptTo.includes('sales@beta.test')), WAIT_MS, 100);
+      expect(mail.parsed.from?.text).toBe('"Beta Forms" <forms@beta.test>');
+      expect(smtp.mails.some((m) => m.rcptTo.includes('sales@beta.test'))).toBe(false);
+      const refused = await relay.call('PUT', '/admin/delivery-settings', { token: other.token, body: { email: { from: 'a@b.test\r\nBcc: x@y.test' } } });
+      expect(refused.status).toBe(400);
+    } finally {
+      await own.stop();
+    }
+  });
+});
+
 describe('webhook secret rotation', () => {
   it('signs with the new and the previous secret for a day, so a receiver on either verifies', async () => {
     const hook = await receiver();
@@ -228,6 +252,18 @@ describe('delivery of a notification', () => {
     expect(JSON.parse(hook.calls[0]!.body)).toMatchObject({ type: 'notification.created', data: { subject: 'Unnamed', body: '<p>two</p>' } });
     const subjects = smtp.mails.filter((m) => m.rcptTo.includes('team@acme.test')).map((m) => m.parsed.subject).sort();
     expect(subjects).toEqual(['Named', 'Unnamed']);
+  });
+});
+
+describe('delivery of the relay\'s own email', () => {
+  it('sends the tenant discovery email through the server\'s SMTP settings', async () => {
+    const { user } = await relay.admin('GET', '/admin/me');
+    const reply = await relay.call('POST', '/tenant-discovery', { body: { email: user.email } });
+    expect(reply.status).toBe(200);
+    const mail = await eventually(() => smtp.mails.find((m) => m.rcptTo.includes(user.email)), WAIT_MS, 100);
+    expect(mail.parsed.subject).toBe('Your Sluice relay tenants');
+    expect(mail.parsed.html).toContain('Acme');
+    expect(mail.parsed.text).toContain('Acme');
   });
 });
 

@@ -45,6 +45,8 @@ export interface RelayFixture {
   /** A site with a form (formKey `contact` unless given) and its recipients. */
   siteWithForm(options?: { origins?: string[]; formKey?: string; recipients?: Array<{ channel: 'email' | 'whatsapp'; address: string; active?: boolean }>; webhooks?: string[] }): Promise<{ site: any; form: any }>;
   apiKey(siteId: string): Promise<{ id: string; apiKey: string }>;
+  /** Onboards another tenant on the same server and signs in as its owner. */
+  otherTenant(name: string): Promise<{ tenantId: string; token: string; admin: (method: string, path: string, body?: unknown) => Promise<any> }>;
   /** Rows of a relay table. */
   rows<T = Record<string, any>>(sql: string): Promise<T[]>;
   stop(): Promise<void>;
@@ -78,26 +80,31 @@ export async function startRelayFixture(overrides: Record<string, unknown> = {})
     return { status: response.status, body, text, headers: response.headers };
   }
 
-  const email = `owner-${randomBytes(4).toString('hex')}@relay.test`;
-  const password = 'a long password for tests';
-  const onboarded = await call('POST', '/admin/tenants', { body: { name: 'Acme', owner: { email, password } }, headers: { 'x-operator-token': OPERATOR_TOKEN } });
-  expect(onboarded.status).toBe(201);
-  const login = await call('POST', '/admin/login', { body: { email, password } });
-  const token: string = login.body.token;
-
-  async function admin(method: string, path: string, body?: unknown) {
-    const reply = await call(method, path, { token, body });
-    if (reply.status >= 300) throw new Error(`${method} ${path}: ${reply.status} ${reply.text}`);
-    return reply.body;
+  /** A new tenant, signed in as its owner; `admin` calls expect success. */
+  async function onboard(name: string) {
+    const email = `owner-${randomBytes(4).toString('hex')}@relay.test`;
+    const password = 'a long password for tests';
+    const onboarded = await call('POST', '/admin/tenants', { body: { name, owner: { email, password } }, headers: { 'x-operator-token': OPERATOR_TOKEN } });
+    expect(onboarded.status, onboarded.text).toBe(201);
+    const login = await call('POST', '/admin/login', { body: { email, password } });
+    const token: string = login.body.token;
+    const admin = async (method: string, path: string, body?: unknown) => {
+      const reply = await call(method, path, { token, body });
+      if (reply.status >= 300) throw new Error(`${method} ${path}: ${reply.status} ${reply.text}`);
+      return reply.body;
+    };
+    return { tenantId: onboarded.body.tenant.id as string, token, admin };
   }
+  const { tenantId, token, admin } = await onboard('Acme');
 
   return {
     app,
     base,
     token,
-    tenantId: onboarded.body.tenant.id,
+    tenantId,
     call,
     admin,
+    otherTenant: onboard,
     async siteWithForm(options = {}) {
       const site = await admin('POST', '/admin/sites', { name: 'web', allowedOrigins: options.origins ?? [] });
       const form = await admin('POST', `/admin/sites/${site.id}/forms`, { name: 'Contact', formKey: options.formKey ?? 'contact' });
