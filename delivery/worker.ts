@@ -64,23 +64,26 @@ export class DeliveryWorker {
     const { history, policy } = this.deps;
     const started = Date.now();
     await history.record(job, attempt, 'sending');
-    const outcome = await this.send(job);
-    const seconds = (Date.now() - started) / 1000;
+    const outcome = await this.send(job).catch((err: unknown): AttemptOutcome => {
+      // A bug or a broken setting (a secret sealed under another master key): counted as an attempt, retried, dead in the end.
+      this.deps.log.error({ err, job: seriesKey(job) }, 'delivery attempt failed unexpectedly');
+      return { kind: 'transient', error: `internal error: ${(err as Error).message}`, providerStatus: 'not sent' };
+    });
     const durationMs = Date.now() - started;
     if (outcome.kind === 'delivered') {
       await history.record(job, attempt, 'delivered', { durationMs, providerStatus: outcome.providerStatus });
-      this.deps.counters?.attempt(job.channel, 'delivered', seconds);
+      this.deps.counters?.attempt(job.channel, 'delivered', durationMs / 1000);
       return { done: true };
     }
     const detail = { durationMs, providerStatus: outcome.providerStatus, error: outcome.error };
     if (outcome.kind === 'transient' && policy.hasNext(attempt)) {
       const retryInMs = policy.delayAfter(attempt, outcome.retryAfterMs);
       await history.record(job, attempt, 'failed', { ...detail, nextAttemptAt: Date.now() + retryInMs });
-      this.deps.counters?.attempt(job.channel, 'failed', seconds);
+      this.deps.counters?.attempt(job.channel, 'failed', durationMs / 1000);
       return { retryInMs };
     }
     await history.record(job, attempt, 'dead', detail);
-    this.deps.counters?.attempt(job.channel, 'dead', seconds);
+    this.deps.counters?.attempt(job.channel, 'dead', durationMs / 1000);
     this.deps.log.warn({ job: seriesKey(job), channel: job.channel, attempt, error: outcome.error, providerStatus: outcome.providerStatus }, 'delivery job is dead');
     return { done: true };
   }
