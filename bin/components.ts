@@ -220,8 +220,8 @@ export function createDeliveryQueue(config: Readonly<SluiceConfig>, nc: NatsConn
     prefix: config.nats.prefix,
     replicas: config.nats.replicas,
     maxStreamBytes: config.delivery.maxQueueBytes,
-    // Attempts say they are alive every third of it: a minute is ample, and a dead worker's job comes back within it.
-    ackWaitMs: 60_000,
+    // Attempts say they are alive every third of it, so it bounds only how long a dead worker's job waits.
+    ackWaitMs: config.delivery.ackWaitSeconds * 1000,
     retryAfterSeconds: config.storage.retryAfterSeconds,
     run: (name, loop) => supervisor.run(name, loop),
     log,

@@ -52,6 +52,7 @@ export interface SluiceConfig {
     backoffBaseMs: number;
     backoffMaxMs: number;
     maxQueueBytes: number;
+    ackWaitSeconds: number;
     smtpUrl: string;
     smtpFrom: string;
     smtpMaxConnections: number;
@@ -125,6 +126,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'delivery.backoffBaseMs', env: 'SLUICE_DELIVERY_BACKOFF_BASE_MS', type: 'integer', default: 15_000, doc: 'Wait after the first failed attempt; doubles per attempt (each drawn from half to all of its step), never less than Retry-After.', schema: { minimum: 10 } },
   { path: 'delivery.backoffMaxMs', env: 'SLUICE_DELIVERY_BACKOFF_MAX_MS', type: 'integer', default: 3_600_000, doc: 'The longest wait between two attempts.', schema: { minimum: 10 } },
   { path: 'delivery.maxQueueBytes', env: 'SLUICE_DELIVERY_MAX_QUEUE_BYTES', type: 'integer', default: 1024 * MiB, doc: 'Cluster: bytes of jobs the delivery stream holds; past it submissions get 503 + Retry-After.', schema: { minimum: MiB } },
+  { path: 'delivery.ackWaitSeconds', env: 'SLUICE_DELIVERY_ACK_WAIT_SECONDS', type: 'integer', default: 60, doc: 'Cluster: how long a delivery attempt may go without a sign of life (sent every third of it) before JetStream hands the job to another worker (the wait after a `sluice deliver` dies mid-attempt). One value for every process: each applies it at start.', schema: { minimum: 3, maximum: 600 } },
   { path: 'delivery.smtpUrl', env: 'SLUICE_SMTP_URL', type: 'string', default: '', doc: 'Server default SMTP server (smtp://user:pass@host:587, STARTTLS when offered; smtps:// for implicit TLS); a tenant may set its own. Empty: email jobs of tenants without their own go dead saying so.', schema: { pattern: '^(|smtps?://.+)$' } },
   { path: 'delivery.smtpFrom', env: 'SLUICE_SMTP_FROM', type: 'string', default: '', doc: 'Server default From address (`relay@example.com` or `Relay <relay@example.com>`).' },
   { path: 'delivery.smtpMaxConnections', env: 'SLUICE_SMTP_MAX_CONNECTIONS', type: 'integer', default: 5, doc: 'Pooled connections per SMTP server.', schema: { minimum: 1, maximum: 100 } },

@@ -87,6 +87,8 @@ export interface WebhookCall {
   body: string;
   /** Whether `standardwebhooks` accepted the signature with the receiver's secret. */
   verified: boolean;
+  /** The status it was answered with; 'held' for a call never answered. */
+  answer: number | 'held';
 }
 
 export interface WebhookReceiver {
@@ -94,14 +96,20 @@ export interface WebhookReceiver {
   calls: WebhookCall[];
   /** The secret the receiver verifies with (set it to the one the admin returned). */
   secret: string;
-  /** How the next calls are answered, in order; when none is left, `then` (default 200). */
-  answers: number[];
+  /**
+   * How the next calls are answered, in order; when none is left, `then` (default 200). 'hold'
+   * records the call and never answers it: the sender's attempt hangs until it gives up or dies.
+   */
+  answers: Array<number | 'hold'>;
   then: number;
+  /** Held calls whose connection is still open (the sender is still waiting). */
+  held(): number;
   close(): Promise<void>;
 }
 
 export async function startWebhookReceiver(): Promise<WebhookReceiver> {
-  const receiver: WebhookReceiver = { url: '', calls: [], secret: '', answers: [], then: 200, close: async () => {} };
+  let held = 0;
+  const receiver: WebhookReceiver = { url: '', calls: [], secret: '', answers: [], then: 200, held: () => held, close: async () => {} };
   const server: Server = createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -114,12 +122,25 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
       } catch {
         verified = false;
       }
-      receiver.calls.push({ headers: request.headers, body, verified });
-      response.writeHead(receiver.answers.shift() ?? receiver.then, { 'content-type': 'text/plain' }).end('ok');
+      const answer = receiver.answers.shift() ?? receiver.then;
+      receiver.calls.push({ headers: request.headers, body, verified, answer: answer === 'hold' ? 'held' : answer });
+      if (answer === 'hold') {
+        held++;
+        response.once('close', () => held--);
+        return;
+      }
+      response.writeHead(answer, { 'content-type': 'text/plain' }).end('ok');
     });
   });
+  // No timeouts of its own: a held request stays open for as long as the sender keeps it.
+  server.requestTimeout = 0;
+  server.headersTimeout = 0;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
-  receiver.close = () => new Promise((resolve) => server.close(() => resolve()));
+  receiver.close = () =>
+    new Promise((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections(); // held requests included
+    });
   return receiver;
 }

@@ -38,12 +38,19 @@ async function exited(child: ChildProcess, timeoutMs: number): Promise<boolean> 
   });
 }
 
+/** The roles of `sluice` (bin/app.ts). */
+export type SluiceRole = 'serve' | 'gateway' | 'consume' | 'deliver';
+
 export interface SluiceProcess {
   name: string;
   child: ChildProcess;
   httpPort: number;
   grpcPort: number;
+  /** The relay port given to roles with a front end (`serve`, `gateway`); 0 for the others. */
+  relayPort: number;
   baseUrl: string;
+  /** The process's data dir (the one given, or a fresh one). */
+  dataDir: string;
   logFile: string;
   /** Sends a signal and waits for the exit (SIGKILL if SIGTERM was not enough within 10 s). */
   stop(signal?: NodeJS.Signals): Promise<void>;
@@ -53,11 +60,15 @@ export interface SluiceProcess {
 
 /**
  * Starts `sluice <role>` with `env` (plus its own data dir and ports) and waits until it
- * answers /api/v1/health. Its stdout and stderr go to <dir>/<name>.log.
+ * answers /api/v1/health. Its stdout and stderr go to <dir>/<name>.log (appended: a process
+ * restarted under the same name continues the file). `dataDir` restarts a process on the data
+ * dir of an earlier one.
  */
-export async function startSluiceProcess(role: 'gateway' | 'consume', name: string, dir: string, env: Record<string, string>): Promise<SluiceProcess> {
+export async function startSluiceProcess(role: SluiceRole, name: string, dir: string, env: Record<string, string>, options: { dataDir?: string } = {}): Promise<SluiceProcess> {
   const [httpPort, grpcPort] = [await freePort(), await freePort()];
-  const dataDir = await mkdtemp(join(dir, `${name}-`));
+  // The relay's default port (8080) would collide between processes.
+  const relayPort = role === 'serve' || role === 'gateway' ? await freePort() : 0;
+  const dataDir = options.dataDir ?? (await mkdtemp(join(dir, `${name}-`)));
   const logFile = join(dir, `${name}.log`);
   const fd = openSync(logFile, 'a');
   const child = spawn(process.execPath, [SLUICE, role], {
@@ -67,6 +78,7 @@ export async function startSluiceProcess(role: 'gateway' | 'consume', name: stri
       SLUICE_DATA_DIR: dataDir,
       SLUICE_OTLP_HTTP_PORT: String(httpPort),
       SLUICE_OTLP_GRPC_PORT: String(grpcPort),
+      ...(relayPort ? { SLUICE_RELAY_PORT: String(relayPort) } : {}),
       SLUICE_LOG_LEVEL: process.env.SLUICE_TEST_LOG_LEVEL ?? 'warn',
       ...env,
     }),
@@ -79,7 +91,9 @@ export async function startSluiceProcess(role: 'gateway' | 'consume', name: stri
     child,
     httpPort,
     grpcPort,
+    relayPort,
     baseUrl,
+    dataDir,
     logFile,
     async stop(signal = 'SIGTERM') {
       if (child.exitCode !== null || child.signalCode !== null) return;
