@@ -6,6 +6,8 @@ declare module 'autocannon' {
     headers?: Record<string, string>;
     body?: Buffer | string;
     setupRequest?: (request: Request, context: object) => Request;
+    /** Called with each response's status and body (asking for it makes autocannon keep bodies). */
+    onResponse?: (status: number, body: string, context: object, headers: Record<string, string>) => void;
   }
   export interface Options {
     url: string;

@@ -4,7 +4,7 @@
  * acknowledged was stored, and writes a report to bench/results/.
  *
  * usage: tsx bench/run.ts [--scenario otlp-http-protobuf-gzip] [--targets sluice,sluice-node,naive]
- *                         [--duration 20] [--warmup 3] [--connections 32]
+ *                         [--duration 20] [--warmup 3] [--connections 32] [--delivery-timeout 120]
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -12,6 +12,7 @@ import { parseArgs } from 'node:util';
 import autocannon, { type Result } from 'autocannon';
 import { agentLogBodies, loadTraceTypes, traceBodies } from './payload.ts';
 import { cpuSeconds, machineBusySeconds, startTarget, TARGETS, type RunningTarget, type TargetName } from './target.ts';
+import { startBenchWebhookReceiver, type BenchWebhookReceiver } from './webhook-receiver.ts';
 
 /** A request mix: the same for every target. */
 interface Scenario {
@@ -21,7 +22,11 @@ interface Scenario {
   headers: Record<string, string>;
   bodies: Buffer[];
   /** Configures the target before the run (relay tenants, sites...): returns the bodies and headers to send. */
-  prepare?: (target: RunningTarget) => Promise<{ bodies: Buffer[]; headers: Record<string, string> }>;
+  prepare?: (target: RunningTarget, receiver?: BenchWebhookReceiver) => Promise<{ bodies: Buffer[]; headers: Record<string, string> }>;
+  /** Added to the target's environment. */
+  env?: Record<string, string>;
+  /** Done when the webhook arrives, not when stored: run by measureWebhooks, with a receiver. */
+  webhooks?: boolean;
   /** Headers made per request (an Idempotency-Key each). */
   perRequestHeaders?: (n: number) => Record<string, string>;
   /** CPU is reported per this many items: a million spans, a thousand submissions. */
@@ -34,6 +39,8 @@ interface Scenario {
   table: string;
   /** Targets that speak this scenario's API (default: all). */
   targets?: readonly TargetName[];
+  /** Why the others are skipped (default: they lack the endpoint). */
+  skipReason?: string;
   description: string;
 }
 
@@ -68,6 +75,28 @@ const SCENARIOS: Record<string, () => Scenario> = {
     cpuPer: 1000,
     targets: ['sluice', 'sluice-node'],
     description: 'relay POST /api/v1/submissions from an allowed Origin, no CAPTCHA, a contact form of 5 fields (~0.6 KB JSON); each stored with 3 delivery jobs (2 recipients, 1 webhook)',
+  }),
+  'relay-webhooks': () => ({
+    path: '/api/v1/submissions',
+    port: 'relay',
+    headers: { 'content-type': 'application/json', origin: BENCH_ORIGIN },
+    bodies: [],
+    // The receiver listens on loopback, which the webhook egress policy refuses by default.
+    env: { SLUICE_WEBHOOK_ALLOW: '127.0.0.1/32' },
+    prepare: async (target, receiver) => {
+      const { site } = await relaySite(target, receiver);
+      return { bodies: relayBodies((i) => ({ siteKey: site.siteKey, formKey: 'contact', captchaToken: 'no-captcha', data: formData(i) })), headers: {} };
+    },
+    webhooks: true,
+    itemsPerRequest: 1,
+    unit: 'webhooks',
+    table: 'relay_submissions',
+    cpuPer: 1000,
+    targets: ['sluice'],
+    skipReason: 'delivery works the same on either HTTP engine (relay-submissions compares the engines) and naive has no relay',
+    description:
+      'relay POST /api/v1/submissions as in relay-submissions, to a form whose only destination is one webhook to a receiver in the runner process, ' +
+      `signed (Standard Webhooks) and POSTed by the server's delivery workers (SLUICE_DELIVERY_CONCURRENCY ${process.env.SLUICE_DELIVERY_CONCURRENCY ?? 16})`,
   }),
   'relay-notifications': () => ({
     path: '/api/v1/notifications',
@@ -120,6 +149,8 @@ interface Options {
   duration: number;
   warmup: number;
   connections: number;
+  /** relay-webhooks: seconds to wait for the last webhooks after the load. */
+  deliveryTimeout: number;
 }
 
 function options(): Options {
@@ -130,6 +161,7 @@ function options(): Options {
       duration: { type: 'string', default: process.env.BENCH_DURATION ?? '20' },
       warmup: { type: 'string', default: process.env.BENCH_WARMUP ?? '3' },
       connections: { type: 'string', default: '32' },
+      'delivery-timeout': { type: 'string', default: '120' },
     },
     strict: true,
   });
@@ -148,21 +180,27 @@ function options(): Options {
     duration: positive('duration', values.duration, 1),
     warmup: positive('warmup', values.warmup, 0),
     connections: positive('connections', values.connections, 1),
+    deliveryTimeout: positive('delivery-timeout', values['delivery-timeout'], 1),
   };
 }
 
 const BENCH_ORIGIN = 'https://www.bench.example';
 let idempotencyKeys = 0;
 
-/** A relay tenant with a site (allowing BENCH_ORIGIN), a form `contact` with two recipients and a webhook, and an API key. */
-async function relaySite(target: RunningTarget): Promise<{ site: { id: string; siteKey: string }; apiKey: string }> {
+/**
+ * A relay tenant with a site (allowing BENCH_ORIGIN), a form `contact` with two recipients and a
+ * webhook, and an API key. With a receiver, the webhook goes to it and is the form's only
+ * destination (no SMTP server takes the emails), and the receiver gets its secret.
+ */
+async function relaySite(target: RunningTarget, receiver?: BenchWebhookReceiver): Promise<{ site: { id: string; siteKey: string }; apiKey: string }> {
   const { tenant } = (await target.cli('relay', 'onboard', '--tenant', 'Bench', '--owner', 'owner@bench.example')) as { tenant: { id: string } };
   const site = (await target.cli('relay', 'sites', 'create', '--tenant', tenant.id, '--name', 'Bench', '--origin', BENCH_ORIGIN)) as { id: string; siteKey: string };
   const form = (await target.cli('relay', 'forms', 'create', '--site', site.id, '--name', 'Contact', '--key', 'contact')) as { id: string };
-  for (const address of ['sales@bench.example', 'support@bench.example']) {
+  for (const address of receiver ? [] : ['sales@bench.example', 'support@bench.example']) {
     await target.cli('relay', 'recipients', 'add', '--site', site.id, '--form', form.id, '--channel', 'email', '--address', address);
   }
-  await target.cli('relay', 'webhooks', 'add', '--site', site.id, '--form', form.id, '--url', 'https://hooks.bench.example/forms');
+  const hook = (await target.cli('relay', 'webhooks', 'add', '--site', site.id, '--form', form.id, '--url', receiver?.url ?? 'https://hooks.bench.example/forms')) as { secret: string };
+  receiver?.useSecret(hook.secret);
   const { apiKey } = (await target.cli('relay', 'api-keys', 'create', '--site', site.id, '--name', 'bench')) as { apiKey: string };
   return { site, apiKey };
 }
@@ -181,8 +219,8 @@ function formData(i: number): Record<string, string> {
   };
 }
 
-/** Drives the target for `duration` seconds, rotating through the scenario's bodies. */
-function load(target: RunningTarget, scenario: Scenario, duration: number, connections: number): Promise<Result> {
+/** Drives the target for `duration` seconds, rotating through the scenario's bodies; `accepted` collects the ids of 201 answers. */
+function load(target: RunningTarget, scenario: Scenario, duration: number, connections: number, accepted?: string[]): Promise<Result> {
   let next = 0;
   return autocannon({
     url: (scenario.port === 'relay' ? target.relayUrl : target.url) + scenario.path,
@@ -196,6 +234,11 @@ function load(target: RunningTarget, scenario: Scenario, duration: number, conne
         const extra = scenario.perRequestHeaders?.(n);
         return { ...req, body: scenario.bodies[n % scenario.bodies.length], ...(extra ? { headers: { ...req.headers, ...extra } } : {}) };
       },
+      ...(accepted ? {
+        onResponse: (status: number, body: string) => {
+          if (status === 201) accepted.push((JSON.parse(body) as { submissionId: string }).submissionId);
+        },
+      } : {}),
     }],
   });
 }
@@ -233,13 +276,15 @@ interface Row {
   acknowledgedItems: number;
   storedItems: number;
   verified: boolean;
+  /** relay-webhooks only. */
+  webhooks?: WebhookFigures;
   error?: string;
 }
 
 async function measure(name: TargetName, scenarioOf: Scenario, opts: Options): Promise<Row> {
   let scenario = scenarioOf;
   const log = (msg: string) => process.stderr.write(`[${name}] ${msg}\n`);
-  const target = await startTarget(name);
+  const target = await startTarget(name, scenario.env);
   try {
     if (scenario.prepare) {
       const prepared = await scenario.prepare(target);
@@ -288,9 +333,123 @@ async function measure(name: TargetName, scenarioOf: Scenario, opts: Options): P
   }
 }
 
+interface WebhookFigures {
+  /** Submissions answered 201 per second of load. */
+  acceptedPerSec: number;
+  /** Webhooks of the measured run received per second, from the load's start to the last one. */
+  deliveredPerSec: number;
+  /** Seconds from the end of the load to the last webhook. */
+  tailSeconds: number;
+  /** Submission (its receivedAt) to webhook received, over the measured run's submissions. */
+  p50Ms: number;
+  p99Ms: number;
+  /** Accepted submissions (warm-up included) whose webhook did not arrive by the deadline, and a few of their ids. */
+  missing: number;
+  missingIds: string[];
+  /** Webhooks for submissions never answered (requests cut off when a load ended). */
+  unacknowledged: number;
+  /** Calls repeating a webhook-id already received. */
+  repeats: number;
+  signaturesChecked: number;
+  badSignatures: number;
+}
+
+function quantile(sorted: number[], q: number): number {
+  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! : NaN;
+}
+
+/** The latest state of every delivery job, as the server's history has it (queued = no attempt yet). */
+async function jobStates(target: RunningTarget): Promise<unknown> {
+  return target.cli('query', `SELECT (SELECT count() FROM otel.relay_delivery_jobs) AS jobs, countIf(s = 'sending') AS sending,
+    countIf(s = 'delivered') AS delivered, countIf(s = 'failed') AS failed, countIf(s = 'dead') AS dead
+    FROM (SELECT argMax(State, (Series, Attempt, At)) AS s FROM otel.relay_delivery_attempts GROUP BY JobId)`);
+}
+
+/**
+ * relay-webhooks: the load of relay-submissions, then the wait for every accepted submission's
+ * webhook. The warm-up's webhooks are awaited before the measured run starts, so its window —
+ * from the load's start to the last webhook — holds its own deliveries only; the server's CPU is
+ * read at both ends of that window.
+ */
+async function measureWebhooks(name: TargetName, scenarioOf: Scenario, opts: Options): Promise<Row> {
+  const log = (msg: string) => process.stderr.write(`[${name}] ${msg}\n`);
+  const receiver = await startBenchWebhookReceiver();
+  const target = await startTarget(name, scenarioOf.env);
+  try {
+    const scenario = { ...scenarioOf, bodies: (await scenarioOf.prepare!(target, receiver)).bodies };
+    const timeoutMs = opts.deliveryTimeout * 1000;
+    log(`pid ${target.pid} at ${target.relayUrl}, webhooks to ${receiver.url}; warm-up ${opts.warmup} s, then ${opts.duration} s × ${opts.connections} connections`);
+    const warmIds: string[] = [];
+    const warm = opts.warmup > 0 ? await load(target, scenario, opts.warmup, opts.connections, warmIds) : undefined;
+    const warmMissing = await receiver.waitFor(warmIds, timeoutMs);
+    if (warmMissing.length) throw new Error(`${warmMissing.length} of the warm-up's ${warmIds.length} webhooks missing after ${opts.deliveryTimeout} s: ${JSON.stringify(await jobStates(target))}`);
+    const deliveredBefore = receiver.delivered.size;
+
+    const ids: string[] = [];
+    const cpu0 = cpuSeconds(target.pid);
+    const ours0 = process.cpuUsage();
+    const machine0 = machineBusySeconds();
+    const start = Date.now();
+    const result = await load(target, scenario, opts.duration, opts.connections, ids);
+    const loadEnd = Date.now();
+    const missing = await receiver.waitFor(ids, timeoutMs);
+    const cpu = cpuSeconds(target.pid) - cpu0;
+    const ours = process.cpuUsage(ours0);
+    const machine = machineBusySeconds() - machine0;
+    const loadgen = (ours.user + ours.system) / 1e6;
+    // Complete: the window ends with the last webhook (CPU was read within one 50 ms poll of it).
+    const window = ((missing.length ? Date.now() : receiver.lastAt) - start) / 1000;
+    const [deliveredAll, lastAt] = [receiver.delivered.size, receiver.lastAt];
+
+    const delivered = deliveredAll - deliveredBefore;
+    const latencies = ids.flatMap((id) => receiver.delivered.get(id) ?? []).sort((a, b) => a - b);
+    const acknowledged = warmIds.length + ids.length;
+    const unacknowledged = deliveredAll - (acknowledged - missing.length);
+    // A request cut off when a load ends (one per connection) may be stored and delivered without an answer.
+    const unanswered = [warm, result].reduce((sum, r) => sum + (r ? r.requests.sent - r.requests.total : 0), 0);
+    const verified = missing.length === 0 && unacknowledged <= unanswered && receiver.badSignatures === 0;
+    log(`${ids.length} submissions accepted, ${delivered} webhooks received, last one ${((lastAt - loadEnd) / 1000).toFixed(1)} s after the load; ` +
+      `${receiver.checked} signatures checked, ${receiver.badSignatures} bad; ${receiver.repeats} repeated webhook-ids; ${unacknowledged} for the ${unanswered} requests cut off unanswered: ${verified ? 'ok' : 'MISMATCH'}`);
+    if (missing.length) log(`${missing.length} webhooks missing after ${opts.deliveryTimeout} s, e.g. submissions ${missing.slice(0, 5).join(', ')}; the server's jobs: ${JSON.stringify(await jobStates(target))}`);
+    return {
+      target: name,
+      reqPerSec: result.requests.total / result.duration,
+      itemsPerSec: delivered / window,
+      p50Ms: result.latency.p50,
+      p99Ms: result.latency.p99,
+      errors: result.non2xx + result.errors,
+      statusCodes: Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, s]) => [code, s.count])),
+      cpuSecondsPerItems: delivered ? cpu / (delivered / 1000) : NaN,
+      serverCores: cpu / window,
+      loadgenCores: loadgen / window,
+      otherCores: Math.max(0, machine - cpu - loadgen) / window,
+      acknowledgedItems: acknowledged,
+      storedItems: deliveredAll,
+      verified,
+      webhooks: {
+        acceptedPerSec: ids.length / result.duration,
+        deliveredPerSec: delivered / window,
+        tailSeconds: (lastAt - loadEnd) / 1000,
+        p50Ms: quantile(latencies, 0.5),
+        p99Ms: quantile(latencies, 0.99),
+        missing: missing.length,
+        missingIds: missing.slice(0, 20),
+        unacknowledged,
+        repeats: receiver.repeats,
+        signaturesChecked: receiver.checked,
+        badSignatures: receiver.badSignatures,
+      },
+    };
+  } finally {
+    await target.stop();
+    await receiver.close();
+  }
+}
+
 const fixed = (n: number, digits = 0) => (Number.isFinite(n) ? n.toFixed(digits) : '–');
 
-function markdown(scenario: string, { description, unit, cpuPer }: Scenario, opts: Options, rows: Row[]): string {
+function markdown(scenario: string, { description, unit, cpuPer, webhooks }: Scenario, opts: Options, rows: Row[]): string {
+  if (webhooks) return webhookMarkdown(scenario, description, opts, rows);
   const per = (cpuPer ?? 1e6) === 1e6 ? 'M' : 'k';
   const lines = [
     `## ${scenario}`,
@@ -324,6 +483,42 @@ function markdown(scenario: string, { description, unit, cpuPer }: Scenario, opt
   return lines.join('\n') + '\n';
 }
 
+function webhookMarkdown(scenario: string, description: string, opts: Options, rows: Row[]): string {
+  const lines = [
+    `## ${scenario}`,
+    '',
+    `${description}. autocannon, ${opts.connections} connections, ${opts.duration} s of load per target after ${opts.warmup} s warm-up ` +
+      `(whose webhooks are awaited first); ${availableParallelism()} cores shared by load generator, receiver and server; Node ${process.version}.`,
+    '',
+    '| target | submissions/s | webhooks/s | delivery p50 ms | delivery p99 ms | errors | CPU-s / k webhooks | server cores | runner cores | other cores | delivered = accepted |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+  ];
+  for (const r of rows) {
+    const w = r.webhooks;
+    if (r.error || !w) {
+      lines.push(`| ${r.target} | failed: ${r.error?.split('\n')[0]} | | | | | | | | | |`);
+      continue;
+    }
+    lines.push(
+      `| ${r.target} | ${fixed(w.acceptedPerSec)} | ${fixed(w.deliveredPerSec)} | ${fixed(w.p50Ms)} | ${fixed(w.p99Ms)} | ${r.errors} | ${fixed(r.cpuSecondsPerItems, 3)} | ` +
+        `${fixed(r.serverCores, 2)} | ${fixed(r.loadgenCores, 2)} | ${fixed(r.otherCores, 2)} | ${r.verified ? 'yes' : `NO (${w.missing} missing)`} |`,
+    );
+  }
+  lines.push('');
+  for (const r of rows.filter((row) => row.webhooks)) {
+    const w = r.webhooks!;
+    lines.push(
+      `- ${r.target}: submit p50 ${fixed(r.p50Ms)} ms, p99 ${fixed(r.p99Ms)} ms; last webhook ${fixed(w.tailSeconds, 1)} s after the load; ` +
+        `${r.storedItems} webhooks for ${r.acknowledgedItems} accepted submissions (warm-up included), ${w.unacknowledged} of them for requests cut off unanswered; ` +
+        `${w.repeats} repeated webhook-ids; ${w.signaturesChecked} signatures checked, ${w.badSignatures} bad.`,
+    );
+  }
+  if (rows.some((r) => r.otherCores > 0.1)) {
+    lines.push('', '**Other processes used CPU during the run** (other cores > 0.1): throughput and latency are disturbed.');
+  }
+  return lines.join('\n') + '\n';
+}
+
 async function main(): Promise<void> {
   const opts = options();
   const scenario = SCENARIOS[opts.scenario]!();
@@ -331,10 +526,10 @@ async function main(): Promise<void> {
 
   const rows: Row[] = [];
   const unsupported = opts.targets.filter((name) => scenario.targets && !scenario.targets.includes(name));
-  if (unsupported.length) process.stderr.write(`skipping ${unsupported.join(', ')}: no ${scenario.path} endpoint\n`);
+  if (unsupported.length) process.stderr.write(`skipping ${unsupported.join(', ')}: ${scenario.skipReason ?? `no ${scenario.path} endpoint`}\n`);
   for (const name of opts.targets.filter((t) => !unsupported.includes(t))) {
     try {
-      rows.push(await measure(name, scenario, opts));
+      rows.push(await (scenario.webhooks ? measureWebhooks : measure)(name, scenario, opts));
     } catch (err) {
       process.stderr.write(`[${name}] failed: ${(err as Error).message}\n`);
       rows.push({ target: name, error: (err as Error).message } as Row);

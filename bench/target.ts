@@ -112,8 +112,11 @@ async function sluiceCli(env: NodeJS.ProcessEnv, ...args: string[]): Promise<str
   return stdout;
 }
 
-/** Starts a target on free ports with a fresh data dir and waits until it answers health checks. */
-export async function startTarget(name: TargetName): Promise<RunningTarget> {
+/**
+ * Starts a target on free ports with a fresh data dir and waits until it answers health checks.
+ * `extraEnv` is added to a Sluice target's environment (a scenario's settings).
+ */
+export async function startTarget(name: TargetName, extraEnv: Record<string, string> = {}): Promise<RunningTarget> {
   const dataDir = mkdtempSync(join(tmpdir(), `sluice-bench-${name}-`));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -146,6 +149,7 @@ export async function startTarget(name: TargetName): Promise<RunningTarget> {
       SLUICE_RELAY_SUBMISSIONS_PER_MINUTE: '100000000',
       SLUICE_RELAY_NOTIFICATIONS_PER_MINUTE: '100000000',
       SLUICE_LOG_LEVEL: 'warn',
+      ...extraEnv,
     };
     cli = async (...args) => JSON.parse(await sluiceCli(env, ...args));
     const { apiKey } = JSON.parse(await sluiceCli(env, 'sources', 'create', '--name', 'bench')) as { apiKey: string };
