@@ -1,8 +1,8 @@
 /**
  * AttemptLog: writes the delivery history (relay_delivery_attempts) through the bus, the same way
- * as every other row. The history serves the admin and the metrics; delivery does not wait on
- * it: a record that cannot be written (storage away) is logged and counted, and the attempt goes
- * on — a message is never held back, or sent twice, because its history could not be written.
+ * as every other row. The history serves the admin and the metrics; it never decides delivery: a
+ * record that cannot be written (storage away) is logged and counted, and the attempt goes on — a
+ * message is never held back, or sent twice, because its history could not be written.
  */
 import type { Bus } from '../bus/bus.ts';
 import type { Logger } from '../core/log.ts';

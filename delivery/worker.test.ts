@@ -57,6 +57,12 @@ describe('DeliveryWorker', () => {
     expect(records[1]).toMatchObject({ state: 'dead', error: 'the webhook is inactive' });
   });
 
+  it('retries a job whose configuration this process has not seen yet', async () => {
+    const { worker, records } = workerWith({ resolve: async () => ({ channel: 'none', error: 'not known here yet', retry: true }) });
+    expect(await worker.attempt({ job: testJob(), attempt: 1 })).toEqual({ retryInMs: 1000 });
+    expect(records[1]).toMatchObject({ state: 'failed', error: 'not known here yet' });
+  });
+
   it('counts a resolver that throws as a failed attempt, never as an escaped error', async () => {
     const { worker, records } = workerWith({ resolve: async () => { throw new Error('cannot open the secret'); } });
     expect(await worker.attempt({ job: testJob(), attempt: 1 })).toEqual({ retryInMs: 1000 });

@@ -24,8 +24,11 @@ export type Resolved =
   | { channel: 'email'; settings: SmtpSettings; message: RenderedMessage }
   | { channel: 'whatsapp'; settings: WhatsAppSettings; message: RenderedMessage }
   | { channel: 'webhook'; target: { url: string; secrets: string[] }; body: string }
-  /** It cannot be sent as configured (no SMTP server, a removed webhook): the job goes dead saying why. */
-  | { channel: 'none'; error: string };
+  /**
+   * It cannot be sent as configured (no SMTP server, a removed webhook): the job goes dead saying
+   * why — or, with `retry`, fails for now (a setting this process has not seen yet).
+   */
+  | { channel: 'none'; error: string; retry?: boolean };
 
 export interface JobResolver {
   resolve(job: DeliveryJob): Promise<Resolved>;
@@ -63,13 +66,16 @@ export class DeliveryWorker {
   async attempt({ job, attempt }: QueuedAttempt): Promise<Settlement> {
     const { history, policy } = this.deps;
     const started = Date.now();
-    await history.record(job, attempt, 'sending');
+    // The start is recorded while the attempt runs (a storage commit need not hold up the send);
+    // the outcome after it, before the queue forgets the job, so a finished job's history is whole.
+    const sending = history.record(job, attempt, 'sending');
     const outcome = await this.send(job).catch((err: unknown): AttemptOutcome => {
       // A bug or a broken setting (a secret sealed under another master key): counted as an attempt, retried, dead in the end.
       this.deps.log.error({ err, job: seriesKey(job) }, 'delivery attempt failed unexpectedly');
       return { kind: 'transient', error: `internal error: ${(err as Error).message}`, providerStatus: 'not sent' };
     });
     const durationMs = Date.now() - started;
+    await sending;
     if (outcome.kind === 'delivered') {
       await history.record(job, attempt, 'delivered', { durationMs, providerStatus: outcome.providerStatus });
       this.deps.counters?.attempt(job.channel, 'delivered', durationMs / 1000);
@@ -93,7 +99,7 @@ export class DeliveryWorker {
     const { senders } = this.deps;
     switch (resolved.channel) {
       case 'none':
-        return { kind: 'permanent', error: resolved.error, providerStatus: 'not sent' };
+        return { kind: resolved.retry ? 'transient' : 'permanent', error: resolved.error, providerStatus: 'not sent' };
       case 'email':
         return senders.email.send(resolved.settings, { to: job.destination, messageId: messageId(job, resolved.settings.from), jobId: seriesKey(job) }, resolved.message);
       case 'whatsapp':

@@ -22,6 +22,12 @@ export interface DeliveryDefaults {
   whatsapp: { graphUrl: string; timeoutMs: number };
 }
 
+/**
+ * A job younger than this whose form or webhook this process does not know is retried, not dead:
+ * in a cluster the configuration reaches each worker through a watch, a moment after it was made.
+ */
+const CONFIG_PROPAGATION_MS = 60_000;
+
 /** Data fields whose value, when it is one plain address, becomes the email's Reply-To. */
 const REPLY_TO_FIELDS = ['replyTo', 'reply_to', 'email', 'Email', 'e-mail', 'mail'];
 
@@ -30,7 +36,7 @@ export class RelayJobResolver implements JobResolver {
 
   async resolve(job: DeliveryJob): Promise<Resolved> {
     const form = job.formId ? this.store.forms.get(job.formId) : undefined;
-    if (job.formId && (!form || form.tenantId !== job.tenantId)) return { channel: 'none', error: 'the form of this job no longer exists' };
+    if (job.formId && (!form || form.tenantId !== job.tenantId)) return this.missing(job, 'the form of this job no longer exists');
     switch (job.channel) {
       case 'webhook':
         return this.webhook(job, form);
@@ -43,7 +49,7 @@ export class RelayJobResolver implements JobResolver {
 
   private webhook(job: DeliveryJob, form: Form | undefined): Resolved {
     const hook = form?.webhooks.find((candidate) => candidate.id === job.destination);
-    if (!form || !hook) return { channel: 'none', error: 'the webhook no longer exists on the form' };
+    if (!form || !hook) return this.missing(job, 'the webhook no longer exists on the form');
     if (!hook.active) return { channel: 'none', error: 'the webhook is inactive' };
     const secrets = [this.secrets.open(hook.secretSealed)];
     if (hook.previousSecretSealed && hook.previousSecretUntil && Date.parse(hook.previousSecretUntil) > Date.now()) {
@@ -88,6 +94,12 @@ export class RelayJobResolver implements JobResolver {
       ...(own.template ? { template: own.template } : {}),
     };
     return { channel: 'whatsapp', settings, message: this.render(job, form) };
+  }
+
+  /** A form or webhook this process does not know: gone, unless the job is so young its configuration may still be on the way. */
+  private missing(job: DeliveryJob, error: string): Resolved {
+    const young = Date.now() - Date.parse(job.createdAt) < CONFIG_PROPAGATION_MS;
+    return young ? { channel: 'none', error: `${error} (not known here yet: retried for a minute)`, retry: true } : { channel: 'none', error };
   }
 
   /** The form's template (or the default) filled with the data; a notification's own subject and body win. */
