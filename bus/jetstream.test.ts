@@ -75,7 +75,8 @@ async function countOf(name: string): Promise<number> {
   return Number(JSON.parse(await storage.query(`SELECT count() AS n FROM otel.otel_traces WHERE SpanName = '${name}'`)).n);
 }
 
-async function until(condition: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+/** Polls `condition`; the deadline leaves room for chDB inserts on a loaded 2-core machine (a poison batch is split into many). */
+async function until(condition: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
     if (Date.now() > deadline) throw new Error('condition not met in time');
@@ -134,7 +135,7 @@ describe('JetStreamBus streams', () => {
   });
 });
 
-describe('JetStreamBus and storage consumer', () => {
+describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
   it('stores exactly what was published, through two consumer processes sharing the work', async () => {
     const { prefix, bus } = fixture();
     await bus.start();

@@ -27,7 +27,9 @@ afterAll(async () => rm(dataDir, { recursive: true, force: true }));
 
 const sluice = (args: string[], extraEnv: NodeJS.ProcessEnv = {}) => run(process.execPath, [SLUICE, ...args], { env: { ...env, ...extraEnv } });
 
-describe('sluice CLI', () => {
+// Every step is a `sluice` process of its own (a second or two each, several on a loaded machine):
+// a test of a dozen steps gets minutes, not the default minute.
+describe('sluice CLI', { timeout: 240_000 }, () => {
   let created: { id: string; name: string; apiKey: string; keyId: string };
 
   it('creates a source without a running server and prints one JSON object', async () => {
