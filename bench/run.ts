@@ -6,6 +6,7 @@
  * usage: tsx bench/run.ts [--scenario otlp-http-protobuf-gzip] [--targets sluice,sluice-node,naive]
  *                         [--duration 20] [--warmup 3] [--connections 32] [--delivery-timeout 120]
  */
+import { loadConfig } from '../core/config.ts';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
@@ -96,7 +97,7 @@ const SCENARIOS: Record<string, () => Scenario> = {
     skipReason: 'delivery works the same on either HTTP engine (relay-submissions compares the engines) and naive has no relay',
     description:
       'relay POST /api/v1/submissions as in relay-submissions, to a form whose only destination is one webhook to a receiver in the runner process, ' +
-      `signed (Standard Webhooks) and POSTed by the server's delivery workers (SLUICE_DELIVERY_CONCURRENCY ${process.env.SLUICE_DELIVERY_CONCURRENCY ?? 16})`,
+      `signed (Standard Webhooks) and POSTed by the server's delivery workers (SLUICE_DELIVERY_CONCURRENCY ${process.env.SLUICE_DELIVERY_CONCURRENCY ?? loadConfig({}).delivery.concurrency})`,
   }),
   'relay-notifications': () => ({
     path: '/api/v1/notifications',
