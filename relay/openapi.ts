@@ -107,6 +107,16 @@ function publicPaths(): Record<string, Record<string, unknown>> {
   };
 }
 
+const JOB_PARAMETERS = [
+  { name: 'state', in: 'query', required: false, schema: { enum: ['queued', 'sending', 'delivered', 'failed', 'dead'] }, description: 'Only jobs in this state.' },
+  { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
+];
+
+/** Answers a route has besides the common ones. */
+const MORE_RESPONSES: Record<string, Record<number, unknown>> = {
+  'POST /api/v1/admin/jobs/:jobId/retry': { 409: { description: '`Only a dead job can be retried; this one is <state>`', ...error } },
+};
+
 const PAGE_PARAMETERS = [
   { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } },
   { name: 'before', in: 'query', required: false, schema: { type: 'string' }, description: 'nextBefore of the previous page.' },
@@ -122,14 +132,15 @@ export function relayOpenApiDocument(): Record<string, unknown> {
     (paths[path] ??= {})[method.toLowerCase()] = {
       tags: [path.startsWith('/api/v1/admin') ? 'Admin' : 'Operations'],
       security,
-      ...(parameters.length ? { parameters: path.endsWith('/submissions') ? [...parameters, ...PAGE_PARAMETERS] : parameters } : {}),
+      ...(parameters.length ? { parameters: path.endsWith('/submissions') ? [...parameters, ...PAGE_PARAMETERS] : path.endsWith('/jobs') ? [...parameters, ...JOB_PARAMETERS] : parameters } : {}),
       ...(schema ? { requestBody: { required: true, content: { 'application/json': { schema: { $ref: `#/components/schemas/${schema}` } } } } } : {}),
       responses: {
-        [status]: { description: status === 204 ? 'Done (no body)' : status === 201 ? 'Created' : 'OK' },
+        [status]: { description: status === 204 ? 'Done (no body)' : status === 201 ? 'Created' : status === 202 ? 'Accepted: queued for delivery' : 'OK' },
         400: { description: 'Validation failed (the body names the field)', ...error },
         401: { description: 'No or invalid session', ...error },
         403: { description: 'The role does not allow it', ...error },
         404: { description: 'Not found (also for anything of another tenant)', ...error },
+        ...MORE_RESPONSES[`${method} ${pattern}`],
       },
     };
   }
@@ -138,7 +149,7 @@ export function relayOpenApiDocument(): Record<string, unknown> {
     info: {
       title: 'Sluice notification relay',
       version: '1.0.0',
-      description: 'Public endpoints: form submissions from browsers, notifications from backends, tenant discovery. Admin API: tenants, sites, forms, recipients, webhooks, templates, users, API keys and stored submissions. Every error is `{ message, statusCode }`.',
+      description: 'Public endpoints: form submissions from browsers, notifications from backends, tenant discovery. Admin API: tenants, sites, forms, recipients, webhooks, templates, users, API keys, stored submissions, delivery jobs (attempts, manual retries) and delivery settings. Every error is `{ message, statusCode }`.',
     },
     paths,
     components: {
