@@ -5,6 +5,7 @@
  * handler on the relay port.
  */
 import type { Bus } from '../bus/bus.ts';
+import { AttemptLog } from '../delivery/attempt-log.ts';
 import { DeliveryHistory } from '../delivery/history.ts';
 import type { DeliveryJob } from '../delivery/job.ts';
 import type { DeliveryQueue } from '../delivery/queue.ts';
@@ -108,7 +109,7 @@ export function openPublicRelay(relay: Relay, parts: PublicRelayParts): PublicRe
     secrets: relay.secrets,
     captcha: new CaptchaVerifier(parts.captcha),
     idempotency: new Idempotency(state, { leaseMs: parts.idempotencyLeaseMs }),
-    intake: new RelayIntake(parts.bus, parts.deliveries),
+    intake: new RelayIntake(parts.bus, parts.deliveries, new AttemptLog(parts.bus, parts.log)),
     validate: relay.validate,
     limiters: parts.limiters,
     clientIp: parts.clientIp,

@@ -6,13 +6,16 @@
  * 201 waits for both, and nothing a delivery does later changes it.
  *
  * If the rows are stored and queuing then fails, the caller gets 503 and retries: the stored
- * submission stays (its jobs show as queued with no attempt); nothing is delivered twice.
+ * submission stays and its jobs are recorded dead, saying so (a manual retry would deliver what
+ * the caller was told had failed); nothing is delivered twice. (Only a crash between the two
+ * steps leaves jobs that show as queued with no attempt.)
  */
 import { randomUUID } from 'node:crypto';
 import type { Bus } from '../bus/bus.ts';
 import type { Reservation } from '../core/byte-budget.ts';
 import type { DeliveryJob, JobKind } from '../delivery/job.ts';
 import type { DeliveryQueue } from '../delivery/queue.ts';
+import type { AttemptLog } from '../delivery/attempt-log.ts';
 import { TranscodeOutput } from '../pipeline/otlp/output.ts';
 import type { Channel } from './model.ts';
 
@@ -46,7 +49,7 @@ export interface MessageJob extends JobTarget {
 }
 
 export class RelayIntake {
-  constructor(private readonly bus: Bus, private readonly deliveries: DeliveryQueue) {}
+  constructor(private readonly bus: Bus, private readonly deliveries: DeliveryQueue, private readonly history: AttemptLog) {}
 
   /** Stores the submission and queues its jobs; resolves with its id once both are durable. */
   async store(record: SubmissionRecord, targets: readonly JobTarget[], held?: Reservation): Promise<string> {
@@ -72,7 +75,7 @@ export class RelayIntake {
     }));
     writeJobs(out, jobs);
     await this.bus.publish(out.finish().tables, held);
-    await this.deliveries.enqueue(jobs);
+    await this.enqueue(jobs);
     return submissionId;
   }
 
@@ -89,7 +92,18 @@ export class RelayIntake {
     const out = new TranscodeOutput();
     writeJobs(out, jobs);
     await this.bus.publish(out.finish().tables);
-    await this.deliveries.enqueue(jobs);
+    await this.enqueue(jobs);
+  }
+
+  /** Queues stored jobs; those it could not queue are recorded dead with the reason, and the caller's answer is the error. */
+  private async enqueue(jobs: DeliveryJob[]): Promise<void> {
+    try {
+      await this.deliveries.enqueue(jobs);
+    } catch (err) {
+      const error = `not queued, and the request was answered with an error: ${(err as Error).message}`;
+      await Promise.all(jobs.map((job) => this.history.record(job, 0, 'dead', { error, providerStatus: 'not queued' })));
+      throw err;
+    }
   }
 }
 
