@@ -12,7 +12,7 @@ import type { InstallTokens } from '../gateway/install-tokens.ts';
 import { NotFoundError, type SourceRegistry } from '../gateway/sources.ts';
 import { migrate } from '../storage/migrate.ts';
 import type { SchemaOptions } from '../storage/schema.ts';
-import { assertReadOnlySql, quoteIdentifier, quoteString, type Storage } from '../storage/storage.ts';
+import { assertReadOnlySql, queryRows, quoteIdentifier, quoteString, type Storage } from '../storage/storage.ts';
 
 export interface DeployFilter {
   sourceId?: string;
@@ -153,10 +153,10 @@ export class LocalAdmin implements Admin {
    * round them) becomes `<name>` as an RFC 3339 time, or null.
    */
   private async rows(sql: string): Promise<unknown[]> {
-    const text = await (await this.parts.storage()).query(sql, 'JSONEachRow');
-    return text.split('\n').filter(Boolean).map((line) =>
+    const rows = await queryRows<Record<string, unknown>>(await this.parts.storage(), sql);
+    return rows.map((row) =>
       Object.fromEntries(
-        Object.entries(JSON.parse(line) as Record<string, unknown>).map(([key, value]) =>
+        Object.entries(row).map(([key, value]) =>
           key.startsWith('ns_') ? [key.slice(3), value === null ? null : nanosToIso(BigInt(value as string))] : [key, value],
         ),
       ),

@@ -114,6 +114,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         const publicRelay = openPublicRelay(opened, {
           bus,
           deliveries: await graph.deliveryQueue(),
+          history: await graph.attemptLog(),
           budget,
           limiters: { submissions: await graph.limiter('submissions'), notifications: await graph.limiter('notifications'), discovery: await graph.limiter('discovery') },
           clientIp: guards.clientIp,

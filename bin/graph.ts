@@ -190,7 +190,7 @@ export class SluiceGraph {
   relay(): Promise<Relay> {
     return this.once('relay', async () => {
       const requeue = async (job: DeliveryJob) => {
-        await new AttemptLog(await this.bus(), this.log).record(job, 0, 'queued');
+        await (await this.attemptLog()).record(job, 0, 'queued');
         await (await this.deliveryQueue()).enqueue([job]);
       };
       const relay = await openRelay(await relayParts(this.config, await this.state(), () => this.storageReader(), requeue, this.log));
@@ -214,13 +214,17 @@ export class SluiceGraph {
     });
   }
 
+  /** The delivery history's writer: one per process, so its count of records lost is the process's. */
+  attemptLog(): Promise<AttemptLog> {
+    return this.once('attempt log', async () => new AttemptLog(await this.bus(), this.log));
+  }
+
   /** Delivery workers in this process (`serve`, `deliver`): they take jobs from the queue until shutdown. */
   deliveryWorker(): Promise<void> {
     return this.once('delivery worker', async () => {
       const relay = await this.relay();
-      const bus = await this.bus();
       const queue = await this.deliveryQueue();
-      const history = new AttemptLog(bus, this.log);
+      const history = await this.attemptLog();
       const senders = {
         email: new EmailSender({ log: this.log }),
         whatsapp: new WhatsAppSender(),

@@ -31,7 +31,6 @@
 import { randomUUID } from 'node:crypto';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import {
-  AckPolicy,
   jetstream,
   jetstreamManager,
   RetentionPolicy,
@@ -52,6 +51,7 @@ import type { ChunkSink, TableChunk } from './bus.ts';
 import { ManifestIndex, type Manifest } from './batch-manifests.ts';
 import { storeIsolating } from './isolate.ts';
 import { deadLetterOf, DURABLE, manifestBucketOf, streamOf } from './jetstream-names.ts';
+import { ensureDurableConsumer } from './jetstream-streams.ts';
 
 /** How long manifests are kept: a message stored longer ago than this is no longer recognised. */
 const MANIFEST_TTL_MS = 60 * 60 * 1000;
@@ -138,7 +138,7 @@ export class JetStreamStorageConsumer {
   private async run(table: string, { signal, report }: LoopContext): Promise<void> {
     const { stream } = streamOf(this.options.prefix, table);
     const jsm = await jetstreamManager(this.nc);
-    await this.ensureDurable(jsm, stream);
+    await ensureDurableConsumer(jsm, stream, { name: DURABLE, ackWaitMs: this.tuning.ackWaitMs, maxAckPending: 100_000 });
     await this.ensureDeadLetter(jsm);
     const manifests = await new Kvm(this.nc).create(manifestBucketOf(this.options.prefix), {
       history: 1,
@@ -180,24 +180,6 @@ export class JetStreamStorageConsumer {
     } finally {
       this.manifests.delete(table);
       index.stop();
-    }
-  }
-
-  private async ensureDurable(jsm: JetStreamManager, stream: string): Promise<void> {
-    const config = {
-      durable_name: DURABLE,
-      ack_policy: AckPolicy.Explicit,
-      ack_wait: this.tuning.ackWaitMs * 1_000_000,
-      max_ack_pending: 100_000,
-    };
-    try {
-      await jsm.consumers.info(stream, DURABLE);
-      await jsm.consumers.update(stream, DURABLE, { ack_wait: config.ack_wait, max_ack_pending: config.max_ack_pending });
-    } catch {
-      await jsm.consumers.add(stream, config).catch(async (err) => {
-        // Another process created it between our two calls.
-        if (!(await jsm.consumers.info(stream, DURABLE).catch(() => undefined))) throw err;
-      });
     }
   }
 

@@ -1,5 +1,6 @@
 /** Creating and checking Sluice's work-queue streams: the bus's table streams and the delivery queue. */
 import {
+  AckPolicy,
   DiscardPolicy,
   JetStreamApiCodes,
   JetStreamApiError,
@@ -58,4 +59,26 @@ export const STREAM_FULL_CODES = new Set([10077, 10076]);
 
 export function isStreamFull(err: unknown): boolean {
   return err instanceof JetStreamApiError && STREAM_FULL_CODES.has(err.code);
+}
+
+/** A shared durable pull consumer as Sluice wants it: explicit acks; what can change in place is set at every start. */
+export interface DurableSettings {
+  name: string;
+  ackWaitMs: number;
+  maxAckPending: number;
+  /** Deliveries before JetStream gives up on a message; -1 (the default) never. */
+  maxDeliver?: number;
+}
+
+/** Creates the durable consumer of `stream`, or brings the one there is to these settings. Idempotent: every process may call it. */
+export async function ensureDurableConsumer(jsm: JetStreamManager, stream: string, wanted: DurableSettings): Promise<void> {
+  const changeable = { ack_wait: wanted.ackWaitMs * 1_000_000, max_ack_pending: wanted.maxAckPending, max_deliver: wanted.maxDeliver ?? -1 };
+  if (await jsm.consumers.info(stream, wanted.name).catch(() => undefined)) {
+    await jsm.consumers.update(stream, wanted.name, changeable);
+    return;
+  }
+  await jsm.consumers.add(stream, { durable_name: wanted.name, ack_policy: AckPolicy.Explicit, ...changeable }).catch(async (err) => {
+    // Another process created it between our two calls.
+    if (!(await jsm.consumers.info(stream, wanted.name).catch(() => undefined))) throw err;
+  });
 }

@@ -136,7 +136,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'delivery.dkimSelector', env: 'SLUICE_DKIM_SELECTOR', type: 'string', default: '', doc: 'DKIM selector (the DNS record <selector>._domainkey.<domain>).' },
   { path: 'delivery.dkimKeyFile', env: 'SLUICE_DKIM_KEY_FILE', type: 'string', default: '', doc: 'PEM file of the DKIM private key.' },
   { path: 'delivery.whatsappGraphUrl', env: 'SLUICE_WHATSAPP_GRAPH_URL', type: 'string', default: 'https://graph.facebook.com/v21.0', doc: 'WhatsApp Cloud API base URL (messages go to {base}/{phone-number-id}/messages).', schema: { pattern: '^https?://.+' } },
-  { path: 'delivery.webhookTimeoutMs', env: 'SLUICE_WEBHOOK_TIMEOUT_MS', type: 'integer', default: 15_000, doc: 'How long a webhook receiver may take to answer (connect, headers and body).', schema: { minimum: 100, maximum: 120_000 } },
+  { path: 'delivery.webhookTimeoutMs', env: 'SLUICE_WEBHOOK_TIMEOUT_MS', type: 'integer', default: 15_000, doc: 'How long a webhook receiver, or the WhatsApp Cloud API, may take to answer one attempt (connect, headers and body).', schema: { minimum: 100, maximum: 120_000 } },
   { path: 'delivery.egressAllow', env: 'SLUICE_WEBHOOK_ALLOW', type: 'list', default: [], doc: 'Addresses (CIDRs like 10.1.0.0/16) and host names webhooks may reach although the SSRF policy forbids them (on-premises receivers).' },
   { path: 'clickhouse.replicated', env: 'SLUICE_CLICKHOUSE_REPLICATED', type: 'boolean', default: false, doc: 'Create ReplicatedMergeTree tables (needs ClickHouse Keeper and {shard}/{replica} macros).' },
 ];

@@ -3,12 +3,12 @@
  * bodies, envelope), what never arrives (injected headers and recipients), how each kind of
  * refusal is classified, and how transports are pooled, rate-limited, signed and closed.
  */
-import { freePort } from '../test/sluice-processes.ts';
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { simpleParser, type ParsedMail } from 'mailparser';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 import { afterEach, describe, expect, it } from 'vitest';
+import { freePort } from '../test/sluice-processes.ts';
 import type { RenderedMessage } from './channel.ts';
 import { EmailSender, isPlainEmailAddress, type EmailAddressing, type SmtpSettings } from './email.ts';
 

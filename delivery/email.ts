@@ -15,6 +15,7 @@
 import { createHash } from 'node:crypto';
 import { convert as htmlToText } from 'html-to-text';
 import nodemailer, { type NodemailerError, type SendMailOptions, type SMTPPoolOptions, type SMTPPoolSentMessageInfo, type Transporter } from 'nodemailer';
+import { isEmailAddress } from '../core/email-address.ts';
 import { redactUrl } from '../core/redact.ts';
 import { clip, type AttemptOutcome, type RenderedMessage } from './channel.ts';
 
@@ -61,14 +62,7 @@ const DEFAULT_CONNECTION_TIMEOUT_MS = 30_000;
 /** providerId is an identifier, not a transcript. */
 const MAX_PROVIDER_ID_CHARS = 200;
 
-/**
- * The addr-spec the relay accepts (relay/schemas.ts isEmailAddress, kept the same so every
- * address the admin API stores can be sent to): dot-atom characters, a dotted LDH domain.
- * No spaces, quotes, angle brackets, commas or control characters can match.
- */
-const ADDR_SPEC = /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
-/** RFC 5321's limits on a path and a local part. */
-const MAX_ADDRESS_CHARS = 254;
+/** RFC 5321's limit on a local part (the whole address: core/email-address.ts). */
 const MAX_LOCAL_PART_CHARS = 64;
 /** Any C0 control character or DEL: nothing a header value may hold. */
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
@@ -80,17 +74,16 @@ const DNS_NAME = /^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(?:\.[A-Za-z0
 
 /** Exactly one address, no display name, no list, no CR/LF, at most 254 characters. */
 export function isPlainEmailAddress(value: string): boolean {
-  if (value.length > MAX_ADDRESS_CHARS || !ADDR_SPEC.test(value)) return false;
-  return value.lastIndexOf('@') <= MAX_LOCAL_PART_CHARS;
+  return isEmailAddress(value) && value.lastIndexOf('@') <= MAX_LOCAL_PART_CHARS;
 }
 
-interface MailboxAddress {
+export interface MailboxAddress {
   name: string;
   address: string;
 }
 
 /** 'addr' or 'Name <addr>' (the name optionally quoted); undefined for anything else. */
-function parseMailbox(value: string): MailboxAddress | undefined {
+export function parseMailbox(value: string): MailboxAddress | undefined {
   if (CONTROL_CHARS.test(value)) return undefined;
   const trimmed = value.trim();
   if (isPlainEmailAddress(trimmed)) return { name: '', address: trimmed };

@@ -4,7 +4,7 @@
  * are rows of relay_delivery_jobs (content: their submission's row); their state is the latest
  * record in relay_delivery_attempts, and `queued` while there is none.
  */
-import { quoteIdentifier, quoteString, type Storage } from '../storage/storage.ts';
+import { queryRows, quoteIdentifier, quoteString, type Storage } from '../storage/storage.ts';
 import { type DeliveryChannel, type DeliveryJob, type JobKind, type JobState } from './job.ts';
 
 export interface JobView {
@@ -106,42 +106,48 @@ export class DeliveryHistory {
 
   /** The job as created (its latest series and state beside it), or undefined when the tenant has no such job. */
   async job(tenantId: string, jobId: string): Promise<{ job: DeliveryJob; state: JobState } | undefined> {
+    return (await this.created(tenantId, [jobId]))[0];
+  }
+
+  /** Jobs as created, with their latest series and state: two queries however many are asked for (a retry of all dead jobs). */
+  async created(tenantId: string, jobIds: readonly string[]): Promise<Array<{ job: DeliveryJob; state: JobState }>> {
+    if (jobIds.length === 0) return [];
     const db = quoteIdentifier(this.database);
     const t = quoteString(tenantId);
-    const id = `toUUIDOrZero(${quoteString(jobId)})`;
-    const [row] = await this.rows<Record<string, string | number>>(`SELECT j.SubmissionId AS submissionId, j.Kind AS kind, j.Channel AS channel,
-        j.Destination AS destination, j.Subject AS subject, j.Body AS body, toString(toUnixTimestamp64Milli(j.CreatedAt)) AS createdMs,
+    const ids = `(${jobIds.map((id) => `toUUIDOrZero(${quoteString(id)})`).join(', ')})`;
+    const rows = await this.rows<Record<string, string | number>>(`SELECT toString(j.JobId) AS jobId, j.SubmissionId AS submissionId, j.Kind AS kind,
+        j.Channel AS channel, j.Destination AS destination, j.Subject AS subject, j.Body AS body, toString(toUnixTimestamp64Milli(j.CreatedAt)) AS createdMs,
         if(a.LatestState = '', 'queued', a.LatestState) AS state, a.LatestSeries AS series
       FROM ${db}.relay_delivery_jobs AS j
-      LEFT JOIN (SELECT JobId, ${LATEST} FROM ${db}.relay_delivery_attempts WHERE TenantId = ${t} AND JobId = ${id} GROUP BY JobId) AS a ON a.JobId = j.JobId
-      WHERE j.TenantId = ${t} AND j.JobId = ${id} LIMIT 1`);
-    if (!row) return undefined;
-    const submissionId = String(row.submissionId);
-    const [submission] = submissionId
-      ? await this.rows<Record<string, string>>(`SELECT SiteId, FormId, Data, Subject, Body FROM ${db}.relay_submissions
-          WHERE TenantId = ${t} AND SubmissionId = toUUIDOrZero(${quoteString(submissionId)}) LIMIT 1`)
-      : [];
-    const job: DeliveryJob = {
-      id: jobId,
-      series: Number(row.series) || 1,
-      tenantId,
-      siteId: submission?.SiteId ?? '',
-      formId: submission?.FormId ?? '',
-      submissionId,
-      kind: String(row.kind) as JobKind,
-      channel: String(row.channel) as DeliveryChannel,
-      destination: String(row.destination),
-      createdAt: iso(row.createdMs)!,
-      content: submission
-        ? { data: JSON.parse(submission.Data) as Record<string, unknown>, subject: submission.Subject, body: submission.Body }
-        : { data: {}, subject: String(row.subject), body: String(row.body) },
-    };
-    return { job, state: row.state as JobState };
+      LEFT JOIN (SELECT JobId, ${LATEST} FROM ${db}.relay_delivery_attempts WHERE TenantId = ${t} AND JobId IN ${ids} GROUP BY JobId) AS a ON a.JobId = j.JobId
+      WHERE j.TenantId = ${t} AND j.JobId IN ${ids}`);
+    const submissionIds = [...new Set(rows.map((row) => String(row.submissionId)).filter(Boolean))];
+    const submissions = new Map(submissionIds.length === 0 ? [] : (await this.rows<Record<string, string>>(`SELECT toString(SubmissionId) AS id, SiteId, FormId, Data, Subject, Body
+        FROM ${db}.relay_submissions WHERE TenantId = ${t} AND SubmissionId IN (${submissionIds.map((id) => `toUUIDOrZero(${quoteString(id)})`).join(', ')})`)).map((row) => [row.id!, row]));
+    return rows.map((row) => {
+      const submissionId = String(row.submissionId);
+      const submission = submissions.get(submissionId);
+      const job: DeliveryJob = {
+        id: String(row.jobId),
+        series: Number(row.series) || 1,
+        tenantId,
+        siteId: submission?.SiteId ?? '',
+        formId: submission?.FormId ?? '',
+        submissionId,
+        kind: String(row.kind) as JobKind,
+        channel: String(row.channel) as DeliveryChannel,
+        destination: String(row.destination),
+        createdAt: iso(row.createdMs)!,
+        content: submission
+          ? { data: JSON.parse(submission.Data!) as Record<string, unknown>, subject: submission.Subject!, body: submission.Body! }
+          : { data: {}, subject: String(row.subject), body: String(row.body) },
+      };
+      return { job, state: row.state as JobState };
+    });
   }
 
   private async rows<T>(sql: string): Promise<T[]> {
-    const text = await (await this.storage()).query(sql, 'JSONEachRow');
-    return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as T);
+    return queryRows<T>(await this.storage(), sql);
   }
 }
 

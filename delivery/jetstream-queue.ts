@@ -9,10 +9,10 @@
  * slow SMTP server does not cause a second delivery; a process killed mid-attempt stops doing
  * so, and ack_wait later hands the job to another worker as the next attempt.
  */
-import { AckPolicy, jetstream, jetstreamManager, type Consumer, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, type Consumer, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { DELIVERY_DURABLE, deliveryStreamOf } from '../bus/jetstream-names.ts';
-import { ensureWorkQueueStream, isStreamFull, workQueueSettings } from '../bus/jetstream-streams.ts';
+import { ensureDurableConsumer, ensureWorkQueueStream, isStreamFull, workQueueSettings } from '../bus/jetstream-streams.ts';
 import { SluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
@@ -39,7 +39,6 @@ export class JetStreamDeliveryQueue implements DeliveryQueue {
   private readonly names: { stream: string; subject: string };
   private readonly running = new Set<Promise<void>>();
   private stopped = false;
-  private consuming = false;
   private lastError: string | undefined;
   private lastFullAt = 0;
   /** Why the last pull failed, until one succeeds again: the workers get nothing meanwhile. */
@@ -54,15 +53,8 @@ export class JetStreamDeliveryQueue implements DeliveryQueue {
     const jsm = await jetstreamManager(this.nc);
     const { stream, subject } = this.names;
     await ensureWorkQueueStream(jsm, stream, workQueueSettings(subject, this.options.replicas, this.options.maxStreamBytes), this.options.log);
-    const config = { durable_name: DELIVERY_DURABLE, ack_policy: AckPolicy.Explicit, ack_wait: this.options.ackWaitMs * 1_000_000, max_ack_pending: 10_000, max_deliver: -1 };
-    if (await jsm.consumers.info(stream, DELIVERY_DURABLE).catch(() => undefined)) {
-      await jsm.consumers.update(stream, DELIVERY_DURABLE, { ack_wait: config.ack_wait, max_ack_pending: config.max_ack_pending, max_deliver: -1 });
-      return;
-    }
-    await jsm.consumers.add(stream, config).catch(async (err) => {
-      // Another process created it between our two calls.
-      if (!(await jsm.consumers.info(stream, DELIVERY_DURABLE).catch(() => undefined))) throw err;
-    });
+    // Attempts are counted by the worker (the delivery count), never cut off by JetStream.
+    await ensureDurableConsumer(jsm, stream, { name: DELIVERY_DURABLE, ackWaitMs: this.options.ackWaitMs, maxAckPending: 10_000, maxDeliver: -1 });
   }
 
   async shutdown(): Promise<void> {
@@ -82,7 +74,6 @@ export class JetStreamDeliveryQueue implements DeliveryQueue {
   }
 
   consume(handle: AttemptHandler, concurrency: number): void {
-    this.consuming = true;
     this.options.run('delivery.consumer', async ({ signal }) => {
       const consumer = await this.js.consumers.get(this.names.stream, DELIVERY_DURABLE);
       while (!signal.aborted && !this.stopped) {

@@ -47,7 +47,7 @@ binary() (
 # --- Packages: install what is missing, if this may ------------------------------------
 # Package names are the binaries' names (Debian).
 missing=()
-for name in nats-server redis-server clickhouse-server docker-compose chromium; do
+for name in nats-server redis-server clickhouse-server docker-compose chromium openssl; do
   [[ -n "$(binary "$name")" ]] || missing+=("$name")
 done
 if (( ${#missing[@]} > 0 )); then
@@ -67,7 +67,7 @@ if (( ${#missing[@]} > 0 )); then
     [[ -n "$(binary "$name")" ]] || fail "$name was installed but is not in $SEARCH_PATH"
   done
 fi
-say "installed: nats-server, redis-server, clickhouse-server, docker-compose, chromium"
+say "installed: nats-server, redis-server, clickhouse-server, docker-compose, chromium, openssl"
 
 # Where a started service keeps its state and log.
 if [[ $EUID -eq 0 ]]; then

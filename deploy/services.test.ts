@@ -131,7 +131,7 @@ describe('deploy/services.sh', () => {
     // Every binary but clickhouse-server, as if its package were not installed.
     const bin = await directoryFor('sluice-services-bin-', false);
     cleanups.push(() => rm(bin, { recursive: true, force: true }));
-    for (const [name, path] of [['nats-server', '/usr/sbin/nats-server'], ['redis-server', '/usr/bin/redis-server'], ['docker-compose', '/usr/bin/docker-compose'], ['chromium', '/usr/bin/chromium']]) {
+    for (const [name, path] of [['nats-server', '/usr/sbin/nats-server'], ['redis-server', '/usr/bin/redis-server'], ['docker-compose', '/usr/bin/docker-compose'], ['chromium', '/usr/bin/chromium'], ['openssl', '/usr/bin/openssl']]) {
       await symlink(path!, join(bin, name!));
     }
     const outcome = await runUnprivileged({ SERVICES_PATH: bin, SERVICES_NATS_PORT: '1', SERVICES_REDIS_PORT: '1' });

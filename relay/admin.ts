@@ -17,7 +17,7 @@ import { sha256Hex, type Collection, type RelayStore } from './store.ts';
 import type { SubmissionQuery, SubmissionReader } from './submissions.ts';
 import { checkTemplate, DEFAULT_TEMPLATE, renderHtml, renderSubject } from './templates.ts';
 import type { SecretBox } from '../core/secret-box.ts';
-import { isPlainEmailAddress } from '../delivery/email.ts';
+import { parseMailbox } from '../delivery/email.ts';
 import type { DeliveryHistory } from '../delivery/history.ts';
 import { JOB_STATES, type DeliveryJob, type JobState } from '../delivery/job.ts';
 
@@ -401,10 +401,9 @@ export class RelayAdmin {
     const form = this.form(actor, siteId, formId);
     const dead = await this.delivery.history.jobs(form.tenantId, form.id, { state: 'dead', limit: RETRY_ALL_LIMIT });
     let retried = 0;
-    for (const view of dead) {
-      const found = await this.delivery.history.job(form.tenantId, view.jobId);
-      if (found?.state !== 'dead') continue;
-      await this.delivery.requeue({ ...found.job, series: found.job.series + 1 });
+    for (const { job, state } of await this.delivery.history.created(form.tenantId, dead.map((view) => view.jobId))) {
+      if (state !== 'dead') continue; // retried meanwhile
+      await this.delivery.requeue({ ...job, series: job.series + 1 });
       retried++;
     }
     return { retried, more: dead.length === RETRY_ALL_LIMIT };
@@ -423,7 +422,7 @@ export class RelayAdmin {
     if (input.email === null) delete next.email;
     else if (input.email) {
       const { from, smtpUrl } = input.email;
-      if (from !== undefined && !isSenderAddress(from)) throw validationFailed('email.from', 'must be one address, `relay@example.com` or `Name <relay@example.com>`');
+      if (from !== undefined && !parseMailbox(from)) throw validationFailed('email.from', 'must be one address, `relay@example.com` or `Name <relay@example.com>`');
       next.email = { ...current.email, ...(from !== undefined ? { from } : {}), ...(smtpUrl !== undefined ? { smtpUrlSealed: this.secrets.seal(smtpUrl) } : {}) };
     }
     if (input.whatsapp === null) delete next.whatsapp;
@@ -696,13 +695,6 @@ export class RelayAdmin {
 /** Standard Webhooks secret: `whsec_` and the base64 of 24 random bytes. */
 function newWebhookSecret(): string {
   return `whsec_${randomBytes(24).toString('base64')}`;
-}
-
-/** A From: one address, bare or after a display name, with no line break (it becomes a header). */
-function isSenderAddress(value: string): boolean {
-  if (/[\r\n]/.test(value)) return false;
-  const angle = /^[^<>"]*<([^<>]+)>$/.exec(value.trim());
-  return isPlainEmailAddress(angle ? angle[1]! : value.trim());
 }
 
 /** What the admin shows of delivery settings: never a token or an SMTP URL (it holds a password). */

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { freePort } from '../test/sluice-processes.ts';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startCaptchaProviders, type FakeCaptchaProviders, type IssuedFor, type ProviderMode } from '../test/captcha-providers.ts';
+import { freePort } from '../test/sluice-processes.ts';
 import { CaptchaVerifier, DEFAULT_CAPTCHA_ENDPOINTS, type CaptchaCheck } from './captcha.ts';
 import { CAPTCHA_PROVIDERS, type CaptchaProvider } from './model.ts';
 

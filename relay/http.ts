@@ -121,16 +121,20 @@ function routes(deps: RelayHttpDeps): Route[] {
 /** `?limit=50&before=<cursor>` of a listing. */
 function pageQuery(query: string): SubmissionQuery {
   const params = new URLSearchParams(query);
-  const limit = params.get('limit');
   const before = params.get('before');
-  return { ...(limit !== null ? { limit: /^\d+$/.test(limit) ? Number(limit) : NaN } : {}), ...(before !== null ? { before } : {}) };
+  return { ...limitParam(params), ...(before !== null ? { before } : {}) };
 }
 
 function jobQuery(query: string): { state?: string; limit?: number } {
   const params = new URLSearchParams(query);
-  const limit = params.get('limit');
   const state = params.get('state');
-  return { ...(limit !== null ? { limit: /^\d+$/.test(limit) ? Number(limit) : NaN } : {}), ...(state !== null ? { state } : {}) };
+  return { ...limitParam(params), ...(state !== null ? { state } : {}) };
+}
+
+/** `limit` as a number (NaN when it is not digits: the operation refuses it, naming the field). */
+function limitParam(params: URLSearchParams): { limit?: number } {
+  const limit = params.get('limit');
+  return limit === null ? {} : { limit: /^\d+$/.test(limit) ? Number(limit) : NaN };
 }
 
 /** The status of a route's success. */

@@ -5,14 +5,13 @@
  * handler on the relay port.
  */
 import type { Bus } from '../bus/bus.ts';
-import { AttemptLog } from '../delivery/attempt-log.ts';
-import { DeliveryHistory } from '../delivery/history.ts';
-import type { DeliveryJob } from '../delivery/job.ts';
-import type { DeliveryQueue } from '../delivery/queue.ts';
-import { RelayError } from './errors.ts';
 import type { ByteBudget } from '../core/byte-budget.ts';
 import type { Logger } from '../core/log.ts';
 import type { SecretBox } from '../core/secret-box.ts';
+import type { AttemptLog } from '../delivery/attempt-log.ts';
+import { DeliveryHistory } from '../delivery/history.ts';
+import type { DeliveryJob } from '../delivery/job.ts';
+import type { DeliveryQueue } from '../delivery/queue.ts';
 import type { ClientIpResolver } from '../gateway/client-ip.ts';
 import type { HttpHandler } from '../gateway/http/adapter.ts';
 import type { Limiter } from '../gateway/limiter.ts';
@@ -20,6 +19,7 @@ import type { StateStore } from '../state/store.ts';
 import type { Storage } from '../storage/storage.ts';
 import { RelayAdmin, type WebhookUrlCheck } from './admin.ts';
 import { Sessions } from './auth.ts';
+import { RelayError } from './errors.ts';
 import { CaptchaVerifier, type CaptchaEndpoints } from './captcha.ts';
 import { relayHandler } from './http.ts';
 import { Idempotency } from './idempotency.ts';
@@ -72,13 +72,15 @@ export async function openRelay(parts: RelayParts): Promise<Relay> {
   await store.start();
   const sessions = new Sessions(keys.sessionKey, store);
   const validate = createBodyValidator();
-  const storage = async () => {
+  /** Storage to read from, or 503 saying what needs it in a process without it (a gateway with no CLICKHOUSE_URL). */
+  const readable = (what: string) => async () => {
     const opened = await parts.storage();
-    if (!opened) throw new RelayError(503, 'The delivery history is read from storage, which this process does not open: set CLICKHOUSE_URL on it');
+    if (!opened) throw new RelayError(503, `${what} read from storage, which this process does not open: set CLICKHOUSE_URL on it`);
     return opened;
   };
-  const delivery = { history: new DeliveryHistory(storage, parts.database), requeue: parts.requeue };
-  const admin = new RelayAdmin(store, keys.secrets, sessions, validate, new SubmissionReader(parts.storage, parts.database), parts.checks.webhookUrl, delivery);
+  const delivery = { history: new DeliveryHistory(readable('The delivery history is'), parts.database), requeue: parts.requeue };
+  const submissions = new SubmissionReader(readable('Submissions are'), parts.database);
+  const admin = new RelayAdmin(store, keys.secrets, sessions, validate, submissions, parts.checks.webhookUrl, delivery);
   return { store, admin, sessions, secrets: keys.secrets, validate, shutdown: () => store.shutdown() };
 }
 
@@ -87,6 +89,8 @@ export interface PublicRelayParts {
   bus: Bus;
   /** Where the jobs go to be delivered; a 201 waits for it too. */
   deliveries: DeliveryQueue;
+  /** The delivery history, where jobs that could not be queued are recorded. */
+  history: AttemptLog;
   budget: ByteBudget;
   /** Sliding windows per client IP: 10, 300 and 10 a minute by default. */
   limiters: { submissions: Limiter; notifications: Limiter; discovery: Limiter };
@@ -109,7 +113,7 @@ export function openPublicRelay(relay: Relay, parts: PublicRelayParts): PublicRe
     secrets: relay.secrets,
     captcha: new CaptchaVerifier(parts.captcha),
     idempotency: new Idempotency(state, { leaseMs: parts.idempotencyLeaseMs }),
-    intake: new RelayIntake(parts.bus, parts.deliveries, new AttemptLog(parts.bus, parts.log)),
+    intake: new RelayIntake(parts.bus, parts.deliveries, parts.history),
     validate: relay.validate,
     limiters: parts.limiters,
     clientIp: parts.clientIp,

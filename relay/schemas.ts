@@ -4,6 +4,7 @@
  * naming the first bad field.
  */
 import { Ajv } from 'ajv';
+import { isEmailAddress } from '../core/email-address.ts';
 import { firstProblem } from '../core/validation.ts';
 import { validationFailed } from './errors.ts';
 import { CAPTCHA_PROVIDERS, CHANNELS, ROLES } from './model.ts';
@@ -127,12 +128,8 @@ export const PUBLIC_SCHEMAS = {
 
 export type AdminSchemaName = keyof typeof ADMIN_SCHEMAS | keyof typeof PUBLIC_SCHEMAS;
 
-const EMAIL = /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
 export const E164 = new RegExp(E164_PATTERN);
-
-export function isEmailAddress(value: string): boolean {
-  return value.length <= 254 && EMAIL.test(value);
-}
+export { isEmailAddress };
 
 /** scheme://host[:port] exactly as a browser sends it in Origin. */
 export function isOrigin(value: string): boolean {

@@ -3,8 +3,8 @@
  * They live in storage (relay_submissions), so this reads through the Storage interface; a
  * process without storage (a cluster gateway with no CLICKHOUSE_URL) answers 503 saying so.
  */
-import { quoteIdentifier, quoteString, type Storage } from '../storage/storage.ts';
-import { RelayError, validationFailed } from './errors.ts';
+import { queryRows, quoteIdentifier, quoteString, type Storage } from '../storage/storage.ts';
+import { validationFailed } from './errors.ts';
 
 export const MAX_PAGE = 200;
 
@@ -41,8 +41,8 @@ interface Row {
 }
 
 export class SubmissionReader {
-  /** @param storage the process's storage, or undefined when it has none */
-  constructor(private readonly storage: () => Promise<Storage | undefined>, private readonly database: string) {}
+  /** @param storage the process's storage (rejects with 503 where it has none) */
+  constructor(private readonly storage: () => Promise<Storage>, private readonly database: string) {}
 
   async list(tenantId: string, siteId: string, formId: string, query: SubmissionQuery = {}): Promise<{ submissions: SubmissionView[]; nextBefore?: string }> {
     const limit = query.limit ?? 50;
@@ -50,7 +50,6 @@ export class SubmissionReader {
     const cursor = query.before === undefined ? undefined : /^(\d{1,20})_([0-9a-f-]{36})$/.exec(query.before);
     if (cursor === null) throw validationFailed('before', 'must be a cursor from nextBefore');
     const storage = await this.storage();
-    if (!storage) throw new RelayError(503, 'Submissions are read from storage, which this process does not open: set CLICKHOUSE_URL on it');
     const where = [`TenantId = ${quoteString(tenantId)}`, `SiteId = ${quoteString(siteId)}`, `FormId = ${quoteString(formId)}`];
     // Many submissions share a millisecond: the cursor is (time, id), in the order of the listing.
     if (cursor) where.push(`(toUnixTimestamp64Nano(ReceivedAt), SubmissionId) < (${cursor[1]}, toUUID(${quoteString(cursor[2]!)}))`);
@@ -58,7 +57,7 @@ export class SubmissionReader {
       Data, Subject, Body, Ip, Origin, UserAgent, Jobs
       FROM ${quoteIdentifier(this.database)}.relay_submissions WHERE ${where.join(' AND ')}
       ORDER BY ReceivedAt DESC, SubmissionId DESC LIMIT ${limit + 1}`;
-    const rows = (await storage.query(sql, 'JSONEachRow')).split('\n').filter(Boolean).map((line) => JSON.parse(line) as Row);
+    const rows = await queryRows<Row>(storage, sql);
     const page = rows.slice(0, limit);
     const submissions = page.map((row) => ({
       submissionId: row.submissionId,

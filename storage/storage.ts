@@ -58,3 +58,9 @@ export function assertReadOnlySql(sql: string): void {
     throw new Error('only one read-only statement (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN, EXISTS) is allowed');
   }
 }
+
+/** The rows of a query, each a parsed JSONEachRow line. */
+export async function queryRows<T>(storage: Storage, sql: string): Promise<T[]> {
+  const text = await storage.query(sql, 'JSONEachRow');
+  return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as T);
+}
