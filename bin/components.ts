@@ -8,7 +8,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createClient } from 'redis';
 import type { Bus } from '../bus/bus.ts';
 import { JetStreamBus } from '../bus/jetstream.ts';
-import { MemoryBus } from '../bus/memory.ts';
+import { LocalLogBus } from '../bus/local-log.ts';
 import type { SluiceConfig } from '../core/config.ts';
 import { EgressPolicy, LOOPBACK_AND_PRIVATE_NETWORKS } from '../delivery/egress.ts';
 import { redactNatsServers, redactUrl } from '../core/redact.ts';
@@ -99,12 +99,15 @@ export function createStateStore(config: Readonly<SluiceConfig>, nc: NatsConnect
   return new NatsKvStateStore(nc, { bucketPrefix: `${config.nats.prefix.toLowerCase()}_`, replicas: config.nats.replicas, log });
 }
 
-/** The in-process group-commit queue, or JetStream streams consumed by any number of processes. */
+/** The local write-ahead log applied to chDB in the background, or JetStream streams consumed by any number of processes. */
 export function createBus(config: Readonly<SluiceConfig>, nc: NatsConnection | undefined, log: Logger, onRestart?: (loop: string) => void): Bus {
   if (!nc) {
-    return new MemoryBus({
+    return new LocalLogBus({
+      dir: join(config.dataDir, 'log'),
       maxPendingBytes: config.storage.maxPendingBytes,
-      maxBatchBytes: Math.min(64 * 1024 * 1024, config.storage.maxPendingBytes),
+      maxBatchBytes: 64 * 1024 * 1024,
+      flushIntervalMs: config.storage.flushIntervalMs,
+      flushBytes: 32 * 1024 * 1024,
       timeoutMs: config.storage.timeoutMs,
       retryAfterSeconds: config.storage.retryAfterSeconds,
       log,

@@ -28,7 +28,7 @@ import { WebhookSender } from '../delivery/webhook.ts';
 import { WhatsAppSender } from '../delivery/whatsapp.ts';
 import { DeliveryWorker } from '../delivery/worker.ts';
 import type { StateStore } from '../state/store.ts';
-import type { Storage } from '../storage/storage.ts';
+import { readsAfter, type Storage } from '../storage/storage.ts';
 import { LocalAdmin } from './admin.ts';
 import {
   announceStorage,
@@ -142,7 +142,11 @@ export class SluiceGraph {
       this.onStop('storage', () => storage.shutdown());
       announceStorage(storage, this.log);
       this.readiness.register('storage', () => storageStatus(storage));
-      return storage;
+      // Embedded: rows are acknowledged once in the local log; a read waits for those before it.
+      if (this.config.nats.url) return storage;
+      return readsAfter(storage, async () => {
+        if (this.built.has('bus')) await (await this.bus()).settled?.();
+      });
     });
   }
 

@@ -1,8 +1,9 @@
 /**
- * The bus carries rows from the pipeline to the storage consumers. Drivers: MemoryBus
- * (embedded: an in-process queue) and, in cluster mode, NATS JetStream. publish() resolves
- * only once the rows are durable — committed to storage (memory) or acknowledged by
- * JetStream (cluster) — which is what a 2xx promises the client.
+ * The bus carries rows from the pipeline to the storage consumers. Drivers: LocalLogBus
+ * (embedded: a write-ahead log on local disk, applied to chDB in the background) and, in
+ * cluster mode, NATS JetStream. publish() resolves only once the rows are durable — written
+ * and fdatasync'ed to the local log, or acknowledged by JetStream — which is what a 2xx
+ * promises the client.
  */
 import type { Reservation } from '../core/byte-budget.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
@@ -35,12 +36,17 @@ export interface Bus {
   consume(sink: ChunkSink): void;
   /** How the bus and this process's consumer loops are, for readiness (`bus`, `consumer.<table>`). */
   statuses(): Record<string, ComponentStatus>;
+  /**
+   * Resolves once rows acknowledged before the call are in storage (or after a time limit):
+   * a bus that acknowledges before storage has them (the embedded log) lets reads wait for them.
+   */
+  settled?(): Promise<void>;
   /** Figures for /metrics: bytes waiting (embedded), consumer totals and lag (cluster consumers). */
   figures(): Promise<BusFigures>;
 }
 
 export interface BusFigures {
-  /** Row bytes accepted and not yet committed (embedded group commit). */
+  /** Row bytes acknowledged and not yet in storage (embedded: in the local log). */
   backlogBytes?: number;
   /** Publishes refused because the bus was full, per table. */
   fullRefusals?: Record<string, number>;

@@ -25,6 +25,7 @@ export interface SluiceConfig {
   storage: {
     database: string;
     maxPendingBytes: number;
+    flushIntervalMs: number;
     timeoutMs: number;
     retryAfterSeconds: number;
     ttlDays: number;
@@ -81,6 +82,7 @@ interface Option {
 }
 
 const MiB = 1024 * 1024;
+const GiB = 1024 * MiB;
 
 export const OPTIONS: readonly Option[] = [
   { path: 'dataDir', env: 'SLUICE_DATA_DIR', type: 'string', default: './data', doc: 'Directory for the embedded storage (chDB), the local state store and the control socket.', schema: { minLength: 1 } },
@@ -97,8 +99,9 @@ export const OPTIONS: readonly Option[] = [
   { path: 'limits.trustedProxies', env: 'SLUICE_TRUSTED_PROXIES', type: 'list', default: [], doc: 'Comma-separated proxy IPs whose X-Forwarded-For is trusted for the client IP (none by default).', schema: { items: { type: 'string', minLength: 1 } } },
   { path: 'pipeline.workers', env: 'SLUICE_WORKERS', type: 'integer', default: Math.max(1, availableParallelism()), doc: 'Worker threads that decompress, decode and build rows (default: one per core).', schema: { minimum: 1, maximum: 256 } },
   { path: 'storage.database', env: 'SLUICE_CLICKHOUSE_DATABASE', type: 'string', default: 'otel', doc: 'ClickHouse database holding the tables.', schema: { pattern: '^[A-Za-z_][A-Za-z0-9_]*$' } },
-  { path: 'storage.maxPendingBytes', env: 'SLUICE_STORAGE_MAX_PENDING_BYTES', type: 'integer', default: 256 * MiB, doc: 'Rows waiting for an insert, in bytes; past it requests get 503 (bounds memory when storage is slow).', schema: { minimum: MiB } },
-  { path: 'storage.timeoutMs', env: 'SLUICE_STORAGE_TIMEOUT_MS', type: 'integer', default: 10_000, doc: 'How long a request waits for its rows to be committed before it gets 503.', schema: { minimum: 100 } },
+  { path: 'storage.maxPendingBytes', env: 'SLUICE_STORAGE_MAX_PENDING_BYTES', type: 'integer', default: GiB, doc: 'Embedded: bytes of rows in the local log (<dataDir>/log) not yet inserted into chDB; past it requests get 503 (bounds the disk the log takes while storage is slow or down).', schema: { minimum: MiB } },
+  { path: 'storage.flushIntervalMs', env: 'SLUICE_STORAGE_FLUSH_INTERVAL_MS', type: 'integer', default: 1000, doc: 'Embedded: the longest rows wait in the local log before they are inserted into chDB (sooner when 32 MiB are waiting); larger batches make fewer parts to merge. Reads through Sluice wait for rows acknowledged before them.', schema: { minimum: 10, maximum: 60_000 } },
+  { path: 'storage.timeoutMs', env: 'SLUICE_STORAGE_TIMEOUT_MS', type: 'integer', default: 10_000, doc: 'How long a request waits for its rows to be durable (embedded: written to the local log) before it gets 503.', schema: { minimum: 100 } },
   { path: 'storage.retryAfterSeconds', env: 'SLUICE_RETRY_AFTER_SECONDS', type: 'integer', default: 5, doc: 'Retry-After sent with 503 when storage is down or behind.', schema: { minimum: 1 } },
   { path: 'storage.ttlDays', env: 'SLUICE_TTL_DAYS', type: 'integer', default: 0, doc: 'Days to keep telemetry rows (a TTL on every table, set when a table is created); 0 keeps them forever.', schema: { minimum: 0 } },
   { path: 'clickhouse.url', env: 'CLICKHOUSE_URL', type: 'string', default: '', doc: 'ClickHouse server (http://user:password@host:8123) instead of the embedded chDB engine.', schema: { pattern: '^(|https?://.+)$' } },

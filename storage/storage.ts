@@ -36,6 +36,23 @@ export interface StorageDescription {
   warnings: string[];
 }
 
+/**
+ * The storage with every query run after `before` settles: on the embedded default, reads wait
+ * for the rows acknowledged before them to leave the local log (bus/local-log.ts#settled).
+ */
+export function readsAfter(storage: Storage, before: () => Promise<void>): Storage {
+  return {
+    start: () => storage.start(),
+    shutdown: () => storage.shutdown(),
+    insert: (batch) => storage.insert(batch),
+    describe: () => storage.describe(),
+    async query(sql, format) {
+      await before();
+      return storage.query(sql, format);
+    },
+  };
+}
+
 /** Quotes a ClickHouse identifier (table or column name, dots kept inside backticks). */
 export function quoteIdentifier(name: string): string {
   return '`' + name.replaceAll('\\', '\\\\').replaceAll('`', '\\`') + '`';

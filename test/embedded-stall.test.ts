@@ -2,7 +2,7 @@
  * Memory stays bounded when storage stalls on the embedded default: the chDB insert of a
  * `sluice serve` hangs for 20 s (its insert is held in the test) while 16 clients keep posting
  * ~1 MiB OTLP requests. The byte budget (32 MiB) holds every request's bytes from admission
- * until its commit, so:
+ * until its rows are in the local log, and the log (64 MiB here) refuses once full, so:
  *   - the budget in use never passes its limit, and the process's RSS stays under its RSS when
  *     the stall began + the budget + a margin;
  *   - every request is answered, with 200 or with 503 + Retry-After;
@@ -31,6 +31,7 @@ beforeAll(async () => {
     'limits.rateBurst': 100_000,
     'limits.ratePerMinute': 6_000_000,
     'storage.retryAfterSeconds': 1,
+    'storage.maxPendingBytes': 64 * MiB,
   });
   // The storage driver's insert, held while the test stalls it (the sink calls it at each batch).
   const insert = sluice.storage.insert.bind(sluice.storage);
@@ -105,6 +106,8 @@ describe('storage stalled under load (embedded)', () => {
     for (const answer of refused) expect(answer.retryAfter, answer.service).toBe('1');
 
     const acknowledged = answers.filter((a) => a.status === 200).map((a) => a.service).sort();
+    const storedCount = async () => Number((await sluice.rows<{ n: string }>("SELECT uniqExact(ServiceName) AS n FROM otel.otel_traces WHERE ServiceName LIKE 'stall-%'"))[0]!.n);
+    await eventually(async () => (await storedCount()) >= acknowledged.length, 60_000, 500);
     const stored = (await sluice.rows<{ service: string; n: string }>(
       "SELECT ServiceName AS service, count() AS n FROM otel.otel_traces WHERE ServiceName LIKE 'stall-%' GROUP BY service ORDER BY service",
     ));

@@ -1,11 +1,15 @@
 /**
- * A poison request in the embedded group commit: storage refuses its rows (they span more
- * than 100 daily partitions, which ClickHouse refuses in one insert). It gets a 400 that says
- * why; every other request of the same group commit is stored and gets its 200.
+ * A poison request on the embedded default: storage refuses its rows (they span more than 100
+ * daily partitions, which ClickHouse refuses in one insert). It was acknowledged once its rows
+ * were in the local log; when the background insert is refused, the batch is split until the
+ * offender stands alone, its rows go to <dataDir>/log/dead-letters with the reason (logged and
+ * counted), and every other request of the batch is stored.
  */
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestSluice, type TestSluice } from './harness.ts';
-import { encodeTraces, traceRequest } from './otlp-fixtures.ts';
+import { traceRequest } from './otlp-fixtures.ts';
 
 let sluice: TestSluice;
 
@@ -38,9 +42,9 @@ function jsonTraces(service: string, spans: number, startNanos?: (i: number) => 
 const count = async (service: string) =>
   Number((await sluice.rows<{ n: string }>(`SELECT count() AS n FROM otel.otel_traces WHERE ServiceName = '${service}'`))[0]!.n);
 
-describe('a poison request in a group commit', () => {
-  it('gets 400 with the reason; the others are stored and get 200', async () => {
-    // Requests that each fit, sent together so they share group commits, with one that never fits.
+describe('a poison request in a batch', () => {
+  it('is dead-lettered with the reason; the others of the batch are stored', async () => {
+    // Requests that each fit, sent together so they share a batch, with one that never fits.
     const good = Array.from({ length: 12 }, (_, i) => `good-${i}`);
     const responses = await Promise.all([
       ...good.map((service) => post(service)),
@@ -49,14 +53,17 @@ describe('a poison request in a group commit', () => {
       post('early', (i) => today - BigInt(60 + (i % 60)) * DAY),
       post('late', (i) => today - BigInt(i % 60) * DAY),
     ]);
-    const statuses = responses.map((r) => r.status);
-    expect(statuses.slice(0, 12)).toEqual(good.map(() => 200));
-    expect(statuses.slice(12)).toEqual([400, 200, 200]);
-    const refusal = await responses[12]!.json();
-    expect(refusal.message).toBe('storage refused the rows for otel_traces: they span more than 100 partitions (days), more than ClickHouse takes in one insert: send fewer days per request');
-    expect(responses[12]!.headers.get('retry-after')).toBeNull();
+    expect(responses.map((r) => r.status)).toEqual(responses.map(() => 200));
 
     for (const service of [...good, 'early', 'late']) expect(await count(service), service).toBe(150);
     expect(await count('poison')).toBe(0);
+    const dir = join(sluice.dataDir, 'log', 'dead-letters');
+    const files = await readdir(dir);
+    expect(files).toHaveLength(1);
+    const letter = JSON.parse(await readFile(join(dir, files[0]!), 'utf8'));
+    expect(letter.reason).toBe('storage refused the rows for otel_traces: they span more than 100 partitions (days), more than ClickHouse takes in one insert: send fewer days per request');
+    expect(letter.chunks).toMatchObject([{ table: 'otel_traces', rows: 150, format: 'RowBinary' }]);
+    const metrics = await (await fetch(sluice.baseUrl + '/metrics')).text();
+    expect(metrics).toMatch(/sluice_consumer\{figure="deadLettered",table=""\} 1/);
   });
 });

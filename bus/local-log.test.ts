@@ -1,0 +1,250 @@
+/**
+ * The embedded bus on its write-ahead log, with a sink in the test's hands: group commit, replay
+ * after a crash (the batch in flight again under the same tokens), torn records cut at open,
+ * outages retried while the log takes rows, refused rows dead-lettered, the log full → 503,
+ * reads waiting for acknowledged rows, segments deleted once applied.
+ */
+import { appendFile, mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SluiceError } from '../core/errors.ts';
+import { eventually } from '../test/harness.ts';
+import type { ChunkSink, TableChunk } from './bus.ts';
+import { LocalLogBus, type LocalLogBusOptions } from './local-log.ts';
+import { RowLog } from './row-log.ts';
+
+const dirs: string[] = [];
+const buses: LocalLogBus[] = [];
+afterEach(async () => {
+  for (const bus of buses.splice(0)) await bus.shutdown().catch(() => {});
+  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true });
+});
+
+async function logDir(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'sluice-log-'));
+  dirs.push(dir);
+  return join(dir, 'log');
+}
+
+async function openBus(dir: string, options: Partial<LocalLogBusOptions> = {}): Promise<LocalLogBus> {
+  const bus = new LocalLogBus({ dir, maxPendingBytes: 64 * 1024 * 1024, maxBatchBytes: 1024 * 1024, flushIntervalMs: 20, flushBytes: 1024 * 1024, timeoutMs: 5_000, retryAfterSeconds: 7, ...options });
+  await bus.start();
+  buses.push(bus);
+  return bus;
+}
+
+/** A chunk whose rows are `rows` copies of `label` (one byte of length, then the text: RowBinary of a String column). */
+function chunk(label: string, table = 'otel_traces', rows = 1): TableChunk {
+  const one = Buffer.concat([Buffer.from([label.length]), Buffer.from(label)]);
+  return { table, columns: ['Name'], rows, data: Buffer.concat(Array.from({ length: rows }, () => one)) };
+}
+
+function labels(chunks: readonly TableChunk[]): string[] {
+  const out: string[] = [];
+  for (const { data } of chunks) {
+    for (let at = 0; at < data.length; at += 1 + data[at]!) out.push(Buffer.from(data.subarray(at + 1, at + 1 + data[at]!)).toString());
+  }
+  return out;
+}
+
+/** A storage that keeps labels per table and drops an insert whose token it has seen (as ClickHouse's dedup window does). */
+function recordingSink() {
+  const stored: Record<string, string[]> = {};
+  const tokens: string[] = [];
+  const inserts: number[] = [];
+  const sink: ChunkSink = async (chunks, token) => {
+    if (token && tokens.includes(token)) return;
+    if (token) tokens.push(token);
+    inserts.push(chunks.length);
+    for (const c of chunks) (stored[c.table] ??= []).push(...labels([c]));
+  };
+  return { sink, stored, tokens, inserts };
+}
+
+describe('LocalLogBus', () => {
+  it('acknowledges once the rows are written, then inserts them in batches in order', async () => {
+    const bus = await openBus(await logDir(), { flushIntervalMs: 200 });
+    const storage = recordingSink();
+    bus.consume(storage.sink);
+    await Promise.all(Array.from({ length: 50 }, (_, i) => bus.publish([chunk(`r${i}`), chunk(`m${i}`, 'otel_metrics_sum')])));
+    // Acknowledged before storage has them: the flush interval has not passed.
+    expect(storage.stored).toEqual({});
+    await bus.settled();
+    expect(storage.stored.otel_traces).toEqual(Array.from({ length: 50 }, (_, i) => `r${i}`));
+    expect(storage.stored.otel_metrics_sum).toEqual(Array.from({ length: 50 }, (_, i) => `m${i}`));
+    // One insert per table for the 50 requests.
+    expect(storage.inserts.length).toBe(2);
+    expect(bus.pendingBytes).toBe(0);
+  });
+
+  it('replays after a crash what was acknowledged and not applied, and the batch in flight under the same tokens', async () => {
+    const dir = await logDir();
+    const first = await openBus(dir, { flushIntervalMs: 10 });
+    const storage = recordingSink();
+    // Storage commits the batch but the process dies before it hears back: the sink never returns.
+    let committed = 0;
+    first.consume(async (chunks, token) => {
+      await storage.sink(chunks, token);
+      committed++;
+      await new Promise(() => {});
+    });
+    await Promise.all(['a', 'b', 'c'].map((label) => first.publish([chunk(label)])));
+    await eventually(() => committed === 1);
+    const tokensBefore = [...storage.tokens];
+    await first.publish([chunk('d')]); // acknowledged while the insert hangs
+
+    // A new process on the same directory (the first is gone without a shutdown).
+    buses.splice(buses.indexOf(first), 1);
+    const second = await openBus(dir, { flushIntervalMs: 10 });
+    const seen: string[] = [];
+    second.consume(async (chunks, token) => {
+      seen.push(token!);
+      await storage.sink(chunks, token);
+    });
+    await eventually(() => storage.stored.otel_traces?.includes('d'));
+    expect(seen[0]).toBe(tokensBefore[0]); // the batch in flight again, exactly
+    expect(storage.stored.otel_traces).toEqual(['a', 'b', 'c', 'd']);
+  });
+
+  it('cuts a record left unfinished by a crash and keeps every whole one', async () => {
+    const dir = await logDir();
+    const bus = await openBus(dir, { flushIntervalMs: 60_000 });
+    await bus.publish([chunk('kept-1')]);
+    await bus.publish([chunk('kept-2', 'otel_logs', 3)]);
+    const [segment] = (await readdir(dir)).filter((name) => name.endsWith('.seg'));
+    const whole = (await stat(join(dir, segment!))).size;
+    // Half a record: a length that promises more than follows.
+    await appendFile(join(dir, segment!), Buffer.from([200, 0, 0, 0, 1, 2, 3, 4, 5]));
+
+    const repairs: unknown[] = [];
+    const log = new RowLog(dir, { segmentBytes: 1 << 20, onRepair: (detail) => repairs.push(detail) });
+    await log.open();
+    expect(repairs).toEqual([{ segment, keptBytes: whole, cutBytes: 9, reason: 'a record cut short' }]);
+    const { records } = await log.read(0, Infinity);
+    expect(records.map((r) => labels(r.chunks))).toEqual([['kept-1'], ['kept-2', 'kept-2', 'kept-2']]);
+    expect(records[1]!.chunks[0]).toMatchObject({ table: 'otel_logs', columns: ['Name'], rows: 3 });
+    await log.close();
+  });
+
+  it('cuts at a record whose checksum does not match', async () => {
+    const dir = await logDir();
+    const bus = await openBus(dir, { flushIntervalMs: 60_000 });
+    await bus.publish([chunk('good')]);
+    await bus.publish([chunk('flipped')]);
+    await bus.shutdown();
+    const [segment] = (await readdir(dir)).filter((name) => name.endsWith('.seg'));
+    const bytes = await readFile(join(dir, segment!));
+    const at = bytes.lastIndexOf(Buffer.from('flipped'));
+    bytes[at] = 'F'.charCodeAt(0);
+    await rm(join(dir, segment!));
+    await appendFile(join(dir, segment!), bytes);
+
+    const again = await openBus(dir, { flushIntervalMs: 10 });
+    const storage = recordingSink();
+    again.consume(storage.sink);
+    await again.settled();
+    expect(storage.stored.otel_traces).toEqual(['good']);
+  });
+
+  it('keeps acknowledging while storage is down, retries, and stores everything once when it is back', async () => {
+    const bus = await openBus(await logDir(), { flushIntervalMs: 10 });
+    const storage = recordingSink();
+    let down = true;
+    let failures = 0;
+    bus.consume(async (chunks, token) => {
+      if (down) {
+        failures++;
+        throw new SluiceError('unavailable', 'storage is down');
+      }
+      await storage.sink(chunks, token);
+    });
+    for (let i = 0; i < 5; i++) await bus.publish([chunk(`x${i}`)]);
+    await eventually(() => failures >= 2);
+    expect(bus.statuses().bus).toMatchObject({ ok: false, detail: expect.stringContaining('storage inserts are failing') });
+    down = false;
+    await eventually(() => storage.stored.otel_traces?.length === 5, 20_000);
+    expect(storage.stored.otel_traces).toEqual(['x0', 'x1', 'x2', 'x3', 'x4']);
+    expect(bus.statuses().bus!.ok).toBe(true);
+  });
+
+  it('dead-letters the rows storage refuses, with the reason, and stores the rest of the batch', async () => {
+    const dir = await logDir();
+    const bus = await openBus(dir, { flushIntervalMs: 50 });
+    const storage = recordingSink();
+    bus.consume(async (chunks, token) => {
+      if (labels(chunks).includes('poison')) throw new SluiceError('bad_request', 'storage refused the rows for otel_traces: not these');
+      await storage.sink(chunks, token);
+    });
+    await Promise.all(['a', 'b', 'poison', 'c'].map((label) => bus.publish([chunk(label)])));
+    await bus.settled();
+    expect(storage.stored.otel_traces).toEqual(['a', 'b', 'c']);
+    const [file] = await readdir(join(dir, 'dead-letters'));
+    const letter = JSON.parse(await readFile(join(dir, 'dead-letters', file!), 'utf8'));
+    expect(letter.reason).toBe('storage refused the rows for otel_traces: not these');
+    expect(letter.chunks).toEqual([{ table: 'otel_traces', columns: ['Name'], rows: 1, format: 'RowBinary', data: Buffer.from('\x06poison').toString('base64') }]);
+    expect(bus.totals.deadLettered).toBe(1);
+  });
+
+  it('refuses with 503 + Retry-After once the rows not yet in storage reach the limit', async () => {
+    const bus = await openBus(await logDir(), { maxPendingBytes: 1024 * 1024, flushIntervalMs: 10 });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const storage = recordingSink();
+    bus.consume(async (chunks, token) => {
+      await held;
+      await storage.sink(chunks, token);
+    });
+    const big = (label: string) => chunk(label.padEnd(100, '.'), 'otel_traces', 2000); // ~200 KB
+    const outcomes = await Promise.all(Array.from({ length: 8 }, (_, i) => bus.publish([big(`b${i}`)]).then(() => 'ok', (err: SluiceError) => err)));
+    const refused = outcomes.filter((o): o is SluiceError => o !== 'ok');
+    expect(refused.length).toBeGreaterThan(0);
+    for (const err of refused) expect(err).toMatchObject({ code: 'unavailable', retryAfterSeconds: 7, message: 'storage is behind: the local log is full' });
+    release();
+    await bus.settled();
+    expect(storage.stored.otel_traces!.length).toBe((8 - refused.length) * 2000);
+  });
+
+  it('lets a reader wait for rows acknowledged before it, sooner than the flush interval', async () => {
+    const bus = await openBus(await logDir(), { flushIntervalMs: 30_000 });
+    const storage = recordingSink();
+    bus.consume(storage.sink);
+    await bus.publish([chunk('now')]);
+    const started = Date.now();
+    await bus.settled();
+    expect(storage.stored.otel_traces).toEqual(['now']);
+    expect(Date.now() - started).toBeLessThan(30_000);
+  });
+
+  it('takes back an append the writer has not taken yet: it is never written', async () => {
+    const log = new RowLog(await logDir(), { segmentBytes: 1 << 20 });
+    await log.open();
+    const first = log.append([chunk('written')]); // the writer takes it at once
+    const second = log.append([chunk('withdrawn')]); // queued behind that write
+    expect(second.withdraw()).toBe(true);
+    expect(first.withdraw()).toBe(false);
+    await first.done;
+    const { records } = await log.read(0, Infinity);
+    expect(records.map((r) => labels(r.chunks))).toEqual([['written']]);
+    await log.close();
+  });
+
+  it('rolls segments and deletes the ones wholly applied', async () => {
+    const dir = await logDir();
+    const bus = await openBus(dir, { segmentBytes: 4096, flushIntervalMs: 10 });
+    const storage = recordingSink();
+    bus.consume(storage.sink);
+    for (let i = 0; i < 40; i++) await bus.publish([chunk(`s${i}`.padEnd(200, '.'))]);
+    await bus.settled();
+    expect(storage.stored.otel_traces!.length).toBe(40);
+    await eventually(async () => (await readdir(dir)).filter((name) => name.endsWith('.seg')).length === 1);
+    // After a restart nothing is inserted again.
+    await bus.shutdown();
+    const again = await openBus(dir, { flushIntervalMs: 10 });
+    const second = recordingSink();
+    again.consume(second.sink);
+    await again.publish([chunk('next')]);
+    await again.settled();
+    expect(second.stored.otel_traces).toEqual(['next']);
+  });
+});

@@ -1,0 +1,281 @@
+/**
+ * LocalLogBus: the embedded default's bus. A publish appends the request's rows to the local
+ * write-ahead log (row-log.ts) and resolves once they are on disk: that is what a 2xx promises,
+ * and it takes a group-committed fdatasync (a millisecond or two), not a storage insert.
+ *
+ * Storage is fed in the background: the applier reads what the log holds in large batches
+ * (every flushIntervalMs, or sooner when flushBytes are waiting or a reader waits) and inserts
+ * each table's rows in one statement, so the engine makes few parts and merges little. After a
+ * crash or a restart it starts again from the checkpoint; the batch that was being inserted is
+ * replayed exactly, with the same insert_deduplication_tokens, so nothing is stored twice.
+ *
+ * Failures: a storage outage is retried with backoff while the log absorbs new rows; past
+ * maxPendingBytes of rows not yet inserted, publishes are refused with 503 + Retry-After. Rows
+ * storage refuses (a data error) are isolated like the cluster consumer's (bus/isolate.ts): the
+ * offending request's record goes to <log>/dead-letters as JSON with the reason, and is logged
+ * and counted; every other request of the batch is stored.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { SluiceError } from '../core/errors.ts';
+import type { Logger } from '../core/log.ts';
+import type { ComponentStatus } from '../core/readiness.ts';
+import { isDataError } from '../storage/errors.ts';
+import { chunkBytes, type Bus, type BusFigures, type ChunkSink, type TableChunk } from './bus.ts';
+import { storeIsolating } from './isolate.ts';
+import { RowLog, type LogRecord } from './row-log.ts';
+
+export interface LocalLogBusOptions {
+  /** The log's directory (<dataDir>/log). */
+  dir: string;
+  /** Bytes of rows in the log not yet in storage; past it publishes are refused with 503. */
+  maxPendingBytes: number;
+  /** Upper bound of one batch read back and inserted. */
+  maxBatchBytes: number;
+  /** Rows wait at most this long in the log before they are inserted. */
+  flushIntervalMs: number;
+  /** ...or until this many bytes are waiting. */
+  flushBytes: number;
+  /** How long a publish may wait for its write (a slow disk) before it is withdrawn with 503. */
+  timeoutMs: number;
+  retryAfterSeconds: number;
+  segmentBytes?: number;
+  log?: Logger;
+}
+
+/** Backoff of the applier while storage is unavailable. */
+const RETRY_MIN_MS = 250;
+const RETRY_MAX_MS = 5_000;
+
+export class LocalLogBus implements Bus {
+  private readonly rowLog: RowLog;
+  private sink: ChunkSink | undefined;
+  private applying: Promise<void> | undefined;
+  private closed = false;
+  /** Position up to which everything is in storage (or dead-lettered). */
+  private applied = 0;
+  /** When the oldest record not yet applied was appended (0: none waiting). */
+  private waitingSince = 0;
+  private wake: (() => void) | undefined;
+  private readonly waiters: Array<{ position: number; resolve: () => void }> = [];
+  /** Publishes waiting for the disk, in bytes (they count against maxPendingBytes too). */
+  private appendingBytes = 0;
+  private lastFailure: { at: number; message: string } | undefined;
+  readonly totals = { batches: 0, rows: 0, deadLettered: 0, failures: 0 };
+
+  constructor(private readonly options: LocalLogBusOptions) {
+    this.rowLog = new RowLog(options.dir, {
+      segmentBytes: options.segmentBytes ?? 64 * 1024 * 1024,
+      onRepair: (detail) => options.log?.warn(detail, 'local log: cut a record a crash left unfinished (it was never acknowledged)'),
+    });
+  }
+
+  async start(): Promise<void> {
+    await this.rowLog.open();
+    this.applied = this.rowLog.checkpoint.applied;
+    if (this.pendingBytes > 0) {
+      this.waitingSince = Date.now();
+      this.options.log?.info({ bytes: this.pendingBytes }, 'local log: rows acknowledged before the last stop are being inserted');
+    }
+  }
+
+  /** Stops taking rows, inserts what the log holds if storage takes it (else it waits in the log for the next start). */
+  async shutdown(): Promise<void> {
+    this.closed = true;
+    this.wake?.();
+    while (this.applying) await this.applying;
+    await this.rowLog.close();
+  }
+
+  consume(sink: ChunkSink): void {
+    this.sink = sink;
+    this.applying = this.applyLoop(sink).finally(() => (this.applying = undefined));
+  }
+
+  /** Bytes of rows acknowledged (or being written) and not yet in storage. */
+  get pendingBytes(): number {
+    return this.rowLog.end - this.applied + this.appendingBytes;
+  }
+
+  statuses(): Record<string, ComponentStatus> {
+    const figures = { backlogBytes: this.pendingBytes, limitBytes: this.options.maxPendingBytes, ...this.totals };
+    if (this.closed) return { bus: { ok: false, detail: 'shutting down', figures } };
+    if (this.pendingBytes >= this.options.maxPendingBytes * 0.9) return { bus: { ok: false, detail: 'storage is behind: the local log is nearly full', figures } };
+    const failing = this.lastFailure && Date.now() - this.lastFailure.at < 10_000;
+    if (failing && this.pendingBytes > 0) return { bus: { ok: false, detail: `storage inserts are failing (${this.lastFailure!.message}); rows wait in the local log`, figures } };
+    return { bus: { ok: true, figures } };
+  }
+
+  async figures(): Promise<BusFigures> {
+    return { backlogBytes: this.pendingBytes, consumer: { totals: { ...this.totals }, lag: {} } };
+  }
+
+  async publish(chunks: readonly TableChunk[]): Promise<void> {
+    if (chunks.length === 0) return;
+    const bytes = chunkBytes(chunks);
+    if (this.closed) throw this.unavailable('shutting down');
+    if (this.pendingBytes + bytes > this.options.maxPendingBytes) throw this.unavailable('storage is behind: the local log is full');
+    this.appendingBytes += bytes;
+    const { done, withdraw } = this.rowLog.append(chunks);
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        // Still queued: taken back, nothing of it is written. Being written: its outcome stands.
+        if (withdraw()) reject(this.unavailable('the disk did not take the rows in time'));
+      }, this.options.timeoutMs);
+    });
+    try {
+      await Promise.race([done, timedOut]);
+    } catch (err) {
+      throw err instanceof SluiceError ? err : this.unavailable(`the local log could not be written: ${(err as Error).message}`, err);
+    } finally {
+      clearTimeout(timer);
+      this.appendingBytes -= bytes;
+    }
+    if (this.waitingSince === 0) this.waitingSince = Date.now();
+    if (this.rowLog.end - this.applied >= this.options.flushBytes) this.wake?.();
+  }
+
+  /**
+   * Resolves once every row acknowledged before the call is in storage, or after timeoutMs
+   * (reads go on with what storage has). Embedded reads use it, so a listing right after a 2xx
+   * shows the request's rows.
+   */
+  settled(timeoutMs = this.options.timeoutMs): Promise<void> {
+    const position = this.rowLog.end;
+    if (this.applied >= position || !this.sink) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const waiter = { position, resolve };
+      this.waiters.push(waiter);
+      this.wake?.();
+      setTimeout(() => {
+        const index = this.waiters.indexOf(waiter);
+        if (index >= 0) this.waiters.splice(index, 1);
+        resolve();
+      }, timeoutMs).unref();
+    });
+  }
+
+  private unavailable(message: string, cause?: unknown): SluiceError {
+    return new SluiceError('unavailable', message, { cause, retryAfterSeconds: this.options.retryAfterSeconds });
+  }
+
+  private async applyLoop(sink: ChunkSink): Promise<void> {
+    let retryMs = RETRY_MIN_MS;
+    // A batch that was being inserted when the process stopped is replayed first, exactly.
+    let replay = this.rowLog.checkpoint.inFlight;
+    for (;;) {
+      const due = this.waiters.length > 0 || this.closed || (this.waitingSince > 0 && (Date.now() - this.waitingSince >= this.options.flushIntervalMs || this.rowLog.end - this.applied >= this.options.flushBytes));
+      if (this.rowLog.end <= this.applied) {
+        if (this.closed) return;
+        await this.sleep(this.options.flushIntervalMs);
+        continue;
+      }
+      if (!due && !replay) {
+        await this.sleep(Math.max(1, this.waitingSince + this.options.flushIntervalMs - Date.now()));
+        continue;
+      }
+      try {
+        await this.applyBatch(sink, replay);
+        replay = undefined;
+        retryMs = RETRY_MIN_MS;
+      } catch (err) {
+        this.totals.failures++;
+        this.lastFailure = { at: Date.now(), message: (err as Error).message };
+        this.options.log?.warn({ err: (err as Error).message, pendingBytes: this.pendingBytes, retryInMs: retryMs }, 'local log: storage insert failed; the rows stay in the log and are retried');
+        // Stopping while storage is down: the rows wait in the log for the next start.
+        if (this.closed) return;
+        replay = this.rowLog.checkpoint.inFlight;
+        await this.sleep(retryMs);
+        retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
+      }
+    }
+  }
+
+  /** Reads a batch, inserts it table by table, dead-letters what storage refuses, moves the checkpoint on. */
+  private async applyBatch(sink: ChunkSink, replay?: { from: number; to: number }): Promise<void> {
+    const from = this.applied;
+    const { records, next } = replay
+      ? await this.rowLog.read(replay.from, Infinity, replay.to)
+      : await this.rowLog.read(from, this.options.maxBatchBytes);
+    const to = replay?.to ?? next;
+    // Write-ahead: after a crash this exact range is inserted again under the same tokens.
+    if (!replay) await this.rowLog.writeCheckpoint({ applied: from, inFlight: { from, to } });
+    for (const [index, group] of byTable(records).entries()) {
+      // Tokens name the records inserted, so a replayed insert (same batch, same split) is dropped by the engine.
+      const outcomes = await storeIsolating(group.records, (units) => sink(units.flatMap((record) => group.chunksOf.get(record)!), `log:${index}:${units[0]!.lsn}-${units.at(-1)!.end}`));
+      const outage = outcomes.find((err) => err !== undefined && !isDataError(err));
+      if (outage !== undefined) throw outage;
+      for (const [unit, err] of outcomes.entries()) {
+        const record = group.records[unit]!;
+        if (err !== undefined) await this.deadLetter(record, group.chunksOf.get(record)!, err);
+        else this.totals.rows += group.chunksOf.get(record)!.reduce((rows, chunk) => rows + chunk.rows, 0);
+      }
+    }
+    this.totals.batches++;
+    await this.rowLog.writeCheckpoint({ applied: to });
+    this.applied = to;
+    if (this.rowLog.end <= to) this.waitingSince = 0;
+    else this.waitingSince = Date.now();
+    await this.rowLog.release(to);
+    for (const waiter of this.waiters.filter((w) => w.position <= to)) {
+      this.waiters.splice(this.waiters.indexOf(waiter), 1);
+      waiter.resolve();
+    }
+  }
+
+  /** Keeps the rows storage refused, with the reason, where an operator can look at them and re-send them. */
+  private async deadLetter(record: LogRecord, chunks: TableChunk[], err: unknown): Promise<void> {
+    const dir = join(this.options.dir, 'dead-letters');
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const file = join(dir, `${record.lsn.toString(16).padStart(16, '0')}-${chunks[0]!.table}.json`);
+    const reason = (err as Error).message;
+    const letter = {
+      reason,
+      at: new Date().toISOString(),
+      chunks: chunks.map((chunk) => ({ table: chunk.table, columns: chunk.columns, rows: chunk.rows, format: 'RowBinary', data: Buffer.from(chunk.data).toString('base64') })),
+    };
+    await writeFile(file, JSON.stringify(letter), { mode: 0o600 });
+    this.totals.deadLettered++;
+    this.options.log?.error({ table: chunks[0]!.table, rows: chunks.reduce((sum, c) => sum + c.rows, 0), reason, file }, 'storage refused acknowledged rows: they were dead-lettered');
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = () => {
+        this.wake = undefined;
+        done();
+      };
+    });
+  }
+}
+
+interface TableGroup {
+  records: LogRecord[];
+  /** Each record's chunks of this group's table. */
+  chunksOf: Map<LogRecord, TableChunk[]>;
+}
+
+/** The batch as one list of records per insert (table and column list), in log order. */
+function byTable(records: readonly LogRecord[]): TableGroup[] {
+  const groups = new Map<string, TableGroup>();
+  for (const record of records) {
+    for (const chunk of record.chunks) {
+      const key = `${chunk.table}\n${chunk.columns.join(',')}`;
+      let group = groups.get(key);
+      if (!group) groups.set(key, (group = { records: [], chunksOf: new Map() }));
+      const chunks = group.chunksOf.get(record);
+      if (chunks) chunks.push(chunk);
+      else {
+        group.records.push(record);
+        group.chunksOf.set(record, [chunk]);
+      }
+    }
+  }
+  return [...groups.values()];
+}

@@ -1,0 +1,387 @@
+/**
+ * RowLog: the embedded default's write-ahead log. A request's rows are appended as one record
+ * and are durable once the append resolves: appends that arrive while a write runs share the
+ * next write and its fdatasync (group commit). The storage side reads records back in large
+ * batches, inserts them and moves the applied position on; segments wholly behind it are deleted.
+ *
+ * On disk (<dataDir>/log, 0700): segment files named by the log position (LSN, a byte offset
+ * that only grows) of their first record, `<16 hex digits>.seg`, and `checkpoint.json` (the
+ * applied position and the batch being inserted, see LocalLogBus). A record is
+ *
+ *   u32 payload length | u32 CRC-32 of the payload | payload
+ *   payload: u16 chunks, then per chunk: u16 + table, u16 + columns (comma-joined), u32 rows, u32 + RowBinary
+ *
+ * (little endian). A record is written whole or, after a crash, cut short: opening the log keeps
+ * the longest prefix of whole records whose CRC matches and truncates the rest, which was never
+ * acknowledged (its append had not resolved).
+ */
+import { mkdir, open, readdir, readFile, rename, rm, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { crc32 } from 'node:zlib';
+import type { TableChunk } from './bus.ts';
+
+const HEADER_BYTES = 8;
+const SEGMENT = /^([0-9a-f]{16})\.seg$/;
+/** A record longer than this is not one we wrote: the log is cut there. */
+const MAX_RECORD_BYTES = 1024 * 1024 * 1024;
+
+export interface LogRecord {
+  /** Position of the record's first byte. */
+  lsn: number;
+  /** Position just past the record. */
+  end: number;
+  chunks: TableChunk[];
+}
+
+export interface Checkpoint {
+  /** Every record before this position is in storage. */
+  applied: number;
+  /** The batch being inserted: replayed exactly (same records, same dedup tokens) after a crash. */
+  inFlight?: { from: number; to: number };
+}
+
+export interface RowLogOptions {
+  /** A segment is closed once it holds this many bytes (records never span segments). */
+  segmentBytes: number;
+  /** Said when the log opened: what was cut from a segment's end and why. */
+  onRepair?: (detail: { segment: string; keptBytes: number; cutBytes: number; reason: string }) => void;
+}
+
+interface Segment {
+  start: number;
+  /** Bytes of whole records in the file. */
+  size: number;
+  name: string;
+}
+
+interface Append {
+  iov: Uint8Array[];
+  bytes: number;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+  /** Set once the writer took it: it can no longer be withdrawn. */
+  taken: boolean;
+}
+
+export class RowLog {
+  private readonly segments: Segment[] = [];
+  private active: FileHandle | undefined;
+  private queue: Append[] = [];
+  private writing: Promise<void> | undefined;
+  private checkpointed: Checkpoint = { applied: 0 };
+  private readBuffer = Buffer.alloc(0);
+
+  constructor(private readonly dir: string, private readonly options: RowLogOptions) {}
+
+  /** Position just past the last durable record. */
+  get end(): number {
+    const last = this.segments.at(-1);
+    return last ? last.start + last.size : 0;
+  }
+
+  /** Where replay starts: the checkpoint read at open, as later written. */
+  get checkpoint(): Checkpoint {
+    return this.checkpointed;
+  }
+
+  /** Opens the log: reads the checkpoint, cuts torn records off the segments' ends, opens the last segment for appending. */
+  async open(): Promise<void> {
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    this.checkpointed = await this.readCheckpoint();
+    const names = (await readdir(this.dir)).filter((name) => SEGMENT.test(name)).sort();
+    for (const name of names) {
+      const start = parseInt(SEGMENT.exec(name)![1]!, 16);
+      this.segments.push({ start, name, size: await this.repair(name, start) });
+    }
+    // Segments already applied are deleted lazily; drop the ones a crash left behind.
+    await this.release(this.checkpointed.applied);
+    if (this.segments.length === 0) await this.roll(Math.max(this.checkpointed.applied, 0));
+    else this.active = await open(join(this.dir, this.segments.at(-1)!.name), 'r+');
+  }
+
+  async close(): Promise<void> {
+    while (this.writing) await this.writing;
+    await this.active?.close();
+    this.active = undefined;
+  }
+
+  /**
+   * Appends one record holding the chunks; resolves once it is on disk. `withdraw` (the
+   * returned function) takes it back if the writer has not taken it yet, and says whether it did.
+   */
+  append(chunks: readonly TableChunk[]): { done: Promise<void>; withdraw: () => boolean } {
+    const iov = encodeRecord(chunks);
+    let entry!: Append;
+    const done = new Promise<void>((resolve, reject) => {
+      entry = { iov, bytes: iov.reduce((sum, part) => sum + part.byteLength, 0), resolve, reject, taken: false };
+    });
+    this.queue.push(entry);
+    this.kick();
+    const withdraw = () => {
+      if (entry.taken) return false;
+      this.queue.splice(this.queue.indexOf(entry), 1);
+      return true;
+    };
+    return { done, withdraw };
+  }
+
+  /**
+   * The records from `from` on, up to about maxBytes (at least one record) and never past
+   * `until`. They are views of a buffer reused by the next read: done with them before then.
+   */
+  async read(from: number, maxBytes: number, until = this.end): Promise<{ records: LogRecord[]; next: number }> {
+    const records: LogRecord[] = [];
+    let position = from;
+    let used = 0;
+    while (position < until) {
+      const segment = this.segmentAt(position);
+      if (!segment) break;
+      const segmentEnd = segment.start + segment.size;
+      if (position >= segmentEnd) {
+        const following = this.segments[this.segments.indexOf(segment) + 1];
+        if (!following) break;
+        position = following.start; // the rest of that segment was cut at open
+        continue;
+      }
+      const room = maxBytes - (position - from);
+      if (room <= 0 && records.length > 0) break;
+      let view = await this.readInto(segment, position, Math.min(Math.min(segmentEnd, until) - position, Math.max(room, HEADER_BYTES)), used);
+      let parsed = parseRecords(view, position);
+      if (parsed.length === 0) {
+        // One record longer than the room left: it is read whole on its own.
+        view = await this.readInto(segment, position, HEADER_BYTES + view.readUInt32LE(0), used);
+        parsed = parseRecords(view, position);
+        if (parsed.length === 0) throw new Error(`log segment ${segment.name} ends inside a record`);
+      }
+      records.push(...parsed);
+      used += parsed.at(-1)!.end - position;
+      position = parsed.at(-1)!.end;
+    }
+    return { records, next: position };
+  }
+
+  /** Writes the checkpoint durably (write, fsync, rename, fsync the directory). */
+  async writeCheckpoint(checkpoint: Checkpoint): Promise<void> {
+    const file = join(this.dir, 'checkpoint.json');
+    const handle = await open(`${file}.tmp`, 'w', 0o600);
+    try {
+      await handle.writeFile(JSON.stringify(checkpoint));
+      await handle.datasync();
+    } finally {
+      await handle.close();
+    }
+    await rename(`${file}.tmp`, file);
+    await this.syncDirectory();
+    this.checkpointed = checkpoint;
+  }
+
+  /** Deletes the segments wholly before `applied` (never the one being appended to). */
+  async release(applied: number): Promise<void> {
+    while (this.segments.length > 1 && this.segments[1]!.start <= applied) {
+      const segment = this.segments.shift()!;
+      await rm(join(this.dir, segment.name), { force: true });
+    }
+  }
+
+  private segmentAt(position: number): Segment | undefined {
+    let found: Segment | undefined;
+    for (const segment of this.segments) {
+      if (segment.start <= position) found = segment;
+      else break;
+    }
+    return found;
+  }
+
+  /** Reads `length` bytes at `position` into the read buffer at `at` (a new buffer when it is too small: views of the old one stay valid). */
+  private async readInto(segment: Segment, position: number, length: number, at: number): Promise<Buffer> {
+    if (this.readBuffer.length < at + length) this.readBuffer = Buffer.allocUnsafe(Math.max(at + length, this.readBuffer.length * 2));
+    const handle = await open(join(this.dir, segment.name), 'r');
+    try {
+      let read = 0;
+      while (read < length) {
+        const { bytesRead } = await handle.read(this.readBuffer, at + read, length - read, position - segment.start + read);
+        if (bytesRead === 0) break;
+        read += bytesRead;
+      }
+      return this.readBuffer.subarray(at, at + read);
+    } finally {
+      await handle.close();
+    }
+  }
+
+  private kick(): void {
+    if (this.writing || this.queue.length === 0) return;
+    this.writing = this.writeQueued().finally(() => {
+      this.writing = undefined;
+      this.kick();
+    });
+  }
+
+  /** One write and one fdatasync for everything queued (group commit). */
+  private async writeQueued(): Promise<void> {
+    const batch = this.queue;
+    this.queue = [];
+    for (const entry of batch) entry.taken = true;
+    try {
+      const bytes = batch.reduce((sum, entry) => sum + entry.bytes, 0);
+      let segment = this.segments.at(-1)!;
+      if (segment.size > 0 && segment.size + bytes > this.options.segmentBytes) segment = await this.roll(segment.start + segment.size);
+      // A failed write leaves size where it was: what reached the file is overwritten by the next write, or cut at open.
+      await writeAll(this.active!, batch.flatMap((entry) => entry.iov), segment.size);
+      await this.active!.datasync();
+      segment.size += bytes;
+      for (const entry of batch) entry.resolve();
+    } catch (err) {
+      for (const entry of batch) entry.reject(err);
+    }
+  }
+
+  /** Starts a new segment at `start`; its directory entry is made durable before anything is acknowledged in it. */
+  private async roll(start: number): Promise<Segment> {
+    const segment = { start, size: 0, name: `${start.toString(16).padStart(16, '0')}.seg` };
+    const handle = await open(join(this.dir, segment.name), 'w+', 0o600);
+    await this.syncDirectory();
+    await this.active?.close();
+    this.active = handle;
+    this.segments.push(segment);
+    return segment;
+  }
+
+  private async syncDirectory(): Promise<void> {
+    const handle = await open(this.dir, 'r');
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  }
+
+  private async readCheckpoint(): Promise<Checkpoint> {
+    const text = await readFile(join(this.dir, 'checkpoint.json'), 'utf8').catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return undefined;
+      throw err;
+    });
+    if (text === undefined) return { applied: 0 };
+    const parsed = JSON.parse(text) as Checkpoint;
+    if (!Number.isSafeInteger(parsed.applied)) throw new Error(`${this.dir}/checkpoint.json is not a log checkpoint`);
+    return parsed;
+  }
+
+  /** The bytes of whole, intact records at the start of the segment; anything after is cut off the file. */
+  private async repair(name: string, start: number): Promise<number> {
+    const file = join(this.dir, name);
+    const handle = await open(file, 'r+');
+    try {
+      const { size } = await handle.stat();
+      // Records before the applied position were read back already: no need to check them again.
+      let offset = Math.max(0, Math.min(this.checkpointed.applied - start, size));
+      const header = Buffer.alloc(HEADER_BYTES);
+      let reason = '';
+      while (offset < size) {
+        if (size - offset < HEADER_BYTES) {
+          reason = 'a record header cut short';
+          break;
+        }
+        await handle.read(header, 0, HEADER_BYTES, offset);
+        const [length, crc] = recordLength(header, 0);
+        if (length > MAX_RECORD_BYTES || offset + HEADER_BYTES + length > size) {
+          reason = 'a record cut short';
+          break;
+        }
+        const payload = Buffer.allocUnsafe(length);
+        await handle.read(payload, 0, length, offset + HEADER_BYTES);
+        if (crc32(payload) !== crc) {
+          reason = 'a record whose checksum does not match';
+          break;
+        }
+        offset += HEADER_BYTES + length;
+      }
+      if (offset < size) {
+        this.options.onRepair?.({ segment: name, keptBytes: offset, cutBytes: size - offset, reason });
+        await handle.truncate(offset);
+        await handle.datasync();
+      }
+      return offset;
+    } finally {
+      await handle.close();
+    }
+  }
+}
+
+/** The record of a request's chunks as write buffers: small headers and the RowBinary itself (not copied). */
+export function encodeRecord(chunks: readonly TableChunk[]): Uint8Array[] {
+  const head = Buffer.allocUnsafe(HEADER_BYTES + 2);
+  head.writeUInt16LE(chunks.length, HEADER_BYTES);
+  const iov: Uint8Array[] = [head];
+  let length = 2;
+  let crc = crc32(head.subarray(HEADER_BYTES));
+  for (const chunk of chunks) {
+    const table = Buffer.from(chunk.table);
+    const columns = Buffer.from(chunk.columns.join(','));
+    const meta = Buffer.allocUnsafe(2 + table.length + 2 + columns.length + 8);
+    let at = meta.writeUInt16LE(table.length, 0);
+    at += table.copy(meta, at);
+    at = meta.writeUInt16LE(columns.length, at);
+    at += columns.copy(meta, at);
+    at = meta.writeUInt32LE(chunk.rows, at);
+    meta.writeUInt32LE(chunk.data.byteLength, at);
+    crc = crc32(chunk.data, crc32(meta, crc));
+    iov.push(meta, chunk.data);
+    length += meta.length + chunk.data.byteLength;
+  }
+  head.writeUInt32LE(length, 0);
+  head.writeUInt32LE(crc, 4);
+  return iov;
+}
+
+function recordLength(buffer: Buffer, offset: number): [length: number, crc: number] {
+  return [buffer.readUInt32LE(offset), buffer.readUInt32LE(offset + 4)];
+}
+
+/** The whole records at the start of `bytes` (a read may end inside one: it is left for the next read). */
+function parseRecords(bytes: Buffer, position: number): LogRecord[] {
+  const records: LogRecord[] = [];
+  let offset = 0;
+  while (offset + HEADER_BYTES <= bytes.length) {
+    const [length] = recordLength(bytes, offset);
+    if (offset + HEADER_BYTES + length > bytes.length) break;
+    records.push({ lsn: position + offset, end: position + offset + HEADER_BYTES + length, chunks: decodePayload(bytes.subarray(offset + HEADER_BYTES, offset + HEADER_BYTES + length)) });
+    offset += HEADER_BYTES + length;
+  }
+  return records;
+}
+
+function decodePayload(payload: Buffer): TableChunk[] {
+  const chunks: TableChunk[] = [];
+  const count = payload.readUInt16LE(0);
+  let at = 2;
+  for (let i = 0; i < count; i++) {
+    const tableLength = payload.readUInt16LE(at);
+    const table = payload.toString('utf8', at + 2, at + 2 + tableLength);
+    at += 2 + tableLength;
+    const columnsLength = payload.readUInt16LE(at);
+    const columns = payload.toString('utf8', at + 2, at + 2 + columnsLength).split(',');
+    at += 2 + columnsLength;
+    const rows = payload.readUInt32LE(at);
+    const dataLength = payload.readUInt32LE(at + 4);
+    at += 8;
+    chunks.push({ table, columns, rows, data: payload.subarray(at, at + dataLength) });
+    at += dataLength;
+  }
+  return chunks;
+}
+
+/** writev until every byte is written (a write may be short). */
+async function writeAll(handle: FileHandle, iov: Uint8Array[], position: number): Promise<void> {
+  let parts = iov;
+  let at = position;
+  while (parts.length > 0) {
+    const { bytesWritten } = await handle.writev(parts, at);
+    at += bytesWritten;
+    let skip = bytesWritten;
+    let index = 0;
+    while (index < parts.length && skip >= parts[index]!.byteLength) skip -= parts[index++]!.byteLength;
+    parts = parts.slice(index);
+    if (skip > 0) parts[0] = parts[0]!.subarray(skip);
+  }
+}
