@@ -37,9 +37,10 @@ describe('storage down', () => {
     await sluice.storage.query('DETACH TABLE otel.otel_traces');
     const during = await Promise.all([send('during'), send('during'), send('during')]);
     expect(during.map((response) => response.status)).toEqual([200, 200, 200]);
+    type Report = { components: Record<string, { ok: boolean; detail?: string }> };
     const ready = await eventually(async () => {
       const response = await fetch(sluice.baseUrl + '/api/v1/ready');
-      return response.status === 503 && ((await response.json()) as { components: Record<string, { ok: boolean; detail?: string }> });
+      return response.status === 503 ? ((await response.json()) as Report) : undefined;
     }, 30_000);
     expect(ready.components.bus).toMatchObject({ ok: false, detail: expect.stringContaining('storage inserts are failing') });
     const metrics = await (await fetch(sluice.baseUrl + '/metrics')).text();
