@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
@@ -41,6 +42,49 @@ export function machineBusySeconds(): number {
   return (user! + nice! + system! + irq! + softirq! + steal!) / CLK_TCK;
 }
 
+/** A process whose CPU the bench reads. */
+export interface BenchProcess {
+  name: string;
+  pid: number;
+  /** A server Sluice needs (nats-server, the storage), reported apart from Sluice's own processes. */
+  server?: boolean;
+}
+
+/** CPU seconds over a window: each process's, this process's (the load generator), and the rest of the machine's. */
+export interface CpuFigures {
+  seconds: number;
+  processes: Array<BenchProcess & { cpuSeconds: number }>;
+  runnerSeconds: number;
+  /** Every other process on the machine (other people's work): above ~0.1 core the figures are disturbed. */
+  otherSeconds: number;
+}
+
+/**
+ * Starts a CPU window over `processes` now. add() takes in a process started inside the window
+ * (counted from zero: all its CPU is the window's); end() reads every figure.
+ */
+export function cpuWindow(processes: BenchProcess[]): { add(p: BenchProcess): void; end(): CpuFigures } {
+  const watched = processes.map((p) => ({ p, from: cpuSeconds(p.pid) }));
+  const ours = process.cpuUsage();
+  const machine = machineBusySeconds();
+  const start = performance.now();
+  return {
+    add: (p) => void watched.push({ p, from: 0 }),
+    end() {
+      const figures = watched.map(({ p, from }) => ({ ...p, cpuSeconds: cpuSeconds(p.pid) - from }));
+      const used = process.cpuUsage(ours);
+      const runnerSeconds = (used.user + used.system) / 1e6;
+      const measured = figures.reduce((sum, p) => sum + p.cpuSeconds, 0);
+      return {
+        seconds: (performance.now() - start) / 1000,
+        processes: figures,
+        runnerSeconds,
+        otherSeconds: Math.max(0, machineBusySeconds() - machine - measured - runnerSeconds),
+      };
+    },
+  };
+}
+
 export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -53,6 +97,8 @@ export async function freePort(): Promise<number> {
 export interface RunningTarget {
   name: string;
   pid: number;
+  /** Its processes: the server alone for these targets. */
+  processes: BenchProcess[];
   /** Base URL, e.g. http://127.0.0.1:40123 */
   url: string;
   /** Base URL of the relay port (Sluice targets only). */
@@ -67,8 +113,12 @@ export interface RunningTarget {
   stop(): Promise<void>;
 }
 
+/** Targets of one process each, started by startTarget. */
 export const TARGETS = ['sluice', 'sluice-node', 'naive'] as const;
-export type TargetName = (typeof TARGETS)[number];
+/** The cluster roles on NATS (bench/cluster.ts). */
+export const CLUSTER_TARGETS = ['cluster-gateway', 'cluster-consumer', 'cluster'] as const;
+export type EmbeddedTarget = (typeof TARGETS)[number];
+export type TargetName = EmbeddedTarget | (typeof CLUSTER_TARGETS)[number];
 
 /** Keeps the last lines a child wrote, to show why it failed. */
 function captureTail(child: ChildProcess, lines: string[]): void {
@@ -116,7 +166,7 @@ async function sluiceCli(env: NodeJS.ProcessEnv, ...args: string[]): Promise<str
  * Starts a target on free ports with a fresh data dir and waits until it answers health checks.
  * `extraEnv` is added to a Sluice target's environment (a scenario's settings).
  */
-export async function startTarget(name: TargetName, extraEnv: Record<string, string> = {}): Promise<RunningTarget> {
+export async function startTarget(name: EmbeddedTarget, extraEnv: Record<string, string> = {}): Promise<RunningTarget> {
   const dataDir = mkdtempSync(join(tmpdir(), `sluice-bench-${name}-`));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -172,6 +222,7 @@ export async function startTarget(name: TargetName, extraEnv: Record<string, str
   return {
     name,
     pid: child.pid!,
+    processes: [{ name: name === 'naive' ? 'naive' : 'sluice serve', pid: child.pid! }],
     url,
     relayUrl,
     cli,

@@ -1,0 +1,154 @@
+/**
+ * The cluster roles as bench targets: `sluice gateway` and `sluice consume` processes on the
+ * machine's NATS (NATS_URL, default nats://127.0.0.1:4222) under a prefix of this run's own,
+ * storing through the ClickHouse HTTP facade (test/clickhouse-facade.ts: one process owning a
+ * chDB data dir, answering @clickhouse/client as a ClickHouse server would). Every process's pid
+ * is known, nats-server's included, so each one's CPU can be read on its own.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { streamOf } from '../bus/jetstream-names.ts';
+import { startClickhouseFacade, type ClickhouseFacade } from '../test/clickhouse-facade.ts';
+import { runSluice, startSluiceProcess, type SluiceProcess } from '../test/sluice-processes.ts';
+import type { BenchProcess } from './target.ts';
+
+export const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+
+/**
+ * Bytes each row stream may hold. The gateway-only run keeps everything it published for the
+ * consumer run that follows, so the streams must hold a whole run (about 0.5 KB per span).
+ * JetStream reserves max_bytes for every stream (one per table), so not more than needed.
+ */
+const MAX_STREAM_BYTES = String(4 * 1024 ** 3);
+
+export interface BenchCluster {
+  prefix: string;
+  facade: ClickhouseFacade;
+  /** nats-server, the storage facade: servers Sluice needs, measured apart from Sluice. */
+  servers: BenchProcess[];
+  /** `X-API-Key` of a source created for the bench. */
+  apiKey: string;
+  /** Starts `sluice gateway` or `sluice consume` (health-checked). */
+  start(role: 'gateway' | 'consume'): Promise<SluiceProcess>;
+  /** Messages in the table's stream: published and not yet stored and acknowledged by a consumer. */
+  backlog(table: string): Promise<number>;
+  /** Rows in the table, read through the facade. */
+  stored(table: string): Promise<number>;
+  /** Stops the Sluice processes, deletes this run's streams and buckets, stops the facade. */
+  stop(): Promise<void>;
+}
+
+/** The pid of the process listening on 127.0.0.1:port (or any address), from /proc/net/tcp and each process's fds. */
+export function pidListeningOn(port: number): number | undefined {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  const inodes = new Set<string>();
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let lines: string[];
+    try {
+      lines = readFileSync(file, 'utf8').split('\n').slice(1);
+    } catch {
+      continue;
+    }
+    for (const line of lines) {
+      const f = line.trim().split(/\s+/);
+      // f[1] local address:port, f[3] state (0A = LISTEN), f[9] inode
+      if (f[1]?.endsWith(`:${hexPort}`) && f[3] === '0A') inodes.add(`socket:[${f[9]}]`);
+    }
+  }
+  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue; // gone, or not ours to read
+    }
+    for (const fd of fds) {
+      try {
+        if (inodes.has(readlinkSync(`/proc/${pid}/fd/${fd}`))) return Number(pid);
+      } catch {
+        // closed meanwhile
+      }
+    }
+  }
+  return undefined;
+}
+
+/** Deletes every stream (KV buckets included) of the prefix. */
+async function removePrefix(jsm: JetStreamManager, prefix: string): Promise<void> {
+  for await (const stream of jsm.streams.list()) {
+    const name = stream.config.name;
+    if (name.startsWith(`${prefix}_`) || name.startsWith(`KV_${prefix.toLowerCase()}_`)) await jsm.streams.delete(name);
+  }
+}
+
+/**
+ * The facade (with the schema: `sluice migrate`), a source, and a prefix of this run's own. Every
+ * `SLUICE_*` of the bench's environment reaches the processes (SLUICE_WORKERS...), after the
+ * bench's defaults and before the addresses.
+ */
+export async function startBenchCluster(): Promise<BenchCluster> {
+  const natsPort = Number(new URL(NATS_URL.split(',')[0]!).port || 4222);
+  const natsPid = pidListeningOn(natsPort);
+  if (!natsPid) throw new Error(`no process listens on port ${natsPort} (NATS_URL ${NATS_URL}): start nats-server -js (deploy/services.sh)`);
+  const nc: NatsConnection = await connect({ servers: NATS_URL });
+  const jsm = await jetstreamManager(nc);
+  const prefix = `BENCH${randomBytes(4).toString('hex').toUpperCase()}`;
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-cluster-'));
+  const processes: SluiceProcess[] = [];
+  let facade: ClickhouseFacade | undefined;
+  const stop = async () => {
+    await Promise.all(processes.map((p) => p.stop()));
+    await removePrefix(jsm, prefix);
+    await nc.close();
+    await facade?.stop();
+    if (process.env.BENCH_KEEP) process.stderr.write(`kept the cluster processes' logs in ${dir}\n`);
+    else rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    facade = await startClickhouseFacade();
+    const ours = Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('SLUICE_'))) as Record<string, string>;
+    const env = {
+      SLUICE_NATS_MAX_STREAM_BYTES: MAX_STREAM_BYTES,
+      // The bench sends everything from one address.
+      SLUICE_RATE_LIMIT_PER_MINUTE: '100000000',
+      SLUICE_RATE_LIMIT_BURST: '100000000',
+      ...ours,
+      NATS_URL,
+      SLUICE_NATS_PREFIX: prefix,
+      CLICKHOUSE_URL: facade.url,
+    };
+    await runSluice(['migrate'], env);
+    const { apiKey } = JSON.parse(await runSluice(['sources', 'create', '--name', 'bench'], env)) as { apiKey: string };
+    const f = facade;
+    let started = 0;
+    return {
+      prefix,
+      facade: f,
+      servers: [
+        { name: 'nats-server', pid: natsPid, server: true },
+        { name: 'storage (facade)', pid: f.process.pid!, server: true },
+      ],
+      apiKey,
+      async start(role) {
+        const running = await startSluiceProcess(role, `${role}-${++started}`, dir, env);
+        processes.push(running);
+        return running;
+      },
+      async backlog(table) {
+        return (await jsm.streams.info(streamOf(prefix, table).stream)).state.messages;
+      },
+      async stored(table) {
+        const [row] = await f.rows<{ n: string | number }>(`SELECT count() AS n FROM otel.${table}`);
+        return Number(row!.n);
+      },
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
