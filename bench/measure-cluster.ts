@@ -27,16 +27,17 @@ async function untilDrained(cluster: BenchCluster, table: string): Promise<void>
 }
 
 /** Starts a consumer on the streams as they are and waits until they are empty; its CPU counts from its start. */
-async function drainWithConsumer(cluster: BenchCluster, table: string): Promise<{ cpu: CpuFigures; startupCpuSeconds: number; stored: number }> {
+async function drainWithConsumer(cluster: BenchCluster, table: string): Promise<{ cpu: CpuFigures; startupCpuSeconds: number; startupItems: number; stored: number }> {
   const window = cpuWindow(cluster.servers);
   const consumer = await cluster.start('consume');
   const consuming: BenchProcess = { name: 'sluice consume', pid: consumer.child.pid! };
   window.add(consuming);
   const startupCpuSeconds = cpuSeconds(consuming.pid);
+  const startupItems = await cluster.stored(table);
   await untilDrained(cluster, table);
   const cpu = window.end();
   await consumer.stop();
-  return { cpu, startupCpuSeconds, stored: await cluster.stored(table) };
+  return { cpu, startupCpuSeconds, startupItems, stored: await cluster.stored(table) };
 }
 
 const within = (stored: number, acknowledged: number, slack: number) => stored >= acknowledged && stored <= acknowledged + slack;
@@ -76,6 +77,7 @@ export async function measureGatewayThenConsumer(scenario: Scenario, opts: Optio
       otherCores: consumerCpu.otherCores,
       cpu: consumerCpu,
       startupCpuSeconds: drain.startupCpuSeconds,
+      startupItems: drain.startupItems,
       acknowledgedItems: acknowledged * per,
       storedItems: drain.stored,
       verified: consumerVerified,

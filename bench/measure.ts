@@ -97,7 +97,10 @@ export interface RunCpu {
 export const perOf = (scenario: Scenario) => scenario.cpuPer ?? 1e6;
 
 export function runCpu(cpu: CpuFigures, items: number, per: number): RunCpu {
-  const processes = cpu.processes.map((p) => ({ ...p, server: p.server ?? false, cores: p.cpuSeconds / cpu.seconds, perItems: p.cpuSeconds / (items / per) }));
+  // Sluice's processes first, then the servers.
+  const processes = cpu.processes
+    .map((p) => ({ ...p, server: p.server ?? false, cores: p.cpuSeconds / cpu.seconds, perItems: p.cpuSeconds / (items / per) }))
+    .sort((a, b) => Number(a.server) - Number(b.server));
   const sluice = processes.filter((p) => !p.server).reduce((sum, p) => sum + p.cpuSeconds, 0);
   return {
     seconds: cpu.seconds,
@@ -145,8 +148,9 @@ export interface Row {
   /** cluster: items acknowledged per second during the closed-loop load, and seconds from its end until all were stored. */
   ackedPerSec?: number;
   tailSeconds?: number;
-  /** cluster-consumer: the consumer's CPU until it answered health (counted in its figures). */
+  /** cluster-consumer: the consumer's CPU until it answered health (counted in its figures), and the items stored by then. */
   startupCpuSeconds?: number;
+  startupItems?: number;
   /** Items acknowledged with 2xx (warm-up included) and items the target says it stored. */
   acknowledgedItems: number;
   storedItems: number;

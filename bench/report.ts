@@ -104,7 +104,7 @@ function processTable(rows: Row[], unit: string, per: string, digits: number, pc
       line(p.server ? `${p.name} (server)` : p.name, (run) => run.processes[i] ?? { perItems: NaN, cores: NaN });
     }
     if (r.cpu!.processes.filter((p) => !p.server).length > 1) line('**Sluice processes together**', (run) => ({ perItems: run.sluicePerItems, cores: run.sluiceCores }));
-    line('bench runner (load generator)', (run) => ({ cores: run.runnerCores }));
+    line('bench runner', (run) => ({ cores: run.runnerCores }));
     line('other processes', (run) => ({ cores: run.otherCores }));
   }
   return lines;
@@ -123,8 +123,9 @@ function notes(rows: Row[], unit: string, pool: number): string[] {
     }
     if (r.target === 'cluster-consumer') {
       const consumer = r.cpu!.processes.find((p) => !p.server)!;
-      lines.push(`- cluster-consumer: ${fixed(r.storedItems)} ${unit} stored in ${fixed(r.cpu!.seconds, 1)} s from the consumer's start: ${fixed(r.storedItems / consumer.cpuSeconds)} ${unit} per CPU-second of the consumer alone ` +
-        `(its start-up, ${fixed(r.startupCpuSeconds, 2)} CPU-s until healthy, included).`);
+      const steady = (r.storedItems - r.startupItems!) / (consumer.cpuSeconds - r.startupCpuSeconds!);
+      lines.push(`- cluster-consumer: ${fixed(r.storedItems)} ${unit} stored in ${fixed(r.cpu!.seconds, 1)} s from the consumer's start: ${fixed(r.storedItems / consumer.cpuSeconds)} ${unit} per CPU-second of the consumer alone, ` +
+        `its start-up included (${fixed(r.startupCpuSeconds, 2)} CPU-s until it answered health, ${fixed(r.startupItems)} ${unit} stored by then); ${fixed(steady)} ${unit} per CPU-second after it.`);
     }
     const o = r.open?.result;
     if (o) {
