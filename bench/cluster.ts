@@ -6,15 +6,12 @@
  * is known, nats-server's included, so each one's CPU can be read on its own.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { streamOf } from '../bus/jetstream-names.ts';
 import { startClickhouseFacade, type ClickhouseFacade } from '../test/clickhouse-facade.ts';
-import { runSluice, startSluiceProcess, type SluiceProcess } from '../test/sluice-processes.ts';
-import type { BenchProcess } from './target.ts';
+import { sluiceCli, startSluiceRole, type BenchProcess, type RoleProcess } from './target.ts';
 
 export const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 
@@ -33,7 +30,7 @@ export interface BenchCluster {
   /** `X-API-Key` of a source created for the bench. */
   apiKey: string;
   /** Starts `sluice gateway` or `sluice consume` (health-checked). */
-  start(role: 'gateway' | 'consume'): Promise<SluiceProcess>;
+  start(role: 'gateway' | 'consume'): Promise<RoleProcess>;
   /** Messages in the table's stream: published and not yet stored and acknowledged by a consumer. */
   backlog(table: string): Promise<number>;
   /** Rows in the table, read through the facade. */
@@ -97,16 +94,13 @@ export async function startBenchCluster(): Promise<BenchCluster> {
   const nc: NatsConnection = await connect({ servers: NATS_URL });
   const jsm = await jetstreamManager(nc);
   const prefix = `BENCH${randomBytes(4).toString('hex').toUpperCase()}`;
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-cluster-'));
-  const processes: SluiceProcess[] = [];
+  const processes: RoleProcess[] = [];
   let facade: ClickhouseFacade | undefined;
   const stop = async () => {
     await Promise.all(processes.map((p) => p.stop()));
     await removePrefix(jsm, prefix);
     await nc.close();
     await facade?.stop();
-    if (process.env.BENCH_KEEP) process.stderr.write(`kept the cluster processes' logs in ${dir}\n`);
-    else rmSync(dir, { recursive: true, force: true });
   };
   try {
     facade = await startClickhouseFacade();
@@ -121,10 +115,11 @@ export async function startBenchCluster(): Promise<BenchCluster> {
       SLUICE_NATS_PREFIX: prefix,
       CLICKHOUSE_URL: facade.url,
     };
-    await runSluice(['migrate'], env);
-    const { apiKey } = JSON.parse(await runSluice(['sources', 'create', '--name', 'bench'], env)) as { apiKey: string };
+    // The CLI runs in a process of its own, with the bench's environment and the cluster's.
+    const cli = (...args: string[]) => sluiceCli({ ...process.env, ...env }, ...args);
+    await cli('migrate');
+    const { apiKey } = JSON.parse(await cli('sources', 'create', '--name', 'bench')) as { apiKey: string };
     const f = facade;
-    let started = 0;
     return {
       prefix,
       facade: f,
@@ -134,7 +129,7 @@ export async function startBenchCluster(): Promise<BenchCluster> {
       ],
       apiKey,
       async start(role) {
-        const running = await startSluiceProcess(role, `${role}-${++started}`, dir, env);
+        const running = await startSluiceRole(role, env);
         processes.push(running);
         return running;
       },

@@ -30,7 +30,7 @@ async function untilDrained(cluster: BenchCluster, table: string): Promise<void>
 async function drainWithConsumer(cluster: BenchCluster, table: string): Promise<{ cpu: CpuFigures; startupCpuSeconds: number; startupItems: number; stored: number }> {
   const window = cpuWindow(cluster.servers);
   const consumer = await cluster.start('consume');
-  const consuming: BenchProcess = { name: 'sluice consume', pid: consumer.child.pid! };
+  const consuming: BenchProcess = { name: 'sluice consume', pid: consumer.pid };
   window.add(consuming);
   const startupCpuSeconds = cpuSeconds(consuming.pid);
   const startupItems = await cluster.stored(table);
@@ -48,10 +48,10 @@ export async function measureGatewayThenConsumer(scenario: Scenario, opts: Optio
   try {
     const [nats] = cluster.servers;
     const gateway = await cluster.start('gateway');
-    const measured: BenchProcess[] = [{ name: 'sluice gateway', pid: gateway.child.pid! }, nats!];
-    const endpoint = { url: gateway.baseUrl, headers: { 'x-api-key': cluster.apiKey } };
+    const measured: BenchProcess[] = [{ name: 'sluice gateway', pid: gateway.pid }, nats!];
+    const endpoint = { url: gateway.url, headers: { 'x-api-key': cluster.apiKey } };
     const per = scenario.itemsPerRequest;
-    log(`prefix ${cluster.prefix}, gateway pid ${gateway.child.pid} at ${gateway.baseUrl}, no consumer; warm-up ${opts.warmup} s, then ${opts.duration} s × ${opts.connections} connections`);
+    log(`prefix ${cluster.prefix}, gateway pid ${gateway.pid} at ${gateway.url}, no consumer; warm-up ${opts.warmup} s, then ${opts.duration} s × ${opts.connections} connections`);
     const warm = opts.warmup > 0 ? await load(endpoint, scenario, opts.warmup, opts.connections) : undefined;
     const { result, cpu } = await closedLoop(endpoint, scenario, opts, measured);
     let acknowledged = (warm?.['2xx'] ?? 0) + result['2xx'];
@@ -109,11 +109,11 @@ export async function measureCluster(scenario: Scenario, opts: Options): Promise
   try {
     const consumer = await cluster.start('consume');
     const gateway = await cluster.start('gateway');
-    const measured: BenchProcess[] = [{ name: 'sluice gateway', pid: gateway.child.pid! }, { name: 'sluice consume', pid: consumer.child.pid! }, ...cluster.servers];
-    const endpoint = { url: gateway.baseUrl, headers: { 'x-api-key': cluster.apiKey } };
+    const measured: BenchProcess[] = [{ name: 'sluice gateway', pid: gateway.pid }, { name: 'sluice consume', pid: consumer.pid }, ...cluster.servers];
+    const endpoint = { url: gateway.url, headers: { 'x-api-key': cluster.apiKey } };
     const per = scenario.itemsPerRequest;
     const table = scenario.table;
-    log(`prefix ${cluster.prefix}, gateway pid ${gateway.child.pid} at ${gateway.baseUrl}, consumer pid ${consumer.child.pid}; warm-up ${opts.warmup} s, then ${opts.duration} s × ${opts.connections} connections`);
+    log(`prefix ${cluster.prefix}, gateway pid ${gateway.pid} at ${gateway.url}, consumer pid ${consumer.pid}; warm-up ${opts.warmup} s, then ${opts.duration} s × ${opts.connections} connections`);
     const warm = opts.warmup > 0 ? await load(endpoint, scenario, opts.warmup, opts.connections) : undefined;
     await untilDrained(cluster, table);
 

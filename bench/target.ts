@@ -42,6 +42,15 @@ export function machineBusySeconds(): number {
   return (user! + nice! + system! + irq! + softirq! + steal!) / CLK_TCK;
 }
 
+/**
+ * Node options for the measured Node processes only (the servers, gateways, consumers; not the CLI
+ * runs around them, nor this runner), from BENCH_NODE_ARGS: `--cpu-prof` profiles the targets.
+ * They go on the command line: Node refuses --cpu-prof in NODE_OPTIONS.
+ */
+export function measuredNodeArgs(): string[] {
+  return (process.env.BENCH_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+}
+
 /** A process whose CPU the bench reads. */
 export interface BenchProcess {
   name: string;
@@ -157,7 +166,7 @@ async function stopChild(child: ChildProcess, tail: string[]): Promise<void> {
   clearTimeout(timer);
 }
 
-async function sluiceCli(env: NodeJS.ProcessEnv, ...args: string[]): Promise<string> {
+export async function sluiceCli(env: NodeJS.ProcessEnv, ...args: string[]): Promise<string> {
   const { stdout } = await run(process.execPath, [SLUICE, ...args], { env, cwd: ROOT, maxBuffer: 16 << 20 });
   return stdout;
 }
@@ -180,7 +189,7 @@ export async function startTarget(name: EmbeddedTarget, extraEnv: Record<string,
   };
 
   if (name === 'naive') {
-    child = spawn(process.execPath, ['--import', 'tsx', NAIVE, '--port', String(port), '--data-dir', dataDir], { cwd: ROOT });
+    child = spawn(process.execPath, [...measuredNodeArgs(), '--import', 'tsx', NAIVE, '--port', String(port), '--data-dir', dataDir], { cwd: ROOT });
     countRows = async () => Number(await (await fetch(`${url}/count`)).text()); // its one table: otel_traces
   } else {
     const relayPort = await freePort();
@@ -204,7 +213,7 @@ export async function startTarget(name: EmbeddedTarget, extraEnv: Record<string,
     cli = async (...args) => JSON.parse(await sluiceCli(env, ...args));
     const { apiKey } = JSON.parse(await sluiceCli(env, 'sources', 'create', '--name', 'bench')) as { apiKey: string };
     headers = { 'x-api-key': apiKey };
-    child = spawn(process.execPath, [SLUICE, 'serve'], { cwd: ROOT, env });
+    child = spawn(process.execPath, [...measuredNodeArgs(), SLUICE, 'serve'], { cwd: ROOT, env });
     countRows = async (table) => {
       const out = await sluiceCli(env, 'query', `SELECT count() AS n FROM otel.${table}`);
       return Number((JSON.parse(out.split('\n')[0]!) as { n: number | string }).n);
@@ -233,4 +242,48 @@ export async function startTarget(name: EmbeddedTarget, extraEnv: Record<string,
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** A process of a cluster target, started and healthy. */
+export interface RoleProcess {
+  pid: number;
+  /** Base URL of its OTLP/HTTP port (health, /metrics; the gateway's ingestion). */
+  url: string;
+  /** SIGTERM (then SIGKILL), and its data dir deleted. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `sluice gateway` or `sluice consume` with the bench's environment and `env` on free ports
+ * with a fresh data dir, and waits until it answers health checks.
+ */
+export async function startSluiceRole(role: 'gateway' | 'consume', env: Record<string, string>): Promise<RoleProcess> {
+  const dataDir = mkdtempSync(join(tmpdir(), `sluice-bench-${role}-`));
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const tail: string[] = [];
+  const child = spawn(process.execPath, [...measuredNodeArgs(), SLUICE, role], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      SLUICE_LOG_LEVEL: 'warn',
+      ...env,
+      SLUICE_DATA_DIR: dataDir,
+      SLUICE_OTLP_HTTP_PORT: String(port),
+      SLUICE_OTLP_GRPC_PORT: String(await freePort()),
+      SLUICE_RELAY_PORT: String(await freePort()),
+    },
+  });
+  captureTail(child, tail);
+  const stop = async () => {
+    await stopChild(child, tail);
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  try {
+    await waitHealthy(`${url}/api/v1/health`, child, tail);
+  } catch (err) {
+    await stop();
+    throw new Error(`sluice ${role}: ${(err as Error).message}`);
+  }
+  return { pid: child.pid!, url, stop };
 }
