@@ -16,11 +16,12 @@ import { sluiceCli, startSluiceRole, type BenchProcess, type RoleProcess } from 
 export const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 
 /**
- * Bytes each row stream may hold. The gateway-only run keeps everything it published for the
- * consumer run that follows, so the streams must hold a whole run (about 0.5 KB per span).
- * JetStream reserves max_bytes for every stream (one per table), so not more than needed.
+ * Bytes each row stream may hold: the gateway-only run leaves everything it published (warm-up
+ * and saturation run, about 1.1 KB per span) in the stream for the consumer. JetStream reserves
+ * max_bytes for every stream, one per table (13), out of the server's storage (60 GB here), and
+ * the NATS is shared: not more than that.
  */
-const MAX_STREAM_BYTES = String(4 * 1024 ** 3);
+const MAX_STREAM_BYTES = String(2 * 1024 ** 3);
 
 export interface BenchCluster {
   prefix: string;
