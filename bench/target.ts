@@ -1,6 +1,7 @@
 /**
- * Bench targets: each server runs as its own child process, so its CPU time can be read from
- * /proc/<pid>/stat (utime + stime cover every thread: event loop, piscina workers, chDB).
+ * Bench targets: each server (and each cluster role) runs as its own child process, so its CPU
+ * time can be read from /proc/<pid>/stat (utime + stime cover every thread: event loop, piscina
+ * workers, chDB).
  */
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
