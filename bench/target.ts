@@ -1,12 +1,14 @@
 /**
- * Bench targets: each server runs as its own child process, so its CPU time can be read from
- * /proc/<pid>/stat (utime + stime cover every thread: event loop, piscina workers, chDB).
+ * Bench targets: each server (and each cluster role) runs as its own child process, so its CPU
+ * time can be read from /proc/<pid>/stat (utime + stime cover every thread: event loop, piscina
+ * workers, chDB).
  */
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
@@ -41,6 +43,58 @@ export function machineBusySeconds(): number {
   return (user! + nice! + system! + irq! + softirq! + steal!) / CLK_TCK;
 }
 
+/**
+ * Node options for the measured Node processes only (the servers, gateways, consumers; not the CLI
+ * runs around them, nor this runner), from BENCH_NODE_ARGS: `--cpu-prof` profiles the targets.
+ * They go on the command line: Node refuses --cpu-prof in NODE_OPTIONS.
+ */
+export function measuredNodeArgs(): string[] {
+  return (process.env.BENCH_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+}
+
+/** A process whose CPU the bench reads. */
+export interface BenchProcess {
+  name: string;
+  pid: number;
+  /** A server Sluice needs (nats-server, the storage), reported apart from Sluice's own processes. */
+  server?: boolean;
+}
+
+/** CPU seconds over a window: each process's, this process's (the load generator), and the rest of the machine's. */
+export interface CpuFigures {
+  seconds: number;
+  processes: Array<BenchProcess & { cpuSeconds: number }>;
+  runnerSeconds: number;
+  /** Every other process on the machine (other people's work): above ~0.1 core the figures are disturbed. */
+  otherSeconds: number;
+}
+
+/**
+ * Starts a CPU window over `processes` now. add() takes in a process started inside the window
+ * (counted from zero: all its CPU is the window's); end() reads every figure.
+ */
+export function cpuWindow(processes: BenchProcess[]): { add(p: BenchProcess): void; end(): CpuFigures } {
+  const watched = processes.map((p) => ({ p, from: cpuSeconds(p.pid) }));
+  const ours = process.cpuUsage();
+  const machine = machineBusySeconds();
+  const start = performance.now();
+  return {
+    add: (p) => void watched.push({ p, from: 0 }),
+    end() {
+      const figures = watched.map(({ p, from }) => ({ ...p, cpuSeconds: cpuSeconds(p.pid) - from }));
+      const used = process.cpuUsage(ours);
+      const runnerSeconds = (used.user + used.system) / 1e6;
+      const measured = figures.reduce((sum, p) => sum + p.cpuSeconds, 0);
+      return {
+        seconds: (performance.now() - start) / 1000,
+        processes: figures,
+        runnerSeconds,
+        otherSeconds: Math.max(0, machineBusySeconds() - machine - measured - runnerSeconds),
+      };
+    },
+  };
+}
+
 export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -53,6 +107,8 @@ export async function freePort(): Promise<number> {
 export interface RunningTarget {
   name: string;
   pid: number;
+  /** Its processes: the server alone for these targets. */
+  processes: BenchProcess[];
   /** Base URL, e.g. http://127.0.0.1:40123 */
   url: string;
   /** Base URL of the relay port (Sluice targets only). */
@@ -67,8 +123,12 @@ export interface RunningTarget {
   stop(): Promise<void>;
 }
 
+/** Targets of one process each, started by startTarget. */
 export const TARGETS = ['sluice', 'sluice-node', 'naive'] as const;
-export type TargetName = (typeof TARGETS)[number];
+/** The cluster roles on NATS (bench/cluster.ts). */
+export const CLUSTER_TARGETS = ['cluster-gateway', 'cluster-consumer', 'cluster'] as const;
+export type EmbeddedTarget = (typeof TARGETS)[number];
+export type TargetName = EmbeddedTarget | (typeof CLUSTER_TARGETS)[number];
 
 /** Keeps the last lines a child wrote, to show why it failed. */
 function captureTail(child: ChildProcess, lines: string[]): void {
@@ -107,7 +167,7 @@ async function stopChild(child: ChildProcess, tail: string[]): Promise<void> {
   clearTimeout(timer);
 }
 
-async function sluiceCli(env: NodeJS.ProcessEnv, ...args: string[]): Promise<string> {
+export async function sluiceCli(env: NodeJS.ProcessEnv, ...args: string[]): Promise<string> {
   const { stdout } = await run(process.execPath, [SLUICE, ...args], { env, cwd: ROOT, maxBuffer: 16 << 20 });
   return stdout;
 }
@@ -116,7 +176,7 @@ async function sluiceCli(env: NodeJS.ProcessEnv, ...args: string[]): Promise<str
  * Starts a target on free ports with a fresh data dir and waits until it answers health checks.
  * `extraEnv` is added to a Sluice target's environment (a scenario's settings).
  */
-export async function startTarget(name: TargetName, extraEnv: Record<string, string> = {}): Promise<RunningTarget> {
+export async function startTarget(name: EmbeddedTarget, extraEnv: Record<string, string> = {}): Promise<RunningTarget> {
   const dataDir = mkdtempSync(join(tmpdir(), `sluice-bench-${name}-`));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -130,7 +190,7 @@ export async function startTarget(name: TargetName, extraEnv: Record<string, str
   };
 
   if (name === 'naive') {
-    child = spawn(process.execPath, ['--import', 'tsx', NAIVE, '--port', String(port), '--data-dir', dataDir], { cwd: ROOT });
+    child = spawn(process.execPath, [...measuredNodeArgs(), '--import', 'tsx', NAIVE, '--port', String(port), '--data-dir', dataDir], { cwd: ROOT });
     countRows = async () => Number(await (await fetch(`${url}/count`)).text()); // its one table: otel_traces
   } else {
     const relayPort = await freePort();
@@ -154,7 +214,7 @@ export async function startTarget(name: TargetName, extraEnv: Record<string, str
     cli = async (...args) => JSON.parse(await sluiceCli(env, ...args));
     const { apiKey } = JSON.parse(await sluiceCli(env, 'sources', 'create', '--name', 'bench')) as { apiKey: string };
     headers = { 'x-api-key': apiKey };
-    child = spawn(process.execPath, [SLUICE, 'serve'], { cwd: ROOT, env });
+    child = spawn(process.execPath, [...measuredNodeArgs(), SLUICE, 'serve'], { cwd: ROOT, env });
     countRows = async (table) => {
       const out = await sluiceCli(env, 'query', `SELECT count() AS n FROM otel.${table}`);
       return Number((JSON.parse(out.split('\n')[0]!) as { n: number | string }).n);
@@ -172,6 +232,7 @@ export async function startTarget(name: TargetName, extraEnv: Record<string, str
   return {
     name,
     pid: child.pid!,
+    processes: [{ name: name === 'naive' ? 'naive' : 'sluice serve', pid: child.pid! }],
     url,
     relayUrl,
     cli,
@@ -182,4 +243,48 @@ export async function startTarget(name: TargetName, extraEnv: Record<string, str
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** A process of a cluster target, started and healthy. */
+export interface RoleProcess {
+  pid: number;
+  /** Base URL of its OTLP/HTTP port (health, /metrics; the gateway's ingestion). */
+  url: string;
+  /** SIGTERM (then SIGKILL), and its data dir deleted. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `sluice gateway` or `sluice consume` with the bench's environment and `env` on free ports
+ * with a fresh data dir, and waits until it answers health checks.
+ */
+export async function startSluiceRole(role: 'gateway' | 'consume', env: Record<string, string>): Promise<RoleProcess> {
+  const dataDir = mkdtempSync(join(tmpdir(), `sluice-bench-${role}-`));
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const tail: string[] = [];
+  const child = spawn(process.execPath, [...measuredNodeArgs(), SLUICE, role], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      SLUICE_LOG_LEVEL: 'warn',
+      ...env,
+      SLUICE_DATA_DIR: dataDir,
+      SLUICE_OTLP_HTTP_PORT: String(port),
+      SLUICE_OTLP_GRPC_PORT: String(await freePort()),
+      SLUICE_RELAY_PORT: String(await freePort()),
+    },
+  });
+  captureTail(child, tail);
+  const stop = async () => {
+    await stopChild(child, tail);
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  try {
+    await waitHealthy(`${url}/api/v1/health`, child, tail);
+  } catch (err) {
+    await stop();
+    throw new Error(`sluice ${role}: ${(err as Error).message}`);
+  }
+  return { pid: child.pid!, url, stop };
 }
