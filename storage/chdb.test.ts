@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { transcodeOtlp } from '../pipeline/otlp/index.ts';
 import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
 import { ChdbStorage } from './chdb.ts';
-import { assertReadOnlySql } from './storage.ts';
+import { assertReadOnlySql, queryRows } from './storage.ts';
 
 let dir: string;
 let storage: ChdbStorage;
@@ -43,6 +43,15 @@ describe('ChdbStorage', () => {
     await storage.insert(batch);
     await storage.insert(batch);
     expect(await count()).toBe(9);
+  });
+
+  it('makes every table fsync its inserted and merged parts: the local log deletes rows once inserted', async () => {
+    const tables = await queryRows<{ name: string; create_table_query: string }>(storage, "SELECT name, create_table_query FROM system.tables WHERE database = 'otel' AND engine LIKE '%MergeTree'");
+    expect(tables.length).toBeGreaterThan(10);
+    for (const { name, create_table_query: sql } of tables) {
+      expect(sql, name).toMatch(/fsync_after_insert = 1/);
+      expect(sql, name).toMatch(/min_compressed_bytes_to_fsync_after_merge = 1/);
+    }
   });
 
   it('leaves no insert files behind', async () => {
