@@ -9,7 +9,8 @@
  *   node --import tsx bench/chdb-batches.ts [--spans 1000000] [--batch-mb 32] [--setting name=value ...]
  *
  * `--setting` applies a MergeTree setting to every table (ALTER TABLE … MODIFY SETTING) before
- * the inserts, to measure it: e.g. `--setting fsync_after_insert=1`.
+ * the inserts, to measure it: e.g. `--setting fsync_after_insert=1`. `--sql` runs a statement
+ * first (to measure what a part of the schema costs: `--sql 'ALTER TABLE otel.otel_traces DROP INDEX idx_span_attr_value'`).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -22,7 +23,12 @@ import { queryRows } from '../storage/storage.ts';
 import { loadTraceTypes, traceBodies } from './payload.ts';
 
 const { values } = parseArgs({
-  options: { spans: { type: 'string', default: '1000000' }, 'batch-mb': { type: 'string', default: '32' }, setting: { type: 'string', multiple: true, default: [] } },
+  options: {
+    spans: { type: 'string', default: '1000000' },
+    'batch-mb': { type: 'string', default: '32' },
+    setting: { type: 'string', multiple: true, default: [] },
+    sql: { type: 'string', multiple: true, default: [] },
+  },
 });
 const spans = Number(values.spans);
 const batchBytes = Number(values['batch-mb']) * 1024 * 1024;
@@ -42,6 +48,8 @@ try {
   for (const setting of values.setting) {
     for (const { name } of tables) await storage.query(`ALTER TABLE otel.\`${name}\` MODIFY SETTING ${setting}`);
   }
+
+  for (const statement of values.sql) await storage.query(statement);
 
   const started = cpuSeconds();
   const wallStarted = performance.now();
@@ -81,7 +89,7 @@ try {
   const mergeCpu = cpuSeconds() - mergeStarted;
   const parts = await queryRows<{ table: string; parts: string }>(storage, "SELECT table, count() AS parts FROM system.parts WHERE database = 'otel' AND active GROUP BY table ORDER BY table");
   const perMillion = (seconds: number) => ((seconds / sent) * 1e6).toFixed(2);
-  console.log(`chdb-batches: ${sent.toLocaleString('en-US')} spans in ${inserts} inserts of ~${values['batch-mb']} MB; settings: ${values.setting.join(', ') || '(schema defaults)'}`);
+  console.log(`chdb-batches: ${sent.toLocaleString('en-US')} spans in ${inserts} inserts of ~${values['batch-mb']} MB; settings: ${[...values.setting, ...values.sql].join('; ') || '(schema defaults)'}`);
   console.log(`  inserts: ${perMillion(insertCpu)} CPU-s / M spans (${insertWall.toFixed(1)} s wall)`);
   console.log(`  merges after: ${perMillion(mergeCpu)} CPU-s / M spans (while waiting ~3 s of idle polling included)`);
   console.log(`  total: ${perMillion(insertCpu + mergeCpu)} CPU-s / M spans; parts left: ${parts.map((p) => `${p.table} ${p.parts}`).join(', ')}`);

@@ -117,6 +117,10 @@ function notes(rows: Row[], unit: string, pool: number): string[] {
     if (naive && (r.target === 'sluice' || r.target === 'sluice-node')) {
       lines.push(`- ${r.target}: ${fixed(naive.cpuSecondsPerItems / r.cpuSecondsPerItems, 2)}× the ${unit} per CPU-second of naive, ${fixed(r.itemsPerSec / naive.itemsPerSec, 2)}× its ${unit}/s.`);
     }
+    if ((r.target === 'sluice' || r.target === 'sluice-node') && r.tailSeconds !== undefined) {
+      lines.push(`- ${r.target}: acknowledged ${fixed(r.ackedPerSec)} ${unit}/s during the closed-loop load (into its local log); all of it was in chDB ${fixed(r.tailSeconds, 1)} s after the load ended ` +
+        `(${unit}/s and CPU cover the load and that tail)` + (r.open?.tailSeconds !== undefined ? `; after the open-loop load, ${fixed(r.open.tailSeconds, 1)} s.` : '.'));
+    }
     if (r.target === 'cluster') {
       lines.push(`- cluster: the gateway acknowledged ${fixed(r.ackedPerSec)} ${unit}/s during the closed-loop load; all of it was stored ${fixed(r.tailSeconds, 1)} s after the load ended ` +
         `(${unit}/s and CPU cover the load and that tail)` + (r.open ? `; after the open-loop load, ${fixed(r.open.tailSeconds, 1)} s.` : '.'));

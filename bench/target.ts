@@ -119,6 +119,12 @@ export interface RunningTarget {
   headers: Record<string, string>;
   /** Rows of a table stored so far, as the target's own storage reports them. */
   countRows(table: string): Promise<number>;
+  /**
+   * Resolves once everything the target acknowledged is in storage, without disturbing it:
+   * Sluice's local log is empty (`sluice_bus_backlog_bytes` 0; a query would make it insert at
+   * once); the naive receiver stores before it answers.
+   */
+  drained(): Promise<void>;
   /** Stops the server (SIGTERM, then SIGKILL) and deletes its data dir. */
   stop(): Promise<void>;
 }
@@ -238,6 +244,16 @@ export async function startTarget(name: EmbeddedTarget, extraEnv: Record<string,
     cli,
     headers,
     countRows,
+    async drained() {
+      if (name === 'naive') return;
+      const deadline = Date.now() + 600_000;
+      for (;;) {
+        const metrics = await (await fetch(`${url}/metrics`)).text();
+        if (/^sluice_bus_backlog_bytes 0$/m.test(metrics)) return;
+        if (Date.now() > deadline) throw new Error(`${name}: rows still waiting in the local log after 10 minutes`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    },
     async stop() {
       await stopChild(child, tail);
       rmSync(dataDir, { recursive: true, force: true });
