@@ -24,6 +24,8 @@ export class PipelinePool {
       minThreads: this.options.workers,
       maxThreads: this.options.workers,
       idleTimeout: Infinity,
+      // One task at a time per thread: a thread reuses its buffers from task to task (tasks.ts).
+      concurrentTasksPerWorker: 1,
     });
     // Warm every worker so the first requests do not pay tsx's compile.
     await Promise.all(Array.from({ length: this.options.workers }, () => this.pool!.run(null, { name: 'warm' })));
