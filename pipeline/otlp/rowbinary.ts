@@ -19,7 +19,6 @@ const SHORT_STRING = 256;
 const SHORT_RAW = 48;
 
 const TWO_32 = 4294967296;
-const POWERS_OF_TEN = Array.from({ length: 16 }, (_, i) => 10 ** i);
 
 const HEX_PAIRS = (() => {
   const digits = '0123456789abcdef';
@@ -263,32 +262,6 @@ export class RowBinaryWriter {
     let pos = this.pos;
     for (let i = 0; i < length; i++) buf[pos++] = value.charCodeAt(i);
     this.pos = pos;
-  }
-
-  /**
-   * A String column holding ±digits / 10^scale in plain decimal notation with trailing
-   * fractional zeros dropped: `digits` is a non-negative safe integer, scale 0..15.
-   */
-  fixedPoint(negative: boolean, digits: number, scale: number): void {
-    while (scale > 0 && digits % 10 === 0) {
-      digits /= 10;
-      scale--;
-    }
-    const count = Math.max(decimalDigits(digits), scale + 1); // at least "0." before the fraction
-    const length = (negative ? 1 : 0) + count + (scale > 0 ? 1 : 0);
-    this.ensure(length + 1);
-    const buf = this.buf;
-    buf[this.pos++] = length;
-    if (negative) buf[this.pos++] = 45; // '-'
-    const end = this.pos + length - (negative ? 1 : 0);
-    this.pos = end;
-    if (scale === 0) return writeDigitsBackwards(buf, end, digits, count);
-    // Exact: below 2^53 the quotient of a division by a power of ten floors correctly.
-    const unit = POWERS_OF_TEN[scale]!;
-    const integer = Math.floor(digits / unit);
-    writeDigitsBackwards(buf, end, digits - integer * unit, scale);
-    buf[end - scale - 1] = 46; // '.'
-    writeDigitsBackwards(buf, end - scale - 1, integer, count - scale);
   }
 
   /** A DateTime64(9) from nanoseconds since the epoch. */
