@@ -77,6 +77,8 @@ export class TableOutput {
 
 export class TranscodeOutput {
   private readonly outputs = new Map<TableName, TableOutput>();
+  /** Writers for bytes that are not rows (the envelope's row prefix), pooled too. */
+  private readonly scratch: RowBinaryWriter[] = [];
 
   /** @param maxChunkBytes cut each table's rows into chunks of about this size (default: one chunk). */
   constructor(private readonly maxChunkBytes = Infinity) {}
@@ -90,6 +92,13 @@ export class TranscodeOutput {
     let output = this.outputs.get(table);
     if (!output) this.outputs.set(table, (output = new TableOutput(table, this.maxChunkBytes)));
     return output;
+  }
+
+  /** A pooled writer for bytes copied into rows, returned with the tables' writers. */
+  scratchWriter(): RowBinaryWriter {
+    const writer = borrowWriter();
+    this.scratch.push(writer);
+    return writer;
   }
 
   /** Counts one refused item; `reason` says which and why. */
@@ -108,6 +117,7 @@ export class TranscodeOutput {
       releaseWriter(output.writer);
     }
     this.outputs.clear();
+    this.releaseScratch();
     const result: TranscodeResult = { tables, accepted: this.accepted, rejected: this.rejected };
     if (this.firstRejection !== undefined) {
       result.rejectMessage = this.rejected === 1 ? this.firstRejection : `${this.firstRejection} (and ${this.rejected - 1} more)`;
@@ -119,5 +129,11 @@ export class TranscodeOutput {
   discard(): void {
     for (const output of this.outputs.values()) releaseWriter(output.writer);
     this.outputs.clear();
+    this.releaseScratch();
+  }
+
+  private releaseScratch(): void {
+    for (const writer of this.scratch) releaseWriter(writer);
+    this.scratch.length = 0;
   }
 }
