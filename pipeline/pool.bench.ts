@@ -1,8 +1,8 @@
 /**
  * The worker side of the gateway as a whole process: the real PipelinePool (piscina, N
  * threads) fed gzip requests as the HTTP front end hands them over (a body in a buffer of
- * its own, transferred), the rows coming back and dropped, as the bus would after its
- * publish. No HTTP, no bus: what is left is decompression, transcoding, piscina and the two
+ * its own, transferred), the rows coming back and handed back to the pool, as IngestService
+ * does once the bus published them. No HTTP, no bus: what is left is decompression, transcoding, piscina and the two
  * threads' garbage. Prints items per CPU second of the whole process (every thread).
  *
  *   npx tsx pipeline/pool.bench.ts [traces|agent-logs] [seconds=10] [workers=2] [inFlight=8]
@@ -47,6 +47,7 @@ async function load(durationMs: number): Promise<number> {
       const result = await pool.run(task(next++));
       if (!result.ok) throw new Error(`task failed: ${result.message}`);
       handled += result.accepted;
+      pool.recycle(result.tables); // as IngestService does once the bus published the rows
     }
   }));
   return handled;

@@ -87,6 +87,25 @@ describe('runTask in one thread, task after task', () => {
   });
 });
 
+describe('spare buffers in a worker thread', () => {
+  it('writes rows into a spare that fits, and leaves alone one too small or too large', async () => {
+    const body = traces(12, 200);
+    const expected = rowsOf(transcodeOtlp('traces', 'protobuf', body, 'src'));
+    const tooSmall = new ArrayBuffer(expected.length - 1);
+    const tooLarge = new ArrayBuffer(expected.length * 2);
+    const fits = new ArrayBuffer(expected.length + 100);
+    const result = await run({ ...otlpTask(body), spares: [tooSmall, tooLarge, fits] } as PipelineTask);
+    expect(result.tables).toHaveLength(1);
+    const { data } = result.tables[0]!;
+    expect(data.buffer).toBe(fits);
+    expect([data.byteOffset, data.byteLength]).toEqual([0, expected.length]);
+    expect(Buffer.from(data).equals(expected)).toBe(true);
+    // The others wait for later rows; a fresh right-sized buffer when none fits.
+    const next = await run(otlpTask(traces(13, 1)));
+    expect([tooSmall, tooLarge]).not.toContain(next.tables[0]!.data.buffer);
+  });
+});
+
 describe('PipelinePool', () => {
   // One thread: every task goes through the same reused buffers.
   const pool = new PipelinePool({ workers: 1, retryAfterSeconds: 1 });
@@ -109,6 +128,28 @@ describe('PipelinePool', () => {
       expect(rowsOf(result).equals(rowsOf(transcodeOtlp('traces', 'protobuf', bodies[i]!, 'src'))), `request ${i}`).toBe(true);
       for (const { data } of result.tables) expect([data.byteOffset, data.byteLength]).toEqual([0, data.buffer.byteLength]);
     });
+  });
+
+  it('sends recycled row buffers back to the worker: the old views go empty, the new rows are whole', async () => {
+    // Shrinking requests (same name lengths: seeds 50 apart), so a previous buffer fits the next rows.
+    const bodies = Array.from({ length: 12 }, (_, i) => traces(20 + 50 * i, i % 4 === 0 ? 400 : 200 - i));
+    let previous: TaskSuccess | undefined;
+    let written = 0; // rows that went into a recycled buffer (a little longer than they are)
+    for (const [i, body] of bodies.entries()) {
+      const result = await pool.run(otlpTask(body));
+      if (!result.ok) throw new Error(result.message);
+      expect(rowsOf(result).equals(rowsOf(transcodeOtlp('traces', 'protobuf', body, 'src'))), `request ${i}`).toBe(true);
+      written += result.tables.filter(({ data }) => data.buffer.byteLength > data.byteLength).length;
+      // The previous rows' buffers went to the worker with this task: nothing here can read them.
+      if (previous) for (const { data } of previous.tables) expect(data.byteLength).toBe(0);
+      pool.recycle(result.tables);
+      previous = result;
+    }
+    expect(written).toBeGreaterThan(0);
+    // A refused request in between (the spares stay with the worker) changes nothing.
+    expect(await pool.run({ ...otlpTask(Buffer.from('not protobuf')), encoding: 'identity', body: Buffer.from([0xff, 0xff]) } as PipelineTask)).toMatchObject({ ok: false });
+    const last = await pool.run(otlpTask(bodies[0]!));
+    expect(last.ok && rowsOf(last).equals(rowsOf(transcodeOtlp('traces', 'protobuf', bodies[0]!, 'src')))).toBe(true);
   });
 
   it('refuses a gzip bomb after a large request grew the thread\'s buffer, and serves the next request', async () => {

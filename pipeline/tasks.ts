@@ -8,6 +8,7 @@ import { toSluiceError, type ErrorCode } from '../core/errors.ts';
 import { decompress, decompressSync, type ContentEncoding } from './decompress.ts';
 import { GzipInflater } from './gunzip.ts';
 import { transcodeOtlp, type Signal, type TableRows } from './otlp/index.ts';
+import { offerSpares } from './otlp/output.ts';
 import { transcodeAgent } from './agent/rows.ts';
 import type { AgentKind } from './agent/schemas.ts';
 
@@ -37,7 +38,10 @@ export interface AgentTask {
   receivedAt: string;
 }
 
-export type PipelineTask = OtlpTask | AgentTask;
+export type PipelineTask = (OtlpTask | AgentTask) & {
+  /** Buffers of earlier rows, sent back for this thread to write rows into (pool.ts). */
+  spares?: ArrayBuffer[];
+};
 
 export interface TaskSuccess {
   ok: true;
@@ -66,6 +70,7 @@ export type TaskResult = TaskSuccess | TaskFailure;
 const inflater = new GzipInflater();
 
 export async function runTask(task: PipelineTask): Promise<unknown> {
+  if (task.spares) offerSpares(task.spares);
   try {
     // zstd is decompressed on libuv's pool (awaited); identity and gzip here, synchronously.
     const body = task.encoding === 'zstd'
