@@ -52,10 +52,15 @@ const SPARE_BYTES = 16 * 1024 * 1024;
 const spares: ArrayBuffer[] = [];
 let spareBytes = 0;
 
-/** Takes buffers of earlier rows back for reuse (in a worker thread: what the main thread returned). */
+/**
+ * Takes buffers of earlier rows back for reuse (in a worker thread: what the main thread
+ * returned). The oldest make room for the newest, so the spares follow the sizes of the
+ * current requests.
+ */
 export function offerSpares(buffers: readonly ArrayBuffer[]): void {
   for (const buffer of buffers) {
-    if (spares.length >= MAX_SPARES || spareBytes + buffer.byteLength > SPARE_BYTES) return;
+    if (buffer.byteLength > SPARE_BYTES) continue;
+    while (spares.length >= MAX_SPARES || spareBytes + buffer.byteLength > SPARE_BYTES) spareBytes -= spares.shift()!.byteLength;
     spares.push(buffer);
     spareBytes += buffer.byteLength;
   }
