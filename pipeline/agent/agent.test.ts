@@ -53,6 +53,9 @@ describe('agent timestamps', () => {
       '2026-01-01T00:00:00+23:59', '2026-01-01T00:00:00+24:00', '2026-01-01T00:00:00-00:00', '2026-01-01T00:00:00+00:60',
       '2026-01-01T00:00:00.Z', '2026-01-01T00:00:00.1234567890Z', '2026-01-01T00:00:00.1Z', '2026-01-01T00:00:00.000000001+05:30',
       '2026-01-01T00:00:00Z ', ' 2026-01-01T00:00:00Z', '2026-01-01T00:00:00+0100', '2026-1-01T00:00:00Z', '20260-01-01T00:00:00Z',
+      '20x6-01-01T00:00:00Z', 'x026-01-01T00:00:00Z', '2026-0x-01T00:00:00Z', '2026-01-0xT00:00:00Z', '2026-01-01T0x:00:00Z',
+      '2026-01-01T00:x0:00Z', '2026-01-01T00:00:0xZ', '2026-01-01T00:00:00+0x:00', '2026-01-01T00:00:00+00:0x', '2026-01-01T00:00:00+00:',
+      '2026-01-01T00:00:00.12x4Z', '2026-01-01T00:00:00.Z', '2026/01/01T00:00:00Z', '2026-01-01T00-00:00Z',
       '1973-03-03T09:46:39.999999999Z', '1973-03-03T09:46:40Z', '2262-04-11T23:47:16.854775807Z', '2262-04-11T23:47:16.854775808Z',
       '0050-01-01T00:00:00Z', '9999-12-31T23:59:59Z', '1970-01-01T00:00:00Z',
       '100000000000000000', '99999999999999999', '9223372036854775807', '9223372036854775808', '9999999999999999999',
@@ -67,6 +70,15 @@ describe('agent timestamps', () => {
       const fraction = random() < 0.5 ? '' : `.${String(Math.floor(random() * 1e9)).slice(0, 1 + Math.floor(random() * 9))}`;
       const zone = random() < 0.5 ? 'Z' : `${random() < 0.5 ? '+' : '-'}${two(Math.floor(random() * 25))}:${two(Math.floor(random() * 61))}`;
       samples.push(`${year}-${two(1 + Math.floor(random() * 13))}-${two(Math.floor(random() * 32))}T${two(Math.floor(random() * 25))}:${two(Math.floor(random() * 61))}:${two(Math.floor(random() * 61))}${fraction}${zone}`);
+    }
+    // Each of those with one character replaced, removed or doubled.
+    const noise = '0123456789-:.TtZz+ x９';
+    for (let i = 0; i < 3000; i++) {
+      const base = String(samples[Math.floor(random() * samples.length)]);
+      const at = Math.floor(random() * base.length);
+      const change = Math.floor(random() * 3);
+      const char = noise[Math.floor(random() * noise.length)]!;
+      samples.push(base.slice(0, at) + (change === 0 ? char : change === 1 ? '' : base[at]! + base[at]!) + base.slice(at + 1));
     }
     for (const sample of samples) expect(parseTimestamp(sample), String(sample)).toBe(referenceTimestamp(sample));
   });

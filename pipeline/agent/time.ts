@@ -76,17 +76,19 @@ const DAYS_IN_MONTH = [0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
  */
 function readRfc3339(s: string, into: EpochTime): boolean {
   const length = s.length;
-  if (length < 20 || !allDigits(s, 0, 4) || s.charCodeAt(4) !== 0x2d || !allDigits(s, 5, 7) || s.charCodeAt(7) !== 0x2d || !allDigits(s, 8, 10)) return false;
+  if (length < 20 || s.charCodeAt(4) !== 0x2d || s.charCodeAt(7) !== 0x2d || s.charCodeAt(13) !== 0x3a || s.charCodeAt(16) !== 0x3a) return false;
   const separator = s.charCodeAt(10);
   if (separator !== 0x54 && separator !== 0x74 && separator !== 0x20) return false; // T t space
-  if (!allDigits(s, 11, 13) || s.charCodeAt(13) !== 0x3a || !allDigits(s, 14, 16) || s.charCodeAt(16) !== 0x3a || !allDigits(s, 17, 19)) return false;
-  const year = digits(s, 0, 4);
-  const month = digits(s, 5, 7);
-  const day = digits(s, 8, 10);
-  const hour = digits(s, 11, 13);
-  const minute = digits(s, 14, 16);
-  const second = digits(s, 17, 19);
-  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month) || hour > 23 || minute > 59 || second > 59) return false;
+  // Each field is -1 if not all digits, which every range check below refuses.
+  const century = twoDigits(s, 0);
+  const yearInCentury = twoDigits(s, 2);
+  const year = century < 0 || yearInCentury < 0 ? -1 : century * 100 + yearInCentury;
+  const month = twoDigits(s, 5);
+  const day = twoDigits(s, 8);
+  const hour = twoDigits(s, 11);
+  const minute = twoDigits(s, 14);
+  const second = twoDigits(s, 17);
+  if (year < 0 || month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month) || hour < 0 || hour > 23 || minute < 0 || minute > 59 || second < 0 || second > 59) return false;
 
   let at = 19;
   let nanos = 0;
@@ -103,10 +105,9 @@ function readRfc3339(s: string, into: EpochTime): boolean {
   if (zone === 0x5a || zone === 0x7a) { // Z z
     if (at + 1 !== length) return false;
   } else if (zone === 0x2b || zone === 0x2d) { // + -
-    if (at + 6 !== length || !allDigits(s, at + 1, at + 3) || s.charCodeAt(at + 3) !== 0x3a || !allDigits(s, at + 4, at + 6)) return false;
-    const offsetHours = digits(s, at + 1, at + 3);
-    const offsetMinutes = digits(s, at + 4, at + 6);
-    if (offsetHours > 23 || offsetMinutes > 59) return false;
+    const offsetHours = twoDigits(s, at + 1);
+    const offsetMinutes = twoDigits(s, at + 4);
+    if (at + 6 !== length || s.charCodeAt(at + 3) !== 0x3a || offsetHours < 0 || offsetHours > 23 || offsetMinutes < 0 || offsetMinutes > 59) return false;
     offsetSeconds = (zone === 0x2d ? -1 : 1) * (offsetHours * 3600 + offsetMinutes * 60);
   } else {
     return false;
@@ -114,6 +115,14 @@ function readRfc3339(s: string, into: EpochTime): boolean {
   into.seconds = daysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second - offsetSeconds;
   into.nanos = nanos;
   return true;
+}
+
+/** The two digits at s[at], s[at + 1] as a number, or -1 if either is not a digit (or is missing). */
+function twoDigits(s: string, at: number): number {
+  const high = s.charCodeAt(at) - 0x30;
+  const low = s.charCodeAt(at + 1) - 0x30;
+  // NaN (past the end) fails both comparisons.
+  return high >= 0 && high <= 9 && low >= 0 && low <= 9 ? high * 10 + low : -1;
 }
 
 function daysInMonth(year: number, month: number): number {
