@@ -1,7 +1,9 @@
 /**
  * Adds up the .cpuprofile files `node --cpu-prof --cpu-prof-dir=DIR` wrote (one per thread):
  * the share of samples in garbage collection, per thread and in all, and the functions with
- * the most self time. Idle samples (a thread waiting for work) are left out of the shares.
+ * the most self time. Samples of a thread waiting for work are left out of the shares: the
+ * event loop's `(idle)` and a piscina worker blocked in Atomics.wait (`atomicsWaitLoop`: the
+ * profiler samples wall time, and the thread's stack says it is waiting).
  *
  *   node --import tsx bench/cpu-profile-summary.ts DIR [top=15]
  */
@@ -34,7 +36,7 @@ for (const file of readdirSync(dir).filter((name) => name.endsWith('.cpuprofile'
   let threadGc = 0;
   for (const id of profile.samples) {
     const name = names.get(id)!;
-    if (name.startsWith('(idle)')) continue;
+    if (name.startsWith('(idle)') || name.startsWith('atomicsWaitLoop ')) continue;
     threadBusy++;
     if (name.startsWith('(garbage collector)')) threadGc++;
     selfTime.set(name, (selfTime.get(name) ?? 0) + 1);
