@@ -25,11 +25,17 @@ const task = (i: number): AgentTask => ({
   kind: 'agent', payload: 'logs', encoding: 'gzip', body: bodies[i % bodies.length]!,
   sourceId: 'bench', maxBytes: 10 * 1024 * 1024, maxChunkBytes: Infinity, receivedAt: String(RECEIVED),
 });
-/** The worker's task as a pipeline thread runs it; piscina's move() wrapper unwrapped. */
-async function workerTask(i: number): Promise<number> {
-  const result = (await runTask(task(i))) as { [key: symbol]: TaskSuccess };
+/**
+ * The worker's task as a pipeline thread runs it (piscina's move() wrapper unwrapped). With
+ * `recycle`, the rows' buffers come back with the next task, as the pool sends them once the
+ * bus published the rows.
+ */
+let returned: ArrayBuffer[] = [];
+async function workerTask(i: number, recycle = false): Promise<number> {
+  const result = (await runTask({ ...task(i), spares: recycle ? returned : undefined })) as { [key: symbol]: TaskSuccess };
   const value = result[Object.getOwnPropertySymbols(result).find((s) => s.description?.includes('value'))!]!;
   if (!value?.ok) throw new Error(`task failed: ${JSON.stringify(result)}`);
+  returned = value.tables.map((t) => t.data.buffer as ArrayBuffer);
   return value.accepted;
 }
 const decoder = new TextDecoder('utf-8', { fatal: true });
@@ -41,6 +47,7 @@ await measure('depth scan only', 'entries', (i) => (nestedDeeperThan(texts[i % t
 await measure('JSON.parse only', 'entries', (i) => (JSON.parse(texts[i % texts.length]!), ENTRIES), options);
 await measure('parse + validate', 'entries', (i) => (validateAgentPayload('logs', JSON.parse(texts[i % texts.length]!)), ENTRIES), options);
 await measure('rows (decode..rows)', 'entries', (i) => transcodeAgent('logs', raw[i % raw.length]!, 'bench', Infinity, RECEIVED).accepted, options);
-await measure('worker task', 'entries', workerTask, options);
+await measure('worker task', 'entries', (i) => workerTask(i), options);
 console.log('per batch:');
-await allocations('worker task', workerTask, 300);
+await allocations('worker task', (i) => workerTask(i), 300);
+await allocations('worker task, rows recycled', (i) => workerTask(i, true), 300);

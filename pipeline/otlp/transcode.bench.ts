@@ -22,11 +22,17 @@ const task = (i: number): OtlpTask => ({
   kind: 'otlp', signal: 'traces', format: 'protobuf', encoding: 'gzip', body: bodies[i % bodies.length]!,
   sourceId: 'bench', maxBytes: 10 * 1024 * 1024, maxChunkBytes: Infinity,
 });
-/** The worker's task as a pipeline thread runs it; piscina's move() wrapper unwrapped. */
-async function workerTask(i: number): Promise<number> {
-  const result = (await runTask(task(i))) as { [key: symbol]: TaskSuccess };
+/**
+ * The worker's task as a pipeline thread runs it (piscina's move() wrapper unwrapped). With
+ * `recycle`, the rows' buffers come back with the next task, as the pool sends them once the
+ * bus published the rows.
+ */
+let returned: ArrayBuffer[] = [];
+async function workerTask(i: number, recycle = false): Promise<number> {
+  const result = (await runTask({ ...task(i), spares: recycle ? returned : undefined })) as { [key: symbol]: TaskSuccess };
   const value = result[Object.getOwnPropertySymbols(result).find((s) => s.description?.includes('value'))!]!;
   if (!value?.ok) throw new Error(`task failed: ${JSON.stringify(result)}`);
+  returned = value.tables.map((t) => t.data.buffer as ArrayBuffer);
   return value.accepted;
 }
 
@@ -34,7 +40,8 @@ console.log(`${bodies.length} distinct requests of ${SPANS_PER_REQUEST} spans: $
 await measure('gunzip only', 'spans', (i) => (gunzipSync(bodies[i % bodies.length]!), SPANS_PER_REQUEST), options);
 await measure('transcode only', 'spans', (i) => transcodeOtlp('traces', 'protobuf', raw[i % raw.length]!, 'bench').accepted, options);
 await measure('gunzip + transcode', 'spans', (i) => transcodeOtlp('traces', 'protobuf', gunzipSync(bodies[i % bodies.length]!), 'bench').accepted, options);
-await measure('worker task', 'spans', workerTask, options);
+await measure('worker task', 'spans', (i) => workerTask(i), options);
 console.log('per request:');
 await allocations('transcode only', (i) => transcodeOtlp('traces', 'protobuf', raw[i % raw.length]!, 'bench').accepted);
-await allocations('worker task', workerTask);
+await allocations('worker task', (i) => workerTask(i));
+await allocations('worker task, rows recycled', (i) => workerTask(i, true));
