@@ -8,7 +8,8 @@
  * new buffer per request would be new memory to fault in, in the worker, and external memory
  * for the main thread's collector, which ran full collections for it several times a second.
  * A transferred buffer is detached here, so a reference left behind sees no bytes, never
- * another request's.
+ * another request's. Spares are few and bounded (here and in each worker) and, like the
+ * row writers, outside the byte budget.
  */
 import { Piscina } from 'piscina';
 import { SluiceError } from '../core/errors.ts';
@@ -23,8 +24,9 @@ export interface PipelinePoolOptions {
 /** Spare buffers sent with each task, and kept here at most per worker. */
 const SPARES_PER_TASK = 2;
 const SPARES_PER_WORKER = 4;
-/** Smaller buffers are not worth the trip. */
+/** Smaller buffers are not worth the trip; larger ones (rare) are not worth keeping. */
 const MIN_SPARE_BYTES = 16 * 1024;
+const MAX_SPARE_BYTES = 4 * 1024 * 1024;
 
 export class PipelinePool {
   private pool: Piscina | undefined;
@@ -81,7 +83,7 @@ export class PipelinePool {
       const buffer = data.buffer;
       if (this.spares.length >= SPARES_PER_WORKER * this.options.workers) return;
       // A detached buffer has no bytes; a shared one cannot be transferred.
-      if (!(buffer instanceof ArrayBuffer) || data.byteOffset !== 0 || buffer.byteLength < MIN_SPARE_BYTES) continue;
+      if (!(buffer instanceof ArrayBuffer) || data.byteOffset !== 0 || buffer.byteLength < MIN_SPARE_BYTES || buffer.byteLength > MAX_SPARE_BYTES) continue;
       if (!this.spares.includes(buffer)) this.spares.push(buffer);
     }
   }
