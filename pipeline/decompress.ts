@@ -2,7 +2,8 @@
  * Request-body decompression with a hard cap on the output, for gzip and zstd bodies.
  *
  * A compression bomb must be refused without allocating much more than the cap:
- * - gzip: node:zlib stops by itself at `maxOutputLength`.
+ * - gzip: inflated into a buffer of at most the cap plus one byte (gunzip.ts), refused when
+ *   it fills.
  * - zstd: @mongodb-js/zstd has no output limit (it streams into a growing buffer), so we
  *   walk the frame and block headers first (RFC 8878) and refuse when a sound upper bound of
  *   the output exceeds the cap, before decompressing anything.
@@ -10,9 +11,9 @@
  * Runs in a pipeline worker thread: the synchronous gunzip blocks that thread, not the event
  * loop.
  */
-import { gunzipSync } from 'node:zlib';
 import { decompress as zstdDecompress } from '@mongodb-js/zstd';
 import { SluiceError, badRequest } from '../core/errors.ts';
+import { GzipInflater } from './gunzip.ts';
 
 export type ContentEncoding = 'identity' | 'gzip' | 'zstd';
 
@@ -30,34 +31,25 @@ export function parseContentEncoding(header: string | undefined): ContentEncodin
   return ENCODINGS.get((header ?? '').trim().toLowerCase());
 }
 
-/** Decompresses body, refusing with payload_too_large if the output would exceed maxBytes, without allocating much past maxBytes. */
-export async function decompress(encoding: ContentEncoding, body: Uint8Array, maxBytes: number): Promise<Uint8Array> {
-  switch (encoding) {
-    case 'identity':
-      if (body.byteLength > maxBytes) throw tooLarge('decompressed body', maxBytes);
-      return body;
-    case 'gzip':
-      return gunzipCapped(body, maxBytes);
-    case 'zstd':
-      return zstdCapped(body, maxBytes);
-  }
+/**
+ * Decompresses body, refusing with payload_too_large if the output would exceed maxBytes,
+ * without allocating much past maxBytes. With an `inflater`, a gzip body is inflated into
+ * its reused buffer: the result is then only valid until that inflater's next use.
+ */
+export async function decompress(encoding: ContentEncoding, body: Uint8Array, maxBytes: number, inflater?: GzipInflater): Promise<Uint8Array> {
+  return encoding === 'zstd' ? zstdCapped(body, maxBytes) : decompressSync(encoding, body, maxBytes, inflater);
 }
 
-function gunzipCapped(body: Uint8Array, maxBytes: number): Uint8Array {
-  try {
-    // zlib checks the output length after each 16 KiB chunk and throws once past the cap,
-    // so a bomb costs about maxBytes. Concatenated gzip members are all inflated.
-    return gunzipSync(body, { maxOutputLength: maxBytes });
-  } catch (err) {
-    const code = (err as { code?: unknown }).code;
-    if (code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge('decompressed body', maxBytes);
-    if (typeof code === 'string' && ZLIB_DATA_ERRORS.has(code)) throw badRequest('invalid gzip data', err);
-    throw err;
+/** decompress() for the encodings done on the calling thread: identity and gzip. */
+export function decompressSync(encoding: 'identity' | 'gzip', body: Uint8Array, maxBytes: number, inflater = new GzipInflater()): Uint8Array {
+  if (encoding === 'identity') {
+    if (body.byteLength > maxBytes) throw tooLarge('decompressed body', maxBytes);
+    return body;
   }
+  const out = inflater.inflate(body, maxBytes);
+  if (!out) throw tooLarge('decompressed body', maxBytes);
+  return out;
 }
-
-/** zlib errors caused by the input (bad header, bad checksum, truncation), not by us. */
-const ZLIB_DATA_ERRORS = new Set(['Z_DATA_ERROR', 'Z_BUF_ERROR', 'Z_NEED_DICT']);
 
 async function zstdCapped(body: Uint8Array, maxBytes: number): Promise<Uint8Array> {
   zstdCheckBounds(body, maxBytes);

@@ -93,6 +93,9 @@ export class IngestService {
       reservation.resize(chunkBytes(result.tables));
       await this.bus.publish(result.tables, reservation);
       stopTimer();
+      // Durable: nothing reads these rows again (a bus keeps bytes past settling only when it
+      // fails), so their buffers can carry another request's rows.
+      this.pool.recycle(result.tables);
     } catch (err) {
       const reason = err instanceof SluiceError ? err.code : 'internal';
       this.metrics.itemsRefused.inc({ signal, reason }, result.accepted + result.rejected);

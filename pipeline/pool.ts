@@ -2,6 +2,14 @@
  * The worker pool (piscina). Request bodies are transferred in, row buffers transferred out.
  * Its queue needs no bound of its own: every body in it holds a reservation of the process's
  * byte budget (core/byte-budget.ts), which refuses new requests with 503 when it is used up.
+ *
+ * Row buffers go round: once the bus is done with a request's rows, their buffers come back
+ * (recycle) and travel to a worker with the next task, which writes rows into them again. A
+ * new buffer per request would be new memory to fault in, in the worker, and external memory
+ * for the main thread's collector, which ran full collections for it several times a second.
+ * A transferred buffer is detached here, so a reference left behind sees no bytes, never
+ * another request's. Spares are few and bounded (here and in each worker) and, like the
+ * row writers, outside the byte budget.
  */
 import { Piscina } from 'piscina';
 import { SluiceError } from '../core/errors.ts';
@@ -13,8 +21,17 @@ export interface PipelinePoolOptions {
   retryAfterSeconds: number;
 }
 
+/** Spare buffers sent with each task, and kept here at most per worker. */
+const SPARES_PER_TASK = 2;
+const SPARES_PER_WORKER = 4;
+/** Smaller buffers are not worth the trip; larger ones (rare) are not worth keeping. */
+const MIN_SPARE_BYTES = 16 * 1024;
+const MAX_SPARE_BYTES = 4 * 1024 * 1024;
+
 export class PipelinePool {
   private pool: Piscina | undefined;
+  /** Buffers of rows the bus is done with, waiting for a task to carry them to a worker. */
+  private spares: ArrayBuffer[] = [];
 
   constructor(private readonly options: PipelinePoolOptions) {}
 
@@ -24,6 +41,8 @@ export class PipelinePool {
       minThreads: this.options.workers,
       maxThreads: this.options.workers,
       idleTimeout: Infinity,
+      // One task at a time per thread: a thread reuses its buffers from task to task (tasks.ts).
+      concurrentTasksPerWorker: 1,
     });
     // Warm every worker so the first requests do not pay tsx's compile.
     await Promise.all(Array.from({ length: this.options.workers }, () => this.pool!.run(null, { name: 'warm' })));
@@ -44,8 +63,28 @@ export class PipelinePool {
 
   async run(task: PipelineTask): Promise<TaskResult> {
     if (!this.pool) throw new SluiceError('unavailable', 'pipeline is not running', { retryAfterSeconds: this.options.retryAfterSeconds });
+    const transferList: ArrayBuffer[] = [];
+    if (this.spares.length > 0) {
+      task.spares = this.spares.splice(0, SPARES_PER_TASK);
+      transferList.push(...task.spares);
+    }
     // Transfer only a buffer the body owns whole; a view into a shared buffer is copied.
     const owned = task.body.byteOffset === 0 && task.body.byteLength === task.body.buffer.byteLength;
-    return this.pool.run(task, { transferList: owned ? [task.body.buffer as ArrayBuffer] : [] });
+    if (owned) transferList.push(task.body.buffer as ArrayBuffer);
+    return this.pool.run(task, { transferList });
+  }
+
+  /**
+   * Takes back the buffers of rows nothing reads any more (their publish resolved), to be
+   * written into again by a worker. Call it at most once per result.
+   */
+  recycle(chunks: ReadonlyArray<{ data: Uint8Array }>): void {
+    for (const { data } of chunks) {
+      const buffer = data.buffer;
+      if (this.spares.length >= SPARES_PER_WORKER * this.options.workers) return;
+      // A detached buffer has no bytes; a shared one cannot be transferred.
+      if (!(buffer instanceof ArrayBuffer) || data.byteOffset !== 0 || buffer.byteLength < MIN_SPARE_BYTES || buffer.byteLength > MAX_SPARE_BYTES) continue;
+      if (!this.spares.includes(buffer)) this.spares.push(buffer);
+    }
   }
 }

@@ -5,8 +5,10 @@
  */
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { toSluiceError, type ErrorCode } from '../core/errors.ts';
-import { decompress, type ContentEncoding } from './decompress.ts';
+import { decompress, decompressSync, type ContentEncoding } from './decompress.ts';
+import { GzipInflater } from './gunzip.ts';
 import { transcodeOtlp, type Signal, type TableRows } from './otlp/index.ts';
+import { offerSpares } from './otlp/output.ts';
 import { transcodeAgent } from './agent/rows.ts';
 import type { AgentKind } from './agent/schemas.ts';
 
@@ -36,7 +38,10 @@ export interface AgentTask {
   receivedAt: string;
 }
 
-export type PipelineTask = OtlpTask | AgentTask;
+export type PipelineTask = (OtlpTask | AgentTask) & {
+  /** Buffers of earlier rows, sent back for this thread to write rows into (pool.ts). */
+  spares?: ArrayBuffer[];
+};
 
 export interface TaskSuccess {
   ok: true;
@@ -56,9 +61,21 @@ export interface TaskFailure {
 
 export type TaskResult = TaskSuccess | TaskFailure;
 
+/**
+ * This thread's gzip inflater: its buffer is reused by every request, so a body inflated into
+ * it must be used up before the next one. It is: piscina runs one task at a time per thread
+ * (pool.ts), the body is inflated and transcoded without an await in between, and the rows
+ * are copies (nothing of the result points into the body).
+ */
+const inflater = new GzipInflater();
+
 export async function runTask(task: PipelineTask): Promise<unknown> {
+  if (task.spares) offerSpares(task.spares);
   try {
-    const body = await decompress(task.encoding, task.body, task.maxBytes);
+    // zstd is decompressed on libuv's pool (awaited); identity and gzip here, synchronously.
+    const body = task.encoding === 'zstd'
+      ? await decompress(task.encoding, task.body, task.maxBytes)
+      : decompressSync(task.encoding, task.body, task.maxBytes, inflater);
     const rows = task.kind === 'otlp'
       ? transcodeOtlp(task.signal, task.format, body, task.sourceId, task.maxChunkBytes)
       : transcodeAgent(task.payload, body, task.sourceId, task.maxChunkBytes, BigInt(task.receivedAt));

@@ -7,6 +7,13 @@ import { parseTimestamp } from './time.ts';
 const RECEIVED = 1_795_000_000_000_000_000n;
 const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
 
+function varint(value: number): number[] {
+  const bytes: number[] = [];
+  for (; value >= 0x80; value >>>= 7) bytes.push((value & 0x7f) | 0x80);
+  bytes.push(value);
+  return bytes;
+}
+
 function refusal(fn: () => unknown): string {
   try {
     fn();
@@ -35,7 +42,71 @@ describe('agent timestamps', () => {
       expect(parseTimestamp(bad as string | number), String(bad)).toBeUndefined();
     }
   });
+
+  it('reads every timestamp as the regular expression and Date.parse reading did', () => {
+    // Near misses of each field, calendar edges, range edges and random times, against the
+    // straightforward reading the character walk replaced.
+    const samples: Array<string | number> = [
+      '2024-02-29T00:00:00Z', '2026-02-29T00:00:00Z', '2000-02-29T12:00:00Z', '2100-02-29T12:00:00Z', '2026-04-31T00:00:00Z',
+      '2026-12-31T23:59:59.999999999Z', '2026-01-01T24:00:00Z', '2026-01-01T23:60:00Z', '2026-01-01T23:59:60Z',
+      '2026-13-01T00:00:00Z', '2026-00-10T00:00:00Z', '2026-01-00T00:00:00Z', '2026-01-01t00:00:00z', '2026-01-01 00:00:00Z',
+      '2026-01-01T00:00:00+23:59', '2026-01-01T00:00:00+24:00', '2026-01-01T00:00:00-00:00', '2026-01-01T00:00:00+00:60',
+      '2026-01-01T00:00:00.Z', '2026-01-01T00:00:00.1234567890Z', '2026-01-01T00:00:00.1Z', '2026-01-01T00:00:00.000000001+05:30',
+      '2026-01-01T00:00:00Z ', ' 2026-01-01T00:00:00Z', '2026-01-01T00:00:00+0100', '2026-1-01T00:00:00Z', '20260-01-01T00:00:00Z',
+      '20x6-01-01T00:00:00Z', 'x026-01-01T00:00:00Z', '2026-0x-01T00:00:00Z', '2026-01-0xT00:00:00Z', '2026-01-01T0x:00:00Z',
+      '2026-01-01T00:x0:00Z', '2026-01-01T00:00:0xZ', '2026-01-01T00:00:00+0x:00', '2026-01-01T00:00:00+00:0x', '2026-01-01T00:00:00+00:',
+      '2026-01-01T00:00:00.12x4Z', '2026-01-01T00:00:00.Z', '2026/01/01T00:00:00Z', '2026-01-01T00-00:00Z',
+      '1973-03-03T09:46:39.999999999Z', '1973-03-03T09:46:40Z', '2262-04-11T23:47:16.854775807Z', '2262-04-11T23:47:16.854775808Z',
+      '0050-01-01T00:00:00Z', '9999-12-31T23:59:59Z', '1970-01-01T00:00:00Z',
+      '100000000000000000', '99999999999999999', '9223372036854775807', '9223372036854775808', '9999999999999999999',
+      '1', '', '12345678901234567890', '１７９５３４１６００１２３４５６７８９', '1795341600123456789x',
+      1e17, 1e17 - 1, 9.2e18, 9.3e18, 2 ** 63, 1_795_341_600_123_456_800, -1, 0,
+    ];
+    let seed = 12345;
+    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const two = (n: number) => String(n).padStart(2, '0');
+    for (let i = 0; i < 3000; i++) {
+      const year = 1960 + Math.floor(random() * 320);
+      const fraction = random() < 0.5 ? '' : `.${String(Math.floor(random() * 1e9)).slice(0, 1 + Math.floor(random() * 9))}`;
+      const zone = random() < 0.5 ? 'Z' : `${random() < 0.5 ? '+' : '-'}${two(Math.floor(random() * 25))}:${two(Math.floor(random() * 61))}`;
+      samples.push(`${year}-${two(1 + Math.floor(random() * 13))}-${two(Math.floor(random() * 32))}T${two(Math.floor(random() * 25))}:${two(Math.floor(random() * 61))}:${two(Math.floor(random() * 61))}${fraction}${zone}`);
+    }
+    // Each of those with one character replaced, removed or doubled.
+    const noise = '0123456789-:.TtZz+ x９';
+    for (let i = 0; i < 3000; i++) {
+      const base = String(samples[Math.floor(random() * samples.length)]);
+      const at = Math.floor(random() * base.length);
+      const change = Math.floor(random() * 3);
+      const char = noise[Math.floor(random() * noise.length)]!;
+      samples.push(base.slice(0, at) + (change === 0 ? char : change === 1 ? '' : base[at]! + base[at]!) + base.slice(at + 1));
+    }
+    for (const sample of samples) expect(parseTimestamp(sample), String(sample)).toBe(referenceTimestamp(sample));
+  });
 });
+
+/** The reading parseTimestamp had before it walked the characters itself: the oracle. */
+function referenceTimestamp(value: string | number): bigint | undefined {
+  const RFC3339 = /^(\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})$/;
+  let nanos: bigint;
+  if (typeof value === 'number') {
+    if (!Number.isInteger(value)) return undefined;
+    nanos = BigInt(value);
+  } else if (/^\d{1,19}$/.test(value)) {
+    nanos = BigInt(value);
+  } else {
+    const match = RFC3339.exec(value);
+    if (!match) return undefined;
+    const [, dateTime, fraction = '', offset] = match;
+    const millis = Date.parse(`${dateTime!.replace(/[t ]/, 'T')}${offset!.toUpperCase()}`);
+    if (Number.isNaN(millis)) return undefined;
+    const sign = offset!.startsWith('-') ? -1 : 1;
+    const offsetMinutes = offset!.length === 1 ? 0 : sign * (Number(offset!.slice(1, 3)) * 60 + Number(offset!.slice(4)));
+    const local = new Date(millis + offsetMinutes * 60_000).toISOString();
+    if (local.slice(0, 10) !== dateTime!.slice(0, 10) || local.slice(11, 19) !== dateTime!.slice(11, 19)) return undefined;
+    nanos = BigInt(millis) * 1_000_000n + BigInt(fraction.padEnd(9, '0'));
+  }
+  return nanos >= 100_000_000_000_000_000n && nanos <= 9_223_372_036_854_775_807n ? nanos : undefined;
+}
 
 describe('agent payload validation', () => {
   it('names the first bad field with its index', () => {
@@ -89,6 +160,54 @@ describe('agent rows', () => {
     expect(result.tables[0]).toMatchObject({ table: 'agent_logs', rows: 2 });
     const text = Buffer.from(result.tables[0]!.data).toString('latin1');
     for (const value of ['web-1', 'web-2', 'api', 'warn', 'region', 'eu', 'tier']) expect(text).toContain(value);
+  });
+
+  it('writes exactly the bytes of a plain encoding: text of any kind, numbers as String() writes them, every timestamp form', () => {
+    const texts = ['', 'plain', 'x'.repeat(127), 'y'.repeat(128), 'z'.repeat(256), 'w'.repeat(257), 'ünïcödé ✓', `${'a'.repeat(200)}é`, '🎉 party', 'lone \ud800 surrogate', 'nul\u0000byte'];
+    const values = [0, -0, 7, 127, 128, 2 ** 31, 2 ** 53 - 1, 2 ** 53, -1, -(2 ** 40), 1.5, -0.25, 1e21, 1e-7, 123456789.123, true, false, 'text', 'ö'];
+    const timestamps = [undefined, '2026-11-22T10:00:00.123456789Z', '2026-11-22T11:00:00+01:00', '1795341600123456789', 1_795_341_600_000_000_000, '2262-04-11T23:47:16.854775807Z'];
+    const levels = [undefined, 'INFO', 'Warning', 'err', 'custom', 'constructor', '__proto__', 'toString', 'ÉRROR'];
+    const entries = texts.map((message, i) => ({
+      message,
+      timestamp: timestamps[i % timestamps.length],
+      level: levels[i % levels.length],
+      ...(i % 3 === 0 ? { host: texts[(i + 1) % texts.length]!.slice(0, 255) } : {}),
+      attributes: Object.fromEntries(values.map((value, k) => [`k${k}${texts[(i + k) % texts.length]!.slice(0, 20)}`, value])),
+    }));
+    const batch = { host: 'höst', service: 's'.repeat(130), attributes: { shared: 1, k0: 'batch' }, entries };
+    const result = transcodeAgent('logs', encode(batch), 'source-ü', Infinity, RECEIVED);
+    expect(result.accepted).toBe(entries.length);
+
+    // The same rows written the plain way: Buffer.from, String(), bigint nanoseconds.
+    const known: Record<string, [string, number]> = { info: ['info', 9], warning: ['warn', 13], err: ['error', 17] };
+    const expected: Buffer[] = [];
+    const text = (value: string) => {
+      const bytes = Buffer.from(value);
+      expected.push(Buffer.from(varint(bytes.length)), bytes);
+    };
+    const nanos = (value: bigint) => {
+      const b = Buffer.alloc(8);
+      b.writeBigInt64LE(value);
+      expected.push(b);
+    };
+    for (const entry of entries) {
+      const [level, severity] = entry.level === undefined ? ['', 0] : Object.hasOwn(known, entry.level.toLowerCase()) ? known[entry.level.toLowerCase()]! : [entry.level, 0];
+      text('source-ü');
+      nanos(entry.timestamp === undefined ? RECEIVED : parseTimestamp(entry.timestamp)!);
+      nanos(RECEIVED);
+      text(entry.host ?? batch.host);
+      text(batch.service);
+      text(level);
+      expected.push(Buffer.from([severity]));
+      text(entry.message);
+      const attributes: Record<string, unknown> = { ...batch.attributes, ...entry.attributes };
+      expected.push(Buffer.from(varint(Object.keys(attributes).length)));
+      for (const [key, value] of Object.entries(attributes)) {
+        text(key);
+        text(String(value));
+      }
+    }
+    expect(Buffer.from(result.tables[0]!.data).equals(Buffer.concat(expected))).toBe(true);
   });
 
   it('cuts rows into chunks for the bus', () => {

@@ -9,39 +9,46 @@ import { nestedDeeperThan } from '../../core/json-depth.ts';
 import type { RowBinaryWriter } from '../otlp/rowbinary.ts';
 import { TranscodeOutput, type TranscodeResult } from '../otlp/output.ts';
 import { validateAgentPayload, type AgentKind, type Attributes, type DeployMarker, type Heartbeat, type LogBatch, type MetricBatch } from './schemas.ts';
-import { parseTimestamp } from './time.ts';
+import { readTimestamp, type EpochTime } from './time.ts';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** Known level names (any case) → the stored level and its OpenTelemetry severity number. */
-const LEVELS: Record<string, [string, number]> = {
-  trace: ['trace', 1],
-  debug: ['debug', 5],
-  info: ['info', 9],
-  information: ['info', 9],
-  notice: ['info', 10],
-  warn: ['warn', 13],
-  warning: ['warn', 13],
-  error: ['error', 17],
-  err: ['error', 17],
-  fatal: ['fatal', 21],
-  critical: ['fatal', 21],
-  crit: ['fatal', 21],
-  alert: ['fatal', 22],
-  emergency: ['fatal', 23],
-  emerg: ['fatal', 23],
-};
+/**
+ * Known level names (any case) → the stored level and its OpenTelemetry severity number. A
+ * Map, not an object: a level named `constructor` must not find Object's.
+ */
+const LEVELS = new Map<string, [string, number]>([
+  ['trace', ['trace', 1]],
+  ['debug', ['debug', 5]],
+  ['info', ['info', 9]],
+  ['information', ['info', 9]],
+  ['notice', ['info', 10]],
+  ['warn', ['warn', 13]],
+  ['warning', ['warn', 13]],
+  ['error', ['error', 17]],
+  ['err', ['error', 17]],
+  ['fatal', ['fatal', 21]],
+  ['critical', ['fatal', 21]],
+  ['crit', ['fatal', 21]],
+  ['alert', ['fatal', 22]],
+  ['emergency', ['fatal', 23]],
+  ['emerg', ['fatal', 23]],
+]);
+
+const TRUE = Buffer.from('true');
+const FALSE = Buffer.from('false');
 
 /** Parses and validates the body, then writes its rows. `receivedAt`: epoch nanoseconds. */
 export function transcodeAgent(kind: AgentKind, body: Uint8Array, sourceId: string, maxChunkBytes: number, receivedAt: bigint): TranscodeResult {
   const value = validateAgentPayload(kind, parseJson(body));
   const out = new TranscodeOutput(maxChunkBytes);
+  const request = new RequestColumns(sourceId, receivedAt);
   try {
     switch (kind) {
-      case 'logs': writeLogs(out, value as LogBatch, sourceId, receivedAt); break;
-      case 'metrics': writeMetrics(out, value as MetricBatch, sourceId, receivedAt); break;
-      case 'heartbeat': writeHeartbeat(out, value as Heartbeat, sourceId, receivedAt); break;
-      case 'deploy': writeDeploy(out, value as DeployMarker, sourceId, receivedAt); break;
+      case 'logs': writeLogs(out, value as LogBatch, request); break;
+      case 'metrics': writeMetrics(out, value as MetricBatch, request); break;
+      case 'heartbeat': writeHeartbeat(out, value as Heartbeat, request); break;
+      case 'deploy': writeDeploy(out, value as DeployMarker, request); break;
     }
   } catch (err) {
     out.discard();
@@ -67,15 +74,46 @@ function parseJson(body: Uint8Array): unknown {
   }
 }
 
-function writeLogs(out: TranscodeOutput, batch: LogBatch, sourceId: string, receivedAt: bigint): void {
+/**
+ * What every row of one request shares, encoded once: the source id's bytes and the receive
+ * time; and the entries' own timestamps, written without a bigint.
+ */
+class RequestColumns {
+  private readonly source: Uint8Array;
+  private readonly received: EpochTime;
+  private readonly parsed: EpochTime = { seconds: 0, nanos: 0 };
+
+  constructor(sourceId: string, receivedAt: bigint) {
+    this.source = Buffer.from(sourceId);
+    this.received = { seconds: Number(receivedAt / 1_000_000_000n), nanos: Number(receivedAt % 1_000_000_000n) };
+  }
+
+  sourceId(w: RowBinaryWriter): void {
+    w.encoded(this.source);
+  }
+
+  receivedAt(w: RowBinaryWriter): void {
+    w.dateTime64Parts(this.received.seconds, this.received.nanos);
+  }
+
+  /** A validated timestamp, or the receive time when absent. */
+  time(w: RowBinaryWriter, value: string | number | undefined): void {
+    if (value === undefined) return this.receivedAt(w);
+    // The schema checked the format; a number past 2^53 may still round below the floor.
+    if (!readTimestamp(value, this.parsed)) throw badRequest(`timestamp ${String(value)}: must be RFC 3339 or epoch nanoseconds`);
+    w.dateTime64Parts(this.parsed.seconds, this.parsed.nanos);
+  }
+}
+
+function writeLogs(out: TranscodeOutput, batch: LogBatch, request: RequestColumns): void {
   const table = out.table('agent_logs');
   const w = table.writer;
   for (const entry of batch.entries) {
     const level = entry.level ?? '';
-    const [levelName, severity] = LEVELS[level.toLowerCase()] ?? [level, 0];
-    w.string(sourceId);
-    dateTime64(w, time(entry.timestamp, receivedAt));
-    dateTime64(w, receivedAt);
+    const [levelName, severity] = LEVELS.get(level) ?? LEVELS.get(level.toLowerCase()) ?? [level, 0];
+    request.sourceId(w);
+    request.time(w, entry.timestamp);
+    request.receivedAt(w);
     w.string(entry.host ?? batch.host ?? '');
     w.string(entry.service ?? batch.service ?? '');
     w.string(levelName);
@@ -87,12 +125,12 @@ function writeLogs(out: TranscodeOutput, batch: LogBatch, sourceId: string, rece
   }
 }
 
-function writeMetrics(out: TranscodeOutput, batch: MetricBatch, sourceId: string, receivedAt: bigint): void {
+function writeMetrics(out: TranscodeOutput, batch: MetricBatch, request: RequestColumns): void {
   const table = out.table('agent_metrics');
   const w = table.writer;
   for (const point of batch.metrics) {
-    w.string(sourceId);
-    dateTime64(w, time(point.timestamp, receivedAt));
+    request.sourceId(w);
+    request.time(w, point.timestamp);
     w.string(point.host ?? batch.host ?? '');
     w.string(point.service ?? batch.service ?? '');
     w.string(point.name);
@@ -105,13 +143,13 @@ function writeMetrics(out: TranscodeOutput, batch: MetricBatch, sourceId: string
   }
 }
 
-function writeHeartbeat(out: TranscodeOutput, beat: Heartbeat, sourceId: string, receivedAt: bigint): void {
+function writeHeartbeat(out: TranscodeOutput, beat: Heartbeat, request: RequestColumns): void {
   const table = out.table('agent_heartbeats');
   const w = table.writer;
-  w.string(sourceId);
+  request.sourceId(w);
   w.string(beat.agentId);
   // Last seen is the server's clock: an agent's own clock may be off.
-  dateTime64(w, receivedAt);
+  request.receivedAt(w);
   w.string(beat.host ?? '');
   w.string(beat.version);
   w.string(beat.os ?? '');
@@ -121,18 +159,18 @@ function writeHeartbeat(out: TranscodeOutput, beat: Heartbeat, sourceId: string,
     w.u8(1); // Nullable: null
   } else {
     w.u8(0);
-    dateTime64(w, time(beat.startedAt, receivedAt));
+    request.time(w, beat.startedAt);
   }
   attributeMap(w, undefined, beat.attributes);
   table.endRow();
   out.accepted++;
 }
 
-function writeDeploy(out: TranscodeOutput, marker: DeployMarker, sourceId: string, receivedAt: bigint): void {
+function writeDeploy(out: TranscodeOutput, marker: DeployMarker, request: RequestColumns): void {
   const table = out.table('deploy_markers');
   const w = table.writer;
-  w.string(sourceId);
-  dateTime64(w, time(marker.timestamp, receivedAt));
+  request.sourceId(w);
+  request.time(w, marker.timestamp);
   w.string(marker.service);
   w.string(marker.version);
   w.string(marker.environment ?? '');
@@ -143,20 +181,6 @@ function writeDeploy(out: TranscodeOutput, marker: DeployMarker, sourceId: strin
   attributeMap(w, undefined, marker.attributes);
   table.endRow();
   out.accepted++;
-}
-
-/** A validated timestamp (or the receive time when absent) in epoch nanoseconds. */
-function time(value: string | number | undefined, receivedAt: bigint): bigint {
-  if (value === undefined) return receivedAt;
-  // The schema checked the format; a number past 2^53 may still round below the floor.
-  const nanos = parseTimestamp(value);
-  if (nanos === undefined) throw badRequest(`timestamp ${String(value)}: must be RFC 3339 or epoch nanoseconds`);
-  return nanos;
-}
-
-/** DateTime64(9) in RowBinary: Int64 nanoseconds, little-endian. */
-function dateTime64(w: RowBinaryWriter, nanos: bigint): void {
-  w.u64(Number(nanos & 0xffffffffn), Number(nanos >> 32n));
 }
 
 /** Map(String, String): the batch's attributes overlaid by the entry's own. */
@@ -170,6 +194,14 @@ function attributeMap(w: RowBinaryWriter, defaults: Attributes | undefined, own:
   w.varUInt(keys.length);
   for (const key of keys) {
     w.string(key);
-    w.string(String(merged[key]));
+    attributeValue(w, merged[key]!);
   }
+}
+
+/** A value as String() writes it, without making the string for the common kinds. */
+function attributeValue(w: RowBinaryWriter, value: string | number | boolean): void {
+  if (typeof value === 'string') w.string(value);
+  else if (typeof value === 'boolean') w.encoded(value ? TRUE : FALSE);
+  else if (Number.isSafeInteger(value) && value >= 0) w.decimal(value); // -0 too: String(-0) is "0"
+  else w.ascii(String(value));
 }

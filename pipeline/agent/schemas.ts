@@ -11,7 +11,7 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import { badRequest } from '../../core/errors.ts';
 import { firstProblem } from '../../core/validation.ts';
-import { parseTimestamp } from './time.ts';
+import { readTimestamp, type EpochTime } from './time.ts';
 
 /** Most entries in one log (or metric) batch; a larger batch is refused whole. */
 export const MAX_BATCH_ENTRIES = 10_000;
@@ -235,11 +235,13 @@ const AGENT_MESSAGES = {
 };
 
 let validators: Record<AgentKind, ValidateFunction> | undefined;
+/** Where the format check reads a timestamp into (the value itself is read again per row). */
+const scratchTime: EpochTime = { seconds: 0, nanos: 0 };
 
 function compile(): Record<AgentKind, ValidateFunction> {
   // allErrors off: stop at the first bad field, which is the one the error names.
   const ajv = new Ajv({ allErrors: false, useDefaults: true, strict: true, strictTypes: false });
-  ajv.addFormat(TIMESTAMP_FORMAT, { type: 'string', validate: (value: string) => parseTimestamp(value) !== undefined });
+  ajv.addFormat(TIMESTAMP_FORMAT, { type: 'string', validate: (value: string) => readTimestamp(value, scratchTime) });
   return {
     logs: ajv.compile(logBatchSchema),
     metrics: ajv.compile(metricBatchSchema),

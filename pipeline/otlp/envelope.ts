@@ -12,7 +12,7 @@
  */
 import { TABLE_COLUMNS, type TableName } from '../../storage/schema.ts';
 import { findAttribute, writeAllAttributes, writeAnyValue } from './anyvalue.ts';
-import { RowBinaryWriter } from './rowbinary.ts';
+import type { RowBinaryWriter } from './rowbinary.ts';
 import { fieldTag, LEN, VARINT, type WireReader } from './wire.ts';
 
 const FIRST = fieldTag(1, LEN); // Resource* in the request; resource or scope in the envelope
@@ -44,7 +44,6 @@ interface EnvelopeFields {
  * enters a new message at that level; copyInto writes the whole prefix into a row.
  */
 export class RowPrefix {
-  private readonly w = new RowBinaryWriter(4096);
   private readonly resourceColumns: string[] = [];
   private readonly scopeColumns: string[] = [];
   private readonly sourceEnd: number;
@@ -52,7 +51,8 @@ export class RowPrefix {
   private scopeEnd = 0;
   private bytes: Uint8Array = new Uint8Array(0);
 
-  constructor(table: TableName, sourceId: string) {
+  /** @param w where the prefix is kept: a pooled writer, reused from request to request. */
+  constructor(table: TableName, sourceId: string, private readonly w: RowBinaryWriter) {
     const columns = TABLE_COLUMNS[table];
     let i = 1;
     while (RESOURCE_COLUMNS.has(columns[i]!)) this.resourceColumns.push(columns[i++]!);

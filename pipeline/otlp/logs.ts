@@ -86,7 +86,7 @@ export function transcodeLogs(body: Uint8Array, sourceId: string, maxChunkBytes 
   const r = new WireReader(body);
   const output = new TranscodeOutput(maxChunkBytes);
   const logs = output.table('otel_logs');
-  const prefix = new RowPrefix('otel_logs', sourceId);
+  const prefix = new RowPrefix('otel_logs', sourceId, output.scratchWriter());
   const record = new LogRecordFields();
   let index = 0;
   try {

@@ -48,7 +48,7 @@ export function transcodeMetrics(body: Uint8Array, sourceId: string, maxChunkByt
   const r = new WireReader(body);
   const output = new TranscodeOutput(maxChunkBytes);
   // The resource and scope columns are the same in all five tables: one prefix serves all.
-  const prefix = new RowPrefix('otel_metrics_gauge', sourceId);
+  const prefix = new RowPrefix('otel_metrics_gauge', sourceId, output.scratchWriter());
   let index = 0;
   try {
     walkRequest(r, prefix, (metricStart, metricEnd) => {

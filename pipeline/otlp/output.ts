@@ -3,8 +3,10 @@
  * counts with the reason for the first refusal (for OTLP partial_success).
  *
  * The row writers are pooled per thread and reused from one request to the next, so their
- * buffers grow once to the working size instead of being reallocated per request; each
- * table's rows leave in a right-sized buffer of their own (RowBinaryWriter.finish).
+ * buffers grow once to the working size instead of being reallocated per request. Each
+ * table's rows leave in a buffer of their own (transferred to the main thread whole): a
+ * spare one if this thread has one that fits (buffers of earlier rows that the main thread
+ * sent back once the bus was done with them, see pool.ts), else a new right-sized one.
  */
 import { TABLE_COLUMNS, type TableName } from '../../storage/schema.ts';
 import { RowBinaryWriter } from './rowbinary.ts';
@@ -14,7 +16,10 @@ export interface TableRows {
   table: TableName;
   columns: readonly string[];
   rows: number;
-  /** Owns its ArrayBuffer exactly, so it can be transferred between threads. */
+  /**
+   * Starts its ArrayBuffer, which holds nothing else, so it can be transferred between
+   * threads; the buffer may be a little longer (a spare, see spareFor).
+   */
   data: Uint8Array;
 }
 
@@ -41,6 +46,51 @@ function releaseWriter(writer: RowBinaryWriter): void {
   if (writer.buf.length <= KEEP_WRITER_BYTES) idleWriters.push(writer);
 }
 
+/** At most this many spare buffers, of at most SPARE_BYTES in all, wait in a thread. */
+const MAX_SPARES = 8;
+const SPARE_BYTES = 16 * 1024 * 1024;
+const spares: ArrayBuffer[] = [];
+let spareBytes = 0;
+
+/**
+ * Takes buffers of earlier rows back for reuse (in a worker thread: what the main thread
+ * returned). The oldest make room for the newest, so the spares follow the sizes of the
+ * current requests.
+ */
+export function offerSpares(buffers: readonly ArrayBuffer[]): void {
+  for (const buffer of buffers) {
+    if (buffer.byteLength > SPARE_BYTES) continue;
+    while (spares.length >= MAX_SPARES || spareBytes + buffer.byteLength > SPARE_BYTES) spareBytes -= spares.shift()!.byteLength;
+    spares.push(buffer);
+    spareBytes += buffer.byteLength;
+  }
+}
+
+/**
+ * The smallest spare that holds `bytes` without wasting more than a quarter (the row bytes
+ * are what the byte budget counts), taken out of the pool; undefined if none fits.
+ */
+function spareFor(bytes: number): ArrayBuffer | undefined {
+  let best = -1;
+  for (let i = 0; i < spares.length; i++) {
+    const size = spares[i]!.byteLength;
+    if (size >= bytes && size <= bytes + (bytes >> 2) && (best < 0 || size < spares[best]!.byteLength)) best = i;
+  }
+  if (best < 0) return undefined;
+  const [spare] = spares.splice(best, 1);
+  spareBytes -= spare!.byteLength;
+  return spare;
+}
+
+/** The writer's bytes in a buffer of their own: a spare that fits, else a new one. */
+function rowsOf(writer: RowBinaryWriter): Uint8Array {
+  const spare = spareFor(writer.pos);
+  if (!spare) return writer.finish();
+  const data = new Uint8Array(spare, 0, writer.pos);
+  data.set(writer.buf.subarray(0, writer.pos));
+  return data;
+}
+
 /** One table's rows under construction. */
 export class TableOutput {
   readonly writer = borrowWriter();
@@ -63,7 +113,7 @@ export class TableOutput {
   }
 
   private seal(): void {
-    this.sealed.push({ rows: this.rows - this.sealedRows, data: this.writer.finish() });
+    this.sealed.push({ rows: this.rows - this.sealedRows, data: rowsOf(this.writer) });
     this.sealedRows = this.rows;
     this.writer.truncate(0);
   }
@@ -77,6 +127,8 @@ export class TableOutput {
 
 export class TranscodeOutput {
   private readonly outputs = new Map<TableName, TableOutput>();
+  /** Writers for bytes that are not rows (the envelope's row prefix), pooled too. */
+  private readonly scratch: RowBinaryWriter[] = [];
 
   /** @param maxChunkBytes cut each table's rows into chunks of about this size (default: one chunk). */
   constructor(private readonly maxChunkBytes = Infinity) {}
@@ -90,6 +142,13 @@ export class TranscodeOutput {
     let output = this.outputs.get(table);
     if (!output) this.outputs.set(table, (output = new TableOutput(table, this.maxChunkBytes)));
     return output;
+  }
+
+  /** A pooled writer for bytes copied into rows, returned with the tables' writers. */
+  scratchWriter(): RowBinaryWriter {
+    const writer = borrowWriter();
+    this.scratch.push(writer);
+    return writer;
   }
 
   /** Counts one refused item; `reason` says which and why. */
@@ -108,6 +167,7 @@ export class TranscodeOutput {
       releaseWriter(output.writer);
     }
     this.outputs.clear();
+    this.releaseScratch();
     const result: TranscodeResult = { tables, accepted: this.accepted, rejected: this.rejected };
     if (this.firstRejection !== undefined) {
       result.rejectMessage = this.rejected === 1 ? this.firstRejection : `${this.firstRejection} (and ${this.rejected - 1} more)`;
@@ -119,5 +179,11 @@ export class TranscodeOutput {
   discard(): void {
     for (const output of this.outputs.values()) releaseWriter(output.writer);
     this.outputs.clear();
+    this.releaseScratch();
+  }
+
+  private releaseScratch(): void {
+    for (const writer of this.scratch) releaseWriter(writer);
+    this.scratch.length = 0;
   }
 }

@@ -116,7 +116,7 @@ export function transcodeTraces(body: Uint8Array, sourceId: string, maxChunkByte
   const r = new WireReader(body);
   const output = new TranscodeOutput(maxChunkBytes);
   const spans = output.table('otel_traces');
-  const prefix = new RowPrefix('otel_traces', sourceId);
+  const prefix = new RowPrefix('otel_traces', sourceId, output.scratchWriter());
   const span = new SpanFields();
   let index = 0;
   try {

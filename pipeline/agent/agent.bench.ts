@@ -1,0 +1,53 @@
+/**
+ * Micro-benchmark of agent log batches in a pipeline thread (one thread, CPU time): 1,000-entry
+ * JSON batches, gzipped (bench/payload.ts agentLogBodies), in entries per second, stage by
+ * stage and the worker's whole task (decompress + parse + validate + rows). Medians of
+ * several rounds; then what one batch costs in fresh buffers, JS heap and GC.
+ *
+ *   npx tsx pipeline/agent/agent.bench.ts [rounds=7] [secondsPerRound=1.5]
+ */
+import { gunzipSync } from 'node:zlib';
+import { agentLogBodies } from '../../bench/payload.ts';
+import { nestedDeeperThan } from '../../core/json-depth.ts';
+import { allocations, benchOptions, measure } from '../bench-rounds.ts';
+import { runTask, type AgentTask, type TaskSuccess } from '../tasks.ts';
+import { transcodeAgent } from './rows.ts';
+import { validateAgentPayload } from './schemas.ts';
+
+const options = benchOptions();
+const ENTRIES = 1000;
+const RECEIVED = 1_795_000_000_000_000_000n;
+
+const { bodies, rawBytes, gzipBytes } = agentLogBodies(64, ENTRIES);
+const raw = bodies.map((body) => gunzipSync(body));
+const texts = raw.map((body) => body.toString());
+const task = (i: number): AgentTask => ({
+  kind: 'agent', payload: 'logs', encoding: 'gzip', body: bodies[i % bodies.length]!,
+  sourceId: 'bench', maxBytes: 10 * 1024 * 1024, maxChunkBytes: Infinity, receivedAt: String(RECEIVED),
+});
+/**
+ * The worker's task as a pipeline thread runs it (piscina's move() wrapper unwrapped). With
+ * `recycle`, the rows' buffers come back with the next task, as the pool sends them once the
+ * bus published the rows.
+ */
+let returned: ArrayBuffer[] = [];
+async function workerTask(i: number, recycle = false): Promise<number> {
+  const result = (await runTask({ ...task(i), spares: recycle ? returned : undefined })) as { [key: symbol]: TaskSuccess };
+  const value = result[Object.getOwnPropertySymbols(result).find((s) => s.description?.includes('value'))!]!;
+  if (!value?.ok) throw new Error(`task failed: ${JSON.stringify(result)}`);
+  returned = value.tables.map((t) => t.data.buffer as ArrayBuffer);
+  return value.accepted;
+}
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+console.log(`${bodies.length} distinct batches of ${ENTRIES} entries: ${Math.round(rawBytes)} B JSON, ${Math.round(gzipBytes)} B gzip`);
+await measure('gunzip only', 'entries', (i) => (gunzipSync(bodies[i % bodies.length]!), ENTRIES), options);
+await measure('UTF-8 decode only', 'entries', (i) => (decoder.decode(raw[i % raw.length]!), ENTRIES), options);
+await measure('depth scan only', 'entries', (i) => (nestedDeeperThan(texts[i % texts.length]!, 32), ENTRIES), options);
+await measure('JSON.parse only', 'entries', (i) => (JSON.parse(texts[i % texts.length]!), ENTRIES), options);
+await measure('parse + validate', 'entries', (i) => (validateAgentPayload('logs', JSON.parse(texts[i % texts.length]!)), ENTRIES), options);
+await measure('rows (decode..rows)', 'entries', (i) => transcodeAgent('logs', raw[i % raw.length]!, 'bench', Infinity, RECEIVED).accepted, options);
+await measure('worker task', 'entries', (i) => workerTask(i), options);
+console.log('per batch:');
+await allocations('worker task', (i) => workerTask(i), 300);
+await allocations('worker task, rows recycled', (i) => workerTask(i, true), 300);
