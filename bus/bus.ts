@@ -27,7 +27,9 @@ export interface Bus {
   /** Stops taking new chunks and drains what was accepted. */
   shutdown(): Promise<void>;
   /**
-   * `held` is the byte-budget reservation covering the chunks; the publisher releases it when
+   * Once it resolves the bus reads the chunks' bytes no more: the caller may reuse their
+   * buffers (the pipeline hands them to the next request's rows). `held` is the byte-budget
+   * reservation covering the chunks; the publisher releases it when
    * this settles. A bus that still holds the bytes after settling (JetStream after a timeout:
    * they may sit in the connection's buffer) splits off what it keeps and releases that later.
    */
