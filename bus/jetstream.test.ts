@@ -67,7 +67,7 @@ function fixture(maxStreamBytes = 64 * 1024 * 1024) {
   return { prefix, bus };
 }
 
-/** RowBinary chunks of `spans` spans named `name`, cut small so they span several messages. */
+/** RowBinary chunks of `spans` spans named `name`, cut small: a request of several chunks. */
 const chunksOf = (name: string, spans: number) =>
   transcodeOtlp('traces', 'protobuf', encodeTraces(traceRequest({ spans, name })), 'src', 16 * 1024).tables;
 
@@ -186,7 +186,8 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
   it('a pull that ends in an error keeps the messages it already delivered (no wait for ackWait)', async () => {
     const { prefix, bus } = fixture();
     await bus.start();
-    await bus.publish(chunksOf('early-end', 400));
+    // One message per publish (awaited one by one): pulls of two messages need several pulls.
+    for (let i = 0; i < 4; i++) await bus.publish(chunksOf('early-end', 100));
     const consumer = new JetStreamStorageConsumer(
       nc,
       { prefix, tables: ['otel_traces'], fetchMessages: 2, batchRows: 1_000_000, batchMaxWaitMs: 1000, ackWaitMs: 30_000, log },
