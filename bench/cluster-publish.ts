@@ -5,11 +5,14 @@
  * before storage). Reports CPU seconds per million spans of this process for each side, and
  * of the nats-server (one of its own, so nothing else is counted).
  *
- *   node --import tsx bench/cluster-publish.ts [--spans 500000] [--concurrency 64]
- *   node --cpu-prof --cpu-prof-dir /tmp/prof --import tsx bench/cluster-publish.ts
+ *   node --import tsx bench/cluster-publish.ts [--spans 500000] [--concurrency 64] [--profile DIR] [--json]
+ *
+ * --profile writes DIR/publish.cpuprofile and DIR/consume.cpuprofile: each phase alone (open
+ * them in Chrome DevTools or speedscope).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -29,6 +32,8 @@ const { values } = parseArgs({
     spans: { type: 'string', default: '500000' },
     concurrency: { type: 'string', default: '64' },
     warmup: { type: 'string', default: '50000' },
+    profile: { type: 'string' },
+    json: { type: 'boolean', default: false },
   },
 });
 const SPANS_PER_REQUEST = 100;
@@ -58,6 +63,12 @@ async function consumeAll(nc: NatsConnection, prefix: string, spans: number): Pr
 }
 
 async function measure(what: string, natsPid: number, spans: number, run: () => Promise<void>): Promise<Record<string, string | number>> {
+  const profiler = values.profile ? new Session() : undefined;
+  if (profiler) {
+    profiler.connect();
+    await profiler.post('Profiler.enable');
+    await profiler.post('Profiler.start');
+  }
   const cpu = process.cpuUsage();
   const nats = cpuSeconds(natsPid);
   const started = performance.now();
@@ -66,11 +77,18 @@ async function measure(what: string, natsPid: number, spans: number, run: () => 
   const used = process.cpuUsage(cpu);
   const self = (used.user + used.system) / 1e6;
   const server = cpuSeconds(natsPid) - nats;
+  if (profiler) {
+    const { profile } = await profiler.post('Profiler.stop');
+    mkdirSync(values.profile!, { recursive: true });
+    writeFileSync(join(values.profile!, `${what}.cpuprofile`), JSON.stringify(profile));
+    profiler.disconnect();
+  }
   const perMillion = 1e6 / spans;
   return {
     side: what,
     'spans/s': Math.round(spans / seconds),
     'process CPU-s per M spans': +(self * perMillion).toFixed(2),
+    'of which system': `${Math.round((100 * used.system) / 1e6 / self)} %`,
     'process spans per CPU-s': Math.round(spans / self),
     'nats-server CPU-s per M spans': +(server * perMillion).toFixed(2),
   };
@@ -97,8 +115,11 @@ try {
   const rows = [await measure('publish', pid, spans, () => publishAll(bus, requests, spans, concurrency))];
   const inStream = (await (await jetstreamManager(nc)).streams.info(`${prefix}_ROWS_OTEL_TRACES`)).state.messages;
   rows.push(await measure('consume', pid, spans, () => consumeAll(nc, prefix, spans)));
-  console.log(`${inStream} messages in the stream for ${spans / SPANS_PER_REQUEST} requests`);
-  console.table(rows);
+  if (values.json) console.log(JSON.stringify({ messages: inStream, requests: spans / SPANS_PER_REQUEST, rows }));
+  else {
+    console.log(`${inStream} messages in the stream for ${spans / SPANS_PER_REQUEST} requests`);
+    console.table(rows);
+  }
   await bus.shutdown();
   await nc.close();
 } finally {

@@ -29,7 +29,7 @@ import type { Reservation } from '../core/byte-budget.ts';
 import { SluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
-import type { Bus, BusFigures, ChunkSink, TableChunk } from './bus.ts';
+import { sameColumns, type Bus, type BusFigures, type ChunkSink, type TableChunk } from './bus.ts';
 import { JetStreamStorageConsumer, type ConsumerTuning } from './jetstream-consumer.ts';
 import { streamOf } from './jetstream-names.ts';
 import { JetStreamPublisher } from './jetstream-publisher.ts';
@@ -345,11 +345,4 @@ function tie(a: Group, b: Group): Group {
   for (const request of from.requests) into.requests.push(request);
   into.unsettled += from.unsettled;
   return into;
-}
-
-function sameColumns(a: readonly string[], b: readonly string[]): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
 }
