@@ -22,9 +22,12 @@
  *   - storage unavailable: the batch is retried with backoff, never dead-lettered;
  *   - rows refused (a data error): the same bytes can never be stored, so the batch is split
  *     until the offending messages stand alone (bus/isolate.ts); they go to the dead-letter
- *     stream at once with the reason, and the rest of the batch is stored;
+ *     stream at once with the reason, and the rest of the batch is stored. A message may hold
+ *     the rows of several requests (gateways fill messages up to ~1 MiB): it is parked whole;
  *   - anything else (a bug): retried, and split and dead-lettered the same way once a message
  *     was delivered maxAttempts times.
+ * The consumer moves bytes: a message's payload goes to the sink as it came (a view of what
+ * nats.js received), a batch's messages as the chunks of one insert; nothing is decoded per row.
  * Each table's loop runs under a Supervisor: a loop that fails (NATS away at start, a bug) is
  * restarted with backoff, counted, and shown in readiness.
  */
