@@ -25,7 +25,7 @@ import { JetStreamStorageConsumer } from '../bus/jetstream-consumer.ts';
 import { transcodeOtlp } from '../pipeline/otlp/index.ts';
 import { startNatsServer } from '../test/sluice-processes.ts';
 import { loadTraceTypes, traceBodies } from './payload.ts';
-import { cpuSeconds } from './target.ts';
+import { cpuSeconds, machineBusySeconds } from './target.ts';
 
 const { values } = parseArgs({
   options: {
@@ -71,12 +71,14 @@ async function measure(what: string, natsPid: number, spans: number, run: () => 
   }
   const cpu = process.cpuUsage();
   const nats = cpuSeconds(natsPid);
+  const machine = machineBusySeconds();
   const started = performance.now();
   await run();
   const seconds = (performance.now() - started) / 1000;
   const used = process.cpuUsage(cpu);
   const self = (used.user + used.system) / 1e6;
   const server = cpuSeconds(natsPid) - nats;
+  const others = machineBusySeconds() - machine - self - server;
   if (profiler) {
     const { profile } = await profiler.post('Profiler.stop');
     mkdirSync(values.profile!, { recursive: true });
@@ -91,6 +93,8 @@ async function measure(what: string, natsPid: number, spans: number, run: () => 
     'of which system': `${Math.round((100 * used.system) / 1e6 / self)} %`,
     'process spans per CPU-s': Math.round(spans / self),
     'nats-server CPU-s per M spans': +(server * perMillion).toFixed(2),
+    // Other processes' cores: above ~0.1 they disturbed the run.
+    'other cores': +(others / seconds).toFixed(2),
   };
 }
 

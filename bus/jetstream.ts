@@ -275,7 +275,7 @@ export class JetStreamBus implements Bus {
     this.headers.set('Sluice-Rows', String(message.rows));
     this.publisher.publish(message.subject, data, this.headers).then(
       (ack) => this.settled(message, ack, undefined),
-      (err: unknown) => this.settled(message, undefined, err ?? new Error('publish failed')),
+      (err: unknown) => this.settled(message, undefined, err ?? new Error('publish failed')), // never undefined: that reads as success
     );
   }
 
@@ -304,18 +304,15 @@ export class JetStreamBus implements Bus {
       for (const request of requests) request.reject(refusal);
       return;
     }
-    try {
-      await this.withdraw(messages.flatMap((message) => (message.ack ? [message.ack] : [])));
-    } finally {
-      const full = failed.filter((message) => isStreamFull(message.err));
-      for (const table of new Set(full.map((message) => message.table))) this.noteFull(table, requests.length);
-      const err = failed[0]!.err as Error;
-      const reason = full.length > 0
-        ? 'the bus is full (a JetStream stream reached its max_bytes): storage consumers are behind'
-        : `the bus did not acknowledge the rows: ${err.message}`;
-      const refusal = new SluiceError('unavailable', reason, { cause: err, retryAfterSeconds: this.options.retryAfterSeconds });
-      for (const request of requests) request.reject(refusal);
-    }
+    await this.withdraw(messages.flatMap((message) => (message.ack ? [message.ack] : [])));
+    const full = failed.filter((message) => isStreamFull(message.err));
+    for (const table of new Set(full.map((message) => message.table))) this.noteFull(table, requests.length);
+    const err = failed[0]!.err as Error;
+    const reason = full.length > 0
+      ? 'the bus is full (a JetStream stream reached its max_bytes): storage consumers are behind'
+      : `the bus did not acknowledge the rows: ${err.message}`;
+    const refusal = new SluiceError('unavailable', reason, { cause: err, retryAfterSeconds: this.options.retryAfterSeconds });
+    for (const request of requests) request.reject(refusal);
   }
 
   /**
@@ -324,12 +321,13 @@ export class JetStreamBus implements Bus {
    * streams, far behind a consumer that let the stream fill up.
    */
   private async withdraw(acks: PubAck[]): Promise<void> {
-    if (acks.length === 0) return;
-    this.jsm ??= await jetstreamManager(this.nc, { checkAPI: false });
     for (const ack of acks) {
-      await this.jsm.streams.deleteMessage(ack.stream, ack.seq, false).catch((err) => {
+      try {
+        this.jsm ??= await jetstreamManager(this.nc, { checkAPI: false });
+        await this.jsm.streams.deleteMessage(ack.stream, ack.seq, false);
+      } catch (err) {
         this.options.log?.error({ stream: ack.stream, seq: ack.seq, err: (err as Error).message }, 'could not withdraw part of a refused request: those rows may be stored');
-      });
+      }
     }
   }
 }
