@@ -3,7 +3,7 @@
  * bodies of payload.ts), with no consumer: CPU seconds of the gateway process per span, and of
  * the nats-server (one of its own, with streams large enough for the whole run).
  *
- *   node --import tsx bench/cluster-gateway.ts [--duration 15] [--connections 64] [--profile DIR]
+ *   node --import tsx bench/cluster-gateway.ts [--duration 15] [--connections 64] [--profile DIR] [--json]
  *
  * --profile starts the gateway with --cpu-prof into DIR (its main thread and each worker).
  */
@@ -23,6 +23,7 @@ const { values } = parseArgs({
     duration: { type: 'string', default: '15' },
     connections: { type: 'string', default: '64' },
     profile: { type: 'string' },
+    json: { type: 'boolean', default: false },
   },
 });
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -75,7 +76,7 @@ try {
   const usedByNats = cpuSeconds(nats.child.pid!) - natsCpu;
   const { user, system } = process.cpuUsage(runner);
   const others = machineBusySeconds() - machine - usedByGateway - usedByNats - (user + system) / 1e6;
-  console.table([{
+  const row = {
     'spans/s': Math.round(spans / seconds),
     'non-2xx': result.non2xx,
     'gateway spans per CPU-s': Math.round(spans / usedByGateway),
@@ -83,7 +84,9 @@ try {
     'nats-server CPU-s per M spans': +((usedByNats / spans) * 1e6).toFixed(2),
     // Other processes' cores: above ~0.1 they disturbed the run.
     'other cores': +(others / seconds).toFixed(2),
-  }]);
+  };
+  if (values.json) console.log(JSON.stringify(row));
+  else console.table([row]);
 } finally {
   gateway.kill('SIGTERM');
   await new Promise((resolve) => gateway.once('exit', resolve));
