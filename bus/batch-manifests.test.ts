@@ -109,4 +109,27 @@ describe('ManifestIndex', () => {
     expect(errors.escaped).toEqual([]);
     index.stop();
   });
+
+  it('finds a message by its stream and sequence among manifests of several streams and sequence ranges; a replaced or deleted manifest is forgotten', async () => {
+    const { kv, name } = await freshBucket();
+    // A batch whose messages lie far apart (a redelivered one joined fresh ones), and a neighbour.
+    await put(kv, 'S_C.1000', manifest(1000, 1030, 5000));
+    await put(kv, 'S_C.1031', manifest(1031, 1032));
+    await put(kv, 'S_D.1000', manifest(1000));
+    const index = new ManifestIndex(kv, HOUR_MS, { name, log: capturedLog().log });
+    await index.start();
+    expect([1000, 1030, 5000].map((seq) => index.find('S_C', seq)?.key)).toEqual(['S_C.1000', 'S_C.1000', 'S_C.1000']);
+    expect(index.find('S_C', 1032)?.key).toBe('S_C.1031');
+    expect(index.find('S_D', 1000)?.key).toBe('S_D.1000');
+    expect([1029, 1033, 4999, 5001].map((seq) => index.find('S_C', seq))).toEqual([undefined, undefined, undefined, undefined]);
+    expect(index.find('S_D', 1030)).toBeUndefined();
+
+    index.apply('S_C.1000', { ...manifest(1000, 1030), state: 'pending' });
+    expect(index.find('S_C', 5000)).toBeUndefined();
+    expect(index.find('S_C', 1030)?.manifest.state).toBe('pending');
+    index.apply('S_C.1000', undefined);
+    expect(index.find('S_C', 1000)).toBeUndefined();
+    expect(index.find('S_C', 1031)?.key).toBe('S_C.1031');
+    index.stop();
+  });
 });

@@ -24,10 +24,16 @@ interface Indexed {
   /** When this process learnt of it: entries leave the index when the bucket's TTL drops them. */
   at: number;
   stream: string;
-  min: number;
-  max: number;
+  /** The ranges of RANGE sequences its messages fall in. */
+  ranges: number[];
   manifest: Manifest;
 }
+
+/**
+ * Manifests are found by the range of RANGE stream sequences a message falls in: a lookup reads
+ * the few manifests of that range, not every batch of the last hour (there may be 100,000s).
+ */
+const RANGE = 1024;
 
 export interface ManifestIndexOptions {
   /** Names the index in logs and in its status (e.g. the table whose batches it holds). */
@@ -49,6 +55,8 @@ function isManifest(value: unknown): value is Manifest {
 
 export class ManifestIndex {
   private readonly byKey = new Map<string, Indexed>();
+  /** Per stream, per range of sequences: the manifests with messages in it. */
+  private readonly byRange = new Map<string, Map<number, Indexed[]>>();
   private readonly watch: KvWatch;
   private readonly bad: BadValues;
   /** While the first listing runs: keys the watch changed meanwhile (the listing's values are older). */
@@ -110,25 +118,41 @@ export class ManifestIndex {
 
   /** Records a manifest this process wrote (the watch would bring it a moment later). */
   apply(key: string, manifest: Manifest | undefined): void {
-    if (!manifest) {
-      this.byKey.delete(key);
-      return;
-    }
+    this.remove(key);
+    if (!manifest) return;
     const stream = key.slice(0, key.lastIndexOf('.'));
     const now = Date.now();
-    this.byKey.delete(key); // re-inserted last, so the map stays in arrival order for pruning
-    this.byKey.set(key, { key, stream, at: now, min: Math.min(...manifest.seqs), max: Math.max(...manifest.seqs), manifest });
-    for (const [oldKey, entry] of this.byKey) {
-      if (now - entry.at <= this.maxAgeMs) break;
-      this.byKey.delete(oldKey);
+    const entry: Indexed = { key, stream, at: now, ranges: [...new Set(manifest.seqs.map((seq) => Math.floor(seq / RANGE)))], manifest };
+    this.byKey.set(key, entry); // inserted last, so the map stays in arrival order for pruning
+    let ranges = this.byRange.get(stream);
+    if (!ranges) this.byRange.set(stream, (ranges = new Map()));
+    for (const range of entry.ranges) {
+      const entries = ranges.get(range);
+      if (entries) entries.push(entry);
+      else ranges.set(range, [entry]);
     }
+    for (const [oldKey, old] of this.byKey) {
+      if (now - old.at <= this.maxAgeMs) break;
+      this.remove(oldKey);
+    }
+  }
+
+  private remove(key: string): void {
+    const entry = this.byKey.get(key);
+    if (!entry) return;
+    this.byKey.delete(key);
+    const ranges = this.byRange.get(entry.stream)!;
+    for (const range of entry.ranges) {
+      const entries = ranges.get(range)!;
+      entries.splice(entries.indexOf(entry), 1);
+      if (entries.length === 0) ranges.delete(range);
+    }
+    if (ranges.size === 0) this.byRange.delete(entry.stream);
   }
 
   /** The manifest whose batch holds message `seq` of `stream`, if any. */
   find(stream: string, seq: number): { key: string; manifest: Manifest } | undefined {
-    for (const entry of this.byKey.values()) {
-      if (entry.stream === stream && seq >= entry.min && seq <= entry.max && entry.manifest.seqs.includes(seq)) return entry;
-    }
-    return undefined;
+    const entries = this.byRange.get(stream)?.get(Math.floor(seq / RANGE));
+    return entries?.find((entry) => entry.manifest.seqs.includes(seq));
   }
 }

@@ -63,3 +63,8 @@ export function chunkBytes(chunks: readonly TableChunk[]): number {
   for (const chunk of chunks) bytes += chunk.data.byteLength;
   return bytes;
 }
+
+/** Whether two chunks carry the same column list (most often the very same array). */
+export function sameColumns(a: readonly string[], b: readonly string[]): boolean {
+  return a === b || (a.length === b.length && a.every((column, i) => column === b[i]));
+}

@@ -22,9 +22,12 @@
  *   - storage unavailable: the batch is retried with backoff, never dead-lettered;
  *   - rows refused (a data error): the same bytes can never be stored, so the batch is split
  *     until the offending messages stand alone (bus/isolate.ts); they go to the dead-letter
- *     stream at once with the reason, and the rest of the batch is stored;
+ *     stream at once with the reason, and the rest of the batch is stored. A message may hold
+ *     the rows of several requests (gateways fill messages up to ~1 MiB): it is parked whole;
  *   - anything else (a bug): retried, and split and dead-lettered the same way once a message
  *     was delivered maxAttempts times.
+ * The consumer moves bytes: a message's payload goes to the sink as it came (a view of what
+ * nats.js received), a batch's messages as the chunks of one insert; nothing is decoded per row.
  * Each table's loop runs under a Supervisor: a loop that fails (NATS away at start, a bug) is
  * restarted with backoff, counted, and shown in readiness.
  */
@@ -61,7 +64,7 @@ export interface ConsumerTuning {
   batchRows?: number;
   /** Longest a batch waits to fill, in ms. Default 1000. */
   batchMaxWaitMs?: number;
-  /** Messages one pull may bring. Default 64 (at most 32 MiB of rows). */
+  /** Messages one pull may bring. Default 16 (at most 16 MiB of rows: gateways fill messages up to 1 MiB). */
   fetchMessages?: number;
   /** How long a delivered message may stay unacked before it is redelivered, in ms. Default 30,000. */
   ackWaitMs?: number;
@@ -94,7 +97,7 @@ export class JetStreamStorageConsumer {
     this.tuning = {
       batchRows: options.batchRows ?? 10_000,
       batchMaxWaitMs: options.batchMaxWaitMs ?? 1000,
-      fetchMessages: options.fetchMessages ?? 64,
+      fetchMessages: options.fetchMessages ?? 16,
       ackWaitMs: options.ackWaitMs ?? 30_000,
       maxAttempts: options.maxAttempts ?? 5,
       maxBackoffMs: options.maxBackoffMs ?? 30_000,
@@ -208,11 +211,11 @@ export class JetStreamStorageConsumer {
       const wait = deadline - Date.now();
       if (wait < 50) break;
       // By message count: nats-server 2.9 leaves byte-bounded pulls unanswered under a backlog
-      // ("heartbeats missed"). Messages are ≤ 512 KiB, so this also bounds the bytes.
+      // ("heartbeats missed"). Messages are < 1 MiB (max_payload), so this also bounds the bytes.
       try {
         const fetched = await consumer.fetch({ max_messages: this.tuning.fetchMessages, expires: Math.max(1000, wait) });
         for await (const message of fetched) {
-          if (!batch.has(message.seq)) rows += Number(message.headers?.get('Sluice-Rows') ?? 0);
+          if (!batch.has(message.seq)) rows += rowsOf(message.headers);
           batch.set(message.seq, message);
         }
       } catch (err) {
@@ -365,7 +368,7 @@ export class JetStreamStorageConsumer {
 
   private count(messages: JsMsg[]): void {
     this.stats.batches++;
-    for (const message of messages) this.stats.rows += Number(message.headers?.get('Sluice-Rows') ?? 0);
+    for (const message of messages) this.stats.rows += rowsOf(message.headers);
   }
 }
 
@@ -391,6 +394,20 @@ function loopName(table: string): string {
 
 const silentLogger = pino({ level: 'silent' });
 
+/** Column lists by header: the messages of a table share one array (no split per message, and the sink compares them by identity). */
+const columnLists = new Map<string, readonly string[]>();
+
+/** A message's rows as a chunk: its payload as it came, no copy. */
 function toChunk(table: string, data: Uint8Array, h: Headers): TableChunk {
-  return { table, columns: (h?.get('Sluice-Columns') ?? '').split(','), rows: Number(h?.get('Sluice-Rows') ?? 0), data };
+  const header = h?.get('Sluice-Columns') ?? '';
+  let columns = columnLists.get(header);
+  if (!columns) {
+    if (columnLists.size >= 64) columnLists.clear(); // a handful in practice: one per table, another during an upgrade
+    columnLists.set(header, (columns = header.split(',')));
+  }
+  return { table, columns, rows: rowsOf(h), data };
+}
+
+function rowsOf(h: Headers): number {
+  return Number(h?.get('Sluice-Rows') ?? 0);
 }

@@ -75,13 +75,14 @@ export class PublishStall {
   }
 
   /**
-   * A request's publish timed out: its messages are to be withdrawn and its bytes (`kept`,
-   * split off the request's reservation) stay reserved until the server answers again.
+   * A publish timed out: the messages that may be stored are to be withdrawn, and the bytes of
+   * their requests (`kept`, split off the requests' reservations) stay reserved until the
+   * server answers again.
    */
-  timedOut(messages: UnsettledMessage[], kept: Reservation | undefined): void {
+  timedOut(messages: readonly UnsettledMessage[], kept: readonly Reservation[]): void {
     const now = Date.now();
-    for (const message of messages) this.pending.push({ ...message, since: now });
-    if (kept) this.kept.push(kept);
+    for (const { subject, msgID, columns } of messages) this.pending.push({ subject, msgID, columns, since: now });
+    this.kept.push(...kept);
     this.enter();
   }
 

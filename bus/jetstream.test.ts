@@ -8,7 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DiscardPolicy, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from '@nats-io/jetstream';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect, createInbox, type NatsConnection } from '@nats-io/transport-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SluiceError } from '../core/errors.ts';
@@ -17,7 +17,7 @@ import { transcodeOtlp } from '../pipeline/otlp/index.ts';
 import { ChdbStorage } from '../storage/chdb.ts';
 import { storageSink } from '../storage/sink.ts';
 import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
-import type { ChunkSink } from './bus.ts';
+import type { ChunkSink, TableChunk } from './bus.ts';
 import { JetStreamBus } from './jetstream.ts';
 import { JetStreamStorageConsumer } from './jetstream-consumer.ts';
 import { streamOf } from './jetstream-names.ts';
@@ -54,12 +54,12 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-function fixture(maxStreamBytes = 64 * 1024 * 1024) {
+function fixture(maxStreamBytes = 64 * 1024 * 1024, tables = ['otel_traces']) {
   const prefix = `T${randomBytes(4).toString('hex').toUpperCase()}`;
   prefixes.push(prefix);
   const bus = new JetStreamBus(nc, {
     prefix,
-    tables: ['otel_traces'],
+    tables,
     maxStreamBytes,
     retryAfterSeconds: 5,
     consumer: { batchMaxWaitMs: 300, ackWaitMs: 1000, maxAttempts: 3, maxBackoffMs: 200, log },
@@ -67,9 +67,23 @@ function fixture(maxStreamBytes = 64 * 1024 * 1024) {
   return { prefix, bus };
 }
 
-/** RowBinary chunks of `spans` spans named `name`, cut small so they span several messages. */
+/** RowBinary chunks of `spans` spans named `name`, cut small: a request of several chunks. */
 const chunksOf = (name: string, spans: number) =>
   transcodeOtlp('traces', 'protobuf', encodeTraces(traceRequest({ spans, name })), 'src', 16 * 1024).tables;
+
+/** Rows of `table` that no consumer reads: bytes of no format. */
+const rowsOf = (table: string, rows = 1): TableChunk => ({ table, columns: ['A'], rows, data: new Uint8Array(100 * rows).fill(1) });
+
+/** A publish's outcome, readable at any moment. */
+function outcome(publish: Promise<void>): { settled?: 'ok' | SluiceError } {
+  const state: { settled?: 'ok' | SluiceError } = {};
+  publish.then(() => (state.settled = 'ok'), (err: SluiceError) => (state.settled = err));
+  return state;
+}
+
+async function messagesIn(prefix: string, table: string): Promise<number> {
+  return (await (await jetstreamManager(nc)).streams.info(streamOf(prefix, table).stream)).state.messages;
+}
 
 async function countOf(name: string): Promise<number> {
   return Number(JSON.parse(await storage.query(`SELECT count() AS n FROM otel.otel_traces WHERE SpanName = '${name}'`)).n);
@@ -186,7 +200,8 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
   it('a pull that ends in an error keeps the messages it already delivered (no wait for ackWait)', async () => {
     const { prefix, bus } = fixture();
     await bus.start();
-    await bus.publish(chunksOf('early-end', 400));
+    // One message per publish (awaited one by one): pulls of two messages need several pulls.
+    for (let i = 0; i < 4; i++) await bus.publish(chunksOf('early-end', 100));
     const consumer = new JetStreamStorageConsumer(
       nc,
       { prefix, tables: ['otel_traces'], fetchMessages: 2, batchRows: 1_000_000, batchMaxWaitMs: 1000, ackWaitMs: 30_000, log },
@@ -300,5 +315,88 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     expect(error).toBeInstanceOf(SluiceError);
     expect(error.code).toBe('unavailable');
     expect(error.retryAfterSeconds).toBe(7);
+  });
+});
+
+describe('JetStreamBus batching', { timeout: 120_000 }, () => {
+  it('carries the rows of requests published together in shared messages, and stores every request whole and once', async () => {
+    const { prefix, bus } = fixture();
+    await bus.start();
+    // 20 requests of two chunks each (about 20 KiB): 40 messages if each chunk were one.
+    await Promise.all(Array.from({ length: 20 }, (_, i) => bus.publish(chunksOf(`batched-${i}`, 120))));
+    const messages = await messagesIn(prefix, 'otel_traces');
+    expect(messages).toBeLessThanOrEqual(2);
+    const jsm = await jetstreamManager(nc);
+    const { first_seq } = (await jsm.streams.info(streamOf(prefix, 'otel_traces').stream)).state;
+    let rows = 0;
+    for (let seq = first_seq; seq < first_seq + messages; seq++) {
+      rows += Number((await jsm.streams.getMessage(streamOf(prefix, 'otel_traces').stream, { seq }))!.header.get('Sluice-Rows'));
+    }
+    expect(rows).toBe(2400);
+
+    bus.consume(sink);
+    await until(async () => (await bus.figures()).consumer!.lag.otel_traces === 0);
+    for (let i = 0; i < 20; i++) expect(await countOf(`batched-${i}`), `batched-${i}`).toBe(120);
+    await bus.shutdown();
+  });
+
+  it('a refused message refuses every request tied to it and withdraws their other messages; requests not tied to it are stored', async () => {
+    const { prefix, bus } = fixture(64 * 1024 * 1024, ['otel_traces', 'otel_logs', 'otel_metrics_sum']);
+    await bus.start();
+    // No stream takes the logs subject any more: its message is refused.
+    await (await jetstreamManager(nc)).streams.delete(streamOf(prefix, 'otel_logs').stream);
+    // Published together: a, b and c share the traces message; b's logs message ties it to the refusal.
+    const a = outcome(bus.publish([rowsOf('otel_traces')]));
+    const b = outcome(bus.publish([rowsOf('otel_traces'), rowsOf('otel_logs')]));
+    const c = outcome(bus.publish([rowsOf('otel_traces', 3)]));
+    const d = outcome(bus.publish([rowsOf('otel_metrics_sum')]));
+    await until(async () => [a, b, c, d].every((request) => request.settled !== undefined));
+    for (const request of [a, b, c]) expect(request.settled).toMatchObject({ code: 'unavailable', retryAfterSeconds: 5 });
+    expect(d.settled).toBe('ok');
+    expect(await messagesIn(prefix, 'otel_traces')).toBe(0);
+    expect(await messagesIn(prefix, 'otel_metrics_sum')).toBe(1);
+
+    // A later request is not tied to the refused ones.
+    await bus.publish([rowsOf('otel_traces')]);
+    expect(await messagesIn(prefix, 'otel_traces')).toBe(1);
+  });
+
+  it('resolves a request only once JetStream acknowledged every message holding its rows', async () => {
+    const { prefix, bus } = fixture(64 * 1024 * 1024, ['otel_traces', 'otel_logs']);
+    await bus.start();
+    // PubAcks of this bus's messages are held here, by subject, until the test passes them on.
+    const held = new Map<string, () => void>();
+    const publish = nc.publish.bind(nc);
+    nc.publish = (subject, data, options) => {
+      if (!options?.reply || !subject.startsWith(`${prefix.toLowerCase()}.rows.`)) return publish(subject, data, options);
+      const inbox = createInbox();
+      nc.subscribe(inbox, {
+        max: 1,
+        callback: (_, ack) => {
+          held.set(subject, () => publish(options.reply!, ack.data));
+        },
+      });
+      publish(subject, data, { ...options, reply: inbox });
+    };
+    try {
+      const a = outcome(bus.publish([rowsOf('otel_traces')]));
+      const b = outcome(bus.publish([rowsOf('otel_traces'), rowsOf('otel_logs')]));
+      const traces = streamOf(prefix, 'otel_traces').subject;
+      const logs = streamOf(prefix, 'otel_logs').subject;
+      await until(async () => held.has(traces) && held.has(logs));
+      expect(await messagesIn(prefix, 'otel_traces')).toBe(1);
+
+      held.get(traces)!();
+      await nc.flush(); // the PubAck came back before the PONG
+      await new Promise((resolve) => setImmediate(resolve));
+      // a's message is acknowledged, but it shares it with b, whose logs message is not yet.
+      expect([a.settled, b.settled]).toEqual([undefined, undefined]);
+
+      held.get(logs)!();
+      await until(async () => a.settled !== undefined && b.settled !== undefined);
+      expect([a.settled, b.settled]).toEqual(['ok', 'ok']);
+    } finally {
+      nc.publish = publish;
+    }
   });
 });

@@ -1,9 +1,17 @@
 /**
  * JetStreamBus: the cluster bus. Rows travel as JetStream messages, one stream per table
  * (WorkQueue retention: a message leaves the stream once a storage consumer acked it).
- * publish() resolves only when JetStream acknowledged every message of the request — that is
- * what a gateway's 2xx promises in cluster mode. Each message carries a msgID, so a publish
- * retried after a lost PubAck is stored once (the stream's duplicate window).
+ * publish() resolves only when JetStream acknowledged every message holding the request's rows —
+ * that is what a gateway's 2xx promises in cluster mode. Each message carries a msgID, so a
+ * publish retried after a lost PubAck is stored once (the stream's duplicate window).
+ *
+ * Messages are filled by several requests: the rows of one table published in the same turn of
+ * the event loop go out as one message of up to about 1 MiB (sent when full, or at the end of
+ * the turn: no timer, so a lone request waits for nothing). One PubAck then covers many
+ * requests, and the consumer inserts few large messages. A request is stored whole or not at
+ * all: requests with rows in more than one message tie those messages together, and a group
+ * of tied messages succeeds or fails as one — a refused message fails every request in its
+ * group, and the group's messages JetStream took are withdrawn.
  *
  * Full means refuse, never drop: the streams discard *new* messages at max_bytes, so a publish
  * into a full stream fails and the client gets 503 + Retry-After. (JetStream's default, discard
@@ -11,19 +19,20 @@
  * checks every existing stream and corrects what it can, or refuses to start saying why.
  *
  * A publish that times out stalls the bus (jetstream-stall.ts): new publishes are refused at
- * once until NATS answers again, the timed-out request's bytes stay reserved in the byte budget
- * until they have left the process, and its messages are withdrawn once NATS answers.
+ * once until NATS answers again, the timed-out requests' bytes stay reserved in the byte budget
+ * until they have left the process, and their messages are withdrawn once NATS answers.
  */
 import { randomUUID } from 'node:crypto';
-import { headers, type NatsConnection } from '@nats-io/transport-node';
-import { jetstream, jetstreamManager, type JetStreamClient, type PubAck } from '@nats-io/jetstream';
+import { headers, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import { jetstream, jetstreamManager, PubHeaders, type JetStreamClient, type JetStreamManager, type PubAck } from '@nats-io/jetstream';
 import type { Reservation } from '../core/byte-budget.ts';
 import { SluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
-import type { Bus, BusFigures, ChunkSink, TableChunk } from './bus.ts';
+import { sameColumns, type Bus, type BusFigures, type ChunkSink, type TableChunk } from './bus.ts';
 import { JetStreamStorageConsumer, type ConsumerTuning } from './jetstream-consumer.ts';
 import { streamOf } from './jetstream-names.ts';
+import { JetStreamPublisher } from './jetstream-publisher.ts';
 import { ensureWorkQueueStream, isStreamFull, workQueueSettings } from './jetstream-streams.ts';
 import { outcomeUnknown, PublishStall } from './jetstream-stall.ts';
 
@@ -47,6 +56,49 @@ export interface JetStreamBusOptions {
 /** Header room we keep under the server's max_payload. */
 const HEADER_ROOM = 4096;
 
+/**
+ * A message is sent once it holds this many bytes: large enough that per-message costs
+ * (PubAck, headers, the consumer's ack and manifest entry) are small per row.
+ */
+const MESSAGE_TARGET_BYTES = 1024 * 1024;
+
+/** At most this share of a stream's max_bytes per message, so a nearly full stream still takes small messages. */
+const STREAM_SHARE = 16;
+
+/** A message being filled or awaiting its PubAck: rows of one table, from one or more requests. */
+interface Message {
+  table: string;
+  subject: string;
+  /** The column list of its rows, and its header form. */
+  columnList: readonly string[];
+  columns: string;
+  msgID: string;
+  chunks: Uint8Array[];
+  bytes: number;
+  rows: number;
+  group: Group;
+  ack?: PubAck;
+  err?: unknown;
+}
+
+/** A publish() waiting for the PubAcks of the messages holding its rows. */
+interface Waiter {
+  resolve(): void;
+  reject(err: unknown): void;
+  held?: Reservation;
+}
+
+/**
+ * Messages tied by requests with rows in more than one of them, and those requests. They are
+ * settled together once none of the messages is open or awaiting its PubAck; no request can
+ * join a group then (requests join open messages only).
+ */
+interface Group {
+  messages: Message[];
+  requests: Waiter[];
+  unsettled: number;
+}
+
 /** How long after a timeout a message can still be withdrawn: the streams' duplicate window (2 min) less a margin. */
 const WITHDRAW_WITHIN_MS = 105_000;
 
@@ -63,11 +115,23 @@ export class JetStreamBus implements Bus {
   private readonly fullRefusals = new Map<string, number>();
   /** Publishes that timed out: the bus refuses new ones until NATS answers, then withdraws them. */
   private readonly stall: PublishStall;
+  private readonly publisher: JetStreamPublisher;
+  /** The message being filled, per table. */
+  private readonly open = new Map<string, Message>();
+  private flushScheduled = false;
+  /** msgIDs are this bus's id and a count: unique per message, and cheap. */
+  private readonly id = randomUUID();
+  private sent = 0;
+  /** One headers object for every message: they are encoded when published. */
+  private readonly headers: MsgHdrs = headers();
+  private jsm: JetStreamManager | undefined;
 
   constructor(private readonly nc: NatsConnection, private readonly options: JetStreamBusOptions) {
-    this.js = jetstream(nc, { timeout: options.publishTimeoutMs ?? 5000 });
+    const timeout = options.publishTimeoutMs ?? 5000;
+    this.js = jetstream(nc, { timeout });
     this.prefix = options.prefix ?? 'SLUICE';
     this.stall = new PublishStall(nc, this.js, { duplicateWindowMs: WITHDRAW_WITHIN_MS, log: options.log });
+    this.publisher = new JetStreamPublisher(nc, timeout);
   }
 
   /**
@@ -105,8 +169,9 @@ export class JetStreamBus implements Bus {
     return { ok: true, figures };
   }
 
-  /** Stops consuming after the batch in flight. */
+  /** Sends the messages being filled, and stops consuming after the batch in flight. */
   async shutdown(): Promise<void> {
+    this.flush();
     this.stall.shutdown();
     await this.consumer?.shutdown();
   }
@@ -126,19 +191,19 @@ export class JetStreamBus implements Bus {
     this.consumer.start();
   }
 
-  /** Counts a refusal and logs the first of each episode: a full stream refuses many publishes a second. */
-  private noteFull(table: string): void {
+  /** Counts refused requests and logs the first refusal of each episode: a full stream refuses many publishes a second. */
+  private noteFull(table: string, requests: number): void {
     const now = Date.now();
     const since = this.fullAt.get(table);
     if (since === undefined || now - since >= FULL_REPORT_MS) {
       this.options.log?.warn({ table }, 'a JetStream stream is full: publishes are refused with 503 until consumers catch up');
     }
     this.fullAt.set(table, now);
-    this.fullRefusals.set(table, (this.fullRefusals.get(table) ?? 0) + 1);
+    this.fullRefusals.set(table, (this.fullRefusals.get(table) ?? 0) + requests);
   }
 
   async publish(chunks: readonly TableChunk[], held?: Reservation): Promise<void> {
-    const limit = this.nc.info ? this.nc.info.max_payload - HEADER_ROOM : 1024 * 1024 - HEADER_ROOM;
+    const limit = (this.nc.info?.max_payload ?? 1024 * 1024) - HEADER_ROOM;
     // Refuse before publishing anything: a request is stored whole or not at all.
     const oversized = chunks.find((chunk) => chunk.data.byteLength > limit);
     if (oversized) {
@@ -148,53 +213,134 @@ export class JetStreamBus implements Bus {
     if (this.stall.stalled) {
       throw new SluiceError('unavailable', `the bus is stalled: NATS has not answered for ${this.stall.stalledSeconds} s`, { retryAfterSeconds: this.options.retryAfterSeconds });
     }
-    const request = randomUUID();
-    const messages = chunks.map((chunk, index) => ({
-      subject: streamOf(this.prefix, chunk.table).subject,
-      msgID: `${request}:${index}`,
-      columns: chunk.columns.join(','),
-    }));
-    const acks = chunks.map((chunk, index) => {
-      const h = headers();
-      h.set('Sluice-Columns', messages[index]!.columns);
-      h.set('Sluice-Rows', String(chunk.rows));
-      return this.js.publish(messages[index]!.subject, chunk.data, { msgID: messages[index]!.msgID, headers: h });
+    if (chunks.length === 0) return;
+    const target = Math.min(limit, MESSAGE_TARGET_BYTES, Math.floor(this.options.maxStreamBytes / STREAM_SHARE));
+    return new Promise<void>((resolve, reject) => {
+      let group: Group | undefined;
+      for (const chunk of chunks) {
+        const message = this.messageFor(chunk, target);
+        message.chunks.push(chunk.data);
+        message.bytes += chunk.data.byteLength;
+        message.rows += chunk.rows;
+        group = group === undefined ? message.group : tie(group, message.group);
+        if (message.bytes >= target) this.send(message);
+      }
+      group!.requests.push({ resolve, reject, held });
+      this.flushSoon();
     });
-    const results = await Promise.allSettled(acks);
-    const failures = results.flatMap((result, index) =>
-      result.status === 'rejected' ? [{ table: chunks[index]!.table, err: result.reason as unknown }] : [],
+  }
+
+  /** The open message of the chunk's table, or a new one if that would go past `target` bytes (or holds other columns). */
+  private messageFor(chunk: TableChunk, target: number): Message {
+    const open = this.open.get(chunk.table);
+    if (open && open.bytes + chunk.data.byteLength <= target && sameColumns(open.columnList, chunk.columns)) return open;
+    if (open) this.send(open);
+    const message: Message = {
+      table: chunk.table,
+      subject: streamOf(this.prefix, chunk.table).subject,
+      columnList: chunk.columns,
+      columns: chunk.columns.join(','),
+      msgID: `${this.id}:${++this.sent}`,
+      chunks: [],
+      bytes: 0,
+      rows: 0,
+      group: { messages: [], requests: [], unsettled: 1 },
+    };
+    message.group.messages.push(message);
+    this.open.set(chunk.table, message);
+    return message;
+  }
+
+  /** The open messages go out when this turn of the event loop ends: every request of the turn is in them by then. */
+  private flushSoon(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      this.flush();
+    });
+  }
+
+  private flush(): void {
+    for (const message of this.open.values()) this.send(message);
+  }
+
+  private send(message: Message): void {
+    this.open.delete(message.table);
+    // One request's rows go as they are; several are copied once into the message.
+    const data = message.chunks.length === 1 ? message.chunks[0]! : Buffer.concat(message.chunks, message.bytes);
+    message.chunks = [];
+    this.headers.set(PubHeaders.MsgIdHdr, message.msgID);
+    this.headers.set('Sluice-Columns', message.columns);
+    this.headers.set('Sluice-Rows', String(message.rows));
+    this.publisher.publish(message.subject, data, this.headers).then(
+      (ack) => this.answered(message, ack, undefined),
+      (err: unknown) => this.answered(message, undefined, err ?? new Error('publish failed')), // never undefined: that reads as success
     );
-    if (failures.length === 0) return;
-    if (failures.some(({ err }) => outcomeUnknown(err))) {
-      // Sent but unanswered: the bytes may still be queued here and the rows may still arrive.
-      // Keep the bytes reserved until NATS answers, then withdraw the whole request.
-      this.stall.timedOut(messages, held?.split(held.bytes));
-      throw new SluiceError('unavailable', `the bus did not acknowledge the rows in time: ${(failures[0]!.err as Error).message}`, {
-        cause: failures[0]!.err,
-        retryAfterSeconds: this.options.retryAfterSeconds,
-      });
+  }
+
+  private answered(message: Message, ack: PubAck | undefined, err: unknown): void {
+    message.ack = ack;
+    message.err = err;
+    const group = message.group;
+    if (--group.unsettled === 0) void this.finish(group);
+  }
+
+  /** Every message of the group has its answer: acknowledge its requests, or refuse them all and withdraw what was stored. */
+  private async finish({ messages, requests }: Group): Promise<void> {
+    const failed = messages.filter((message) => message.err !== undefined);
+    if (failed.length === 0) {
+      for (const request of requests) request.resolve();
+      return;
     }
-    await this.withdraw(results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : [])));
-    const full = failures.filter(({ err }) => isStreamFull(err));
-    for (const { table } of full) this.noteFull(table);
+    const unanswered = failed.find((message) => outcomeUnknown(message.err));
+    if (unanswered) {
+      // Sent but unanswered: the bytes may still be queued here and the rows may still arrive.
+      // Keep the bytes reserved until NATS answers, then withdraw every message that may be stored.
+      const kept = requests.flatMap(({ held }) => (held ? [held.split(held.bytes)] : []));
+      this.stall.timedOut(messages.filter((message) => message.err === undefined || outcomeUnknown(message.err)), kept);
+      const err = unanswered.err as Error;
+      const refusal = new SluiceError('unavailable', `the bus did not acknowledge the rows in time: ${err.message}`, { cause: err, retryAfterSeconds: this.options.retryAfterSeconds });
+      for (const request of requests) request.reject(refusal);
+      return;
+    }
+    await this.withdraw(messages.flatMap((message) => (message.ack ? [message.ack] : [])));
+    const full = failed.filter((message) => isStreamFull(message.err));
+    for (const table of new Set(full.map((message) => message.table))) this.noteFull(table, requests.length);
+    const err = failed[0]!.err as Error;
     const reason = full.length > 0
       ? 'the bus is full (a JetStream stream reached its max_bytes): storage consumers are behind'
-      : `the bus did not acknowledge the rows: ${(failures[0]!.err as Error).message}`;
-    throw new SluiceError('unavailable', reason, { cause: failures[0]!.err, retryAfterSeconds: this.options.retryAfterSeconds });
+      : `the bus did not acknowledge the rows: ${err.message}`;
+    const refusal = new SluiceError('unavailable', reason, { cause: err, retryAfterSeconds: this.options.retryAfterSeconds });
+    for (const request of requests) request.reject(refusal);
   }
 
   /**
-   * Deletes the messages of a request JetStream took only in part, so a 503 means "nothing
+   * Deletes the messages of a group JetStream took only in part, so a 503 means "nothing
    * stored" and the client's retry is not a duplicate. They are the newest messages of their
    * streams, far behind a consumer that let the stream fill up.
    */
   private async withdraw(acks: PubAck[]): Promise<void> {
-    if (acks.length === 0) return;
-    const jsm = await jetstreamManager(this.nc);
     for (const ack of acks) {
-      await jsm.streams.deleteMessage(ack.stream, ack.seq, false).catch((err) => {
+      try {
+        this.jsm ??= await jetstreamManager(this.nc, { checkAPI: false });
+        await this.jsm.streams.deleteMessage(ack.stream, ack.seq, false);
+      } catch (err) {
         this.options.log?.error({ stream: ack.stream, seq: ack.seq, err: (err as Error).message }, 'could not withdraw part of a refused request: those rows may be stored');
-      });
+      }
     }
   }
+}
+
+/** Ties two groups into one (the smaller moves into the larger). */
+function tie(a: Group, b: Group): Group {
+  if (a === b) return a;
+  const [into, from] = a.messages.length >= b.messages.length ? [a, b] : [b, a];
+  for (const message of from.messages) {
+    message.group = into;
+    into.messages.push(message);
+  }
+  for (const request of from.requests) into.requests.push(request);
+  into.unsettled += from.unsettled;
+  return into;
 }

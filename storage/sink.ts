@@ -8,15 +8,20 @@ import type { SluiceMetrics } from '../core/metrics.ts';
 import type { InsertBatch, Storage } from './storage.ts';
 
 export function groupByTable(chunks: readonly TableChunk[]): Array<InsertBatch & { rows: number }> {
-  const groups = new Map<string, InsertBatch & { rows: number; chunks: Uint8Array[] }>();
+  // Few groups (one per table), many chunks: a scan without building keys per chunk.
+  const groups: Array<InsertBatch & { rows: number; chunks: Uint8Array[] }> = [];
   for (const chunk of chunks) {
-    const key = `${chunk.table}\n${chunk.columns.join(',')}`;
-    let group = groups.get(key);
-    if (!group) groups.set(key, (group = { table: chunk.table, columns: chunk.columns, chunks: [], rows: 0 }));
+    let group = groups.find((g) => g.table === chunk.table && sameColumns(g.columns, chunk.columns));
+    if (!group) groups.push((group = { table: chunk.table, columns: chunk.columns, chunks: [], rows: 0 }));
     group.chunks.push(chunk.data);
     group.rows += chunk.rows;
   }
-  return [...groups.values()];
+  return groups;
+}
+
+function sameColumns(a: readonly string[], b: readonly string[]): boolean {
+  if (a === b) return true; // chunks of one bus consumer share their column lists
+  return a.length === b.length && a.every((column, i) => column === b[i]);
 }
 
 export function storageSink(storage: Storage, metrics: SluiceMetrics): ChunkSink {

@@ -1,0 +1,95 @@
+/**
+ * One `sluice gateway` in cluster mode under OTLP/HTTP load (the `otlp-http-protobuf-gzip`
+ * bodies of payload.ts), with no consumer: CPU seconds of the gateway process per span, and of
+ * the nats-server (one of its own, with streams large enough for the whole run).
+ *
+ *   node --import tsx bench/cluster-gateway.ts [--duration 15] [--connections 64] [--profile DIR] [--json]
+ *
+ * --profile starts the gateway with --cpu-prof into DIR (its main thread and each worker).
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import autocannon from 'autocannon';
+import { freePort, startNatsServer } from '../test/sluice-processes.ts';
+import { loadTraceTypes, traceBodies } from './payload.ts';
+import { cpuSeconds, machineBusySeconds } from './target.ts';
+
+const { values } = parseArgs({
+  options: {
+    duration: { type: 'string', default: '15' },
+    connections: { type: 'string', default: '64' },
+    profile: { type: 'string' },
+    json: { type: 'boolean', default: false },
+  },
+});
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const SLUICE = join(ROOT, 'bin/sluice.mjs');
+
+const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-gateway-'));
+const nats = await startNatsServer(join(dir, 'jetstream'));
+const port = await freePort();
+const env = {
+  ...process.env,
+  NATS_URL: nats.url,
+  SLUICE_NATS_MAX_STREAM_BYTES: String(3 * 1024 ** 3), // per table stream (14), reserved on disk: holds a 15 s run
+  SLUICE_DATA_DIR: join(dir, 'data'),
+  SLUICE_OTLP_HTTP_PORT: String(port),
+  SLUICE_OTLP_GRPC_PORT: String(await freePort()),
+  SLUICE_RELAY_PORT: String(await freePort()),
+  SLUICE_RATE_LIMIT_PER_MINUTE: '100000000',
+  SLUICE_RATE_LIMIT_BURST: '100000000',
+  SLUICE_LOG_LEVEL: 'error',
+};
+const profile = values.profile ? ['--cpu-prof', '--cpu-prof-dir', values.profile] : [];
+const gateway = spawn(process.execPath, [...profile, SLUICE, 'gateway'], { cwd: ROOT, env, stdio: 'ignore' });
+try {
+  for (let tries = 0; !(await fetch(`http://127.0.0.1:${port}/api/v1/health`).then((r) => r.ok, () => false)); tries++) {
+    if (tries > 300) throw new Error('the gateway did not answer its health check in 60 s');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  const { apiKey } = JSON.parse(execFileSync(process.execPath, [SLUICE, 'sources', 'create', '--name', 'bench'], { cwd: ROOT, env, encoding: 'utf8' })) as { apiKey: string };
+  await new Promise((resolve) => setTimeout(resolve, 1000)); // the gateway's mirror of the sources sees the key
+  const { bodies, spansPerRequest } = traceBodies(loadTraceTypes(), 64, 100);
+  let next = 0;
+  const load = (seconds: number) =>
+    autocannon({
+      url: `http://127.0.0.1:${port}/v1/traces`,
+      method: 'POST',
+      connections: Number(values.connections),
+      duration: seconds,
+      headers: { 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip', 'x-api-key': apiKey },
+      requests: [{ setupRequest: (request) => ({ ...request, body: bodies[next++ % bodies.length] }) }],
+    });
+  await load(3); // warm-up: JIT, worker pool, streams
+  const gatewayCpu = cpuSeconds(gateway.pid!);
+  const natsCpu = cpuSeconds(nats.child.pid!);
+  const machine = machineBusySeconds();
+  const runner = process.cpuUsage();
+  const seconds = Number(values.duration);
+  const result = await load(seconds);
+  const spans = result['2xx'] * spansPerRequest;
+  const usedByGateway = cpuSeconds(gateway.pid!) - gatewayCpu;
+  const usedByNats = cpuSeconds(nats.child.pid!) - natsCpu;
+  const { user, system } = process.cpuUsage(runner);
+  const others = machineBusySeconds() - machine - usedByGateway - usedByNats - (user + system) / 1e6;
+  const row = {
+    'spans/s': Math.round(spans / seconds),
+    'non-2xx': result.non2xx,
+    'gateway spans per CPU-s': Math.round(spans / usedByGateway),
+    'gateway CPU-s per M spans': +((usedByGateway / spans) * 1e6).toFixed(2),
+    'nats-server CPU-s per M spans': +((usedByNats / spans) * 1e6).toFixed(2),
+    // Other processes' cores: above ~0.1 they disturbed the run.
+    'other cores': +(others / seconds).toFixed(2),
+  };
+  if (values.json) console.log(JSON.stringify(row));
+  else console.table([row]);
+} finally {
+  gateway.kill('SIGTERM');
+  await new Promise((resolve) => gateway.once('exit', resolve));
+  await nats.stop();
+  rmSync(dir, { recursive: true, force: true });
+}
