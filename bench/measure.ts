@@ -78,6 +78,8 @@ export interface ProcessCpu extends BenchProcess {
   cores: number;
   /** CPU seconds per Scenario.cpuPer (a million, or a thousand) items of the run. */
   perItems: number;
+  /** Highest resident set since the process started, at the end of the run. */
+  peakRssMiB: number;
 }
 
 /** A run's CPU, process by process. */

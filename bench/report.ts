@@ -92,16 +92,18 @@ export function markdown(name: string, scenario: Scenario, opts: Options, rows: 
 /** Every process's CPU, per run: Sluice's processes, the servers, the load generator and the rest of the machine. */
 function processTable(rows: Row[], unit: string, per: string, digits: number, pct?: string): string[] {
   const lines = [
-    `| target | process | CPU-s / ${per} ${unit} | cores |` + (pct ? ` at ${pct}: CPU-s / ${per} ${unit} | cores |` : ''),
-    '|---|---|---:|---:|' + (pct ? '---:|---:|' : ''),
+    `| target | process | CPU-s / ${per} ${unit} | cores |` + (pct ? ` at ${pct}: CPU-s / ${per} ${unit} | cores |` : '') + ' peak RSS MiB |',
+    '|---|---|---:|---:|' + (pct ? '---:|---:|' : '') + '---:|',
   ];
   for (const r of rows.filter((row) => row.cpu)) {
     const runs: Array<RunCpu | undefined> = pct ? [r.cpu, r.open?.cpu] : [r.cpu];
     const cells = (pick: (run: RunCpu) => { perItems?: number; cores: number }) =>
       runs.map((run) => (run ? `${fixed(pick(run).perItems, digits)} | ${fixed(pick(run).cores, 2)}` : '– | –')).join(' | ');
-    const line = (label: string, pick: (run: RunCpu) => { perItems?: number; cores: number }) => lines.push(`| ${r.target} | ${label} | ${cells(pick)} |`);
+    const line = (label: string, pick: (run: RunCpu) => { perItems?: number; cores: number }, rss?: number) =>
+      lines.push(`| ${r.target} | ${label} | ${cells(pick)} | ${rss === undefined || Number.isNaN(rss) ? '–' : fixed(rss)} |`);
+    const last = r.open?.cpu ?? r.cpu!;
     for (const [i, p] of r.cpu!.processes.entries()) {
-      line(p.server ? `${p.name} (server)` : p.name, (run) => run.processes[i] ?? { perItems: NaN, cores: NaN });
+      line(p.server ? `${p.name} (server)` : p.name, (run) => run.processes[i] ?? { perItems: NaN, cores: NaN }, last.processes[i]?.peakRssMiB);
     }
     if (r.cpu!.processes.filter((p) => !p.server).length > 1) line('**Sluice processes together**', (run) => ({ perItems: run.sluicePerItems, cores: run.sluiceCores }));
     line('bench runner', (run) => ({ cores: run.runnerCores }));

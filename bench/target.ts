@@ -63,7 +63,8 @@ export interface BenchProcess {
 /** CPU seconds over a window: each process's, this process's (the load generator), and the rest of the machine's. */
 export interface CpuFigures {
   seconds: number;
-  processes: Array<BenchProcess & { cpuSeconds: number }>;
+  /** peakRssMiB: the process's highest resident set since it started (VmHWM), read at the window's end. */
+  processes: Array<BenchProcess & { cpuSeconds: number; peakRssMiB: number }>;
   runnerSeconds: number;
   /** Every other process on the machine (other people's work): above ~0.1 core the figures are disturbed. */
   otherSeconds: number;
@@ -81,7 +82,7 @@ export function cpuWindow(processes: BenchProcess[]): { add(p: BenchProcess): vo
   return {
     add: (p) => void watched.push({ p, from: 0 }),
     end() {
-      const figures = watched.map(({ p, from }) => ({ ...p, cpuSeconds: cpuSeconds(p.pid) - from }));
+      const figures = watched.map(({ p, from }) => ({ ...p, cpuSeconds: cpuSeconds(p.pid) - from, peakRssMiB: peakRssMiB(p.pid) }));
       const used = process.cpuUsage(ours);
       const runnerSeconds = (used.user + used.system) / 1e6;
       const measured = figures.reduce((sum, p) => sum + p.cpuSeconds, 0);
@@ -93,6 +94,16 @@ export function cpuWindow(processes: BenchProcess[]): { add(p: BenchProcess): vo
       };
     },
   };
+}
+
+/** VmHWM of /proc/<pid>/status in MiB (NaN once the process is gone). */
+export function peakRssMiB(pid: number): number {
+  try {
+    const kib = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kib === undefined ? NaN : Number(kib) / 1024;
+  } catch {
+    return NaN;
+  }
 }
 
 export async function freePort(): Promise<number> {
