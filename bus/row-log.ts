@@ -21,6 +21,7 @@ import { crc32 } from 'node:zlib';
 import type { TableChunk } from './bus.ts';
 
 const HEADER_BYTES = 8;
+const MiB = 1024 * 1024;
 const SEGMENT = /^([0-9a-f]{16})\.seg$/;
 /** A record longer than this is not one we wrote: the log is cut there. */
 const MAX_RECORD_BYTES = 1024 * 1024 * 1024;
@@ -194,7 +195,8 @@ export class RowLog {
 
   /** Reads `length` bytes at `position` into the read buffer at `at` (a new buffer when it is too small: views of the old one stay valid). */
   private async readInto(segment: Segment, position: number, length: number, at: number): Promise<Buffer> {
-    if (this.readBuffer.length < at + length) this.readBuffer = Buffer.allocUnsafe(Math.max(at + length, this.readBuffer.length * 2));
+    // Grown to what this read needs (rounded to a MiB), not doubled: its size is the batch's, which bounds memory.
+    if (this.readBuffer.length < at + length) this.readBuffer = Buffer.allocUnsafe(Math.ceil((at + length) / MiB) * MiB);
     const handle = await open(join(this.dir, segment.name), 'r');
     try {
       let read = 0;
