@@ -253,7 +253,7 @@ describe('sluice CLI', { timeout: 240_000 }, () => {
       const [dead] = await eventually(async () => {
         const { jobs } = await relay('jobs', 'list', '--site', site.id, '--form', form.id, '--state', 'dead');
         return jobs.length === 1 ? jobs : undefined;
-      }, 30_000, 200);
+      }, 90_000, 200); // each poll is a CLI process: seconds apiece on a loaded machine
       expect(dead).toMatchObject({ channel: 'email', destination: 'team@gamma.test', attempts: 1, providerStatus: 'not sent' });
       expect(dead.lastError).toMatch(/no SMTP server is configured/);
       const shown = await relay('jobs', 'show', '--tenant', tenant.id, '--job', dead.jobId);
@@ -262,7 +262,7 @@ describe('sluice CLI', { timeout: 240_000 }, () => {
       const again = await eventually(async () => {
         const job = await relay('jobs', 'show', '--tenant', tenant.id, '--job', dead.jobId);
         return job.state === 'dead' && job.series === 2 ? job : undefined;
-      }, 30_000, 200);
+      }, 90_000, 200);
       expect(again.attempts.map((a: { series: number; state: string }) => `${a.series}:${a.state}`)).toEqual(['1:sending', '1:dead', '2:queued', '2:sending', '2:dead']);
 
       const smtpUrlFile = join(dataDir, '..', 'gamma-smtp-url');
