@@ -4,6 +4,7 @@
  * buffers and garbage collection.
  */
 import { GCProfiler, getHeapStatistics } from 'node:v8';
+import { runTask, type PipelineTask, type TaskSuccess } from './tasks.ts';
 
 export interface BenchOptions {
   rounds: number;
@@ -90,4 +91,20 @@ export async function allocations(name: string, step: Step, calls = 2000): Promi
   heapBytes += heapAtEnd - usedAfterLast;
   const cpuMicros = cpu.user + cpu.system;
   console.log(`${name.padEnd(26)} ${fmt(bufferBytes / calls).padStart(8)} B fresh buffers, ${fmt(heapBytes / calls).padStart(8)} B JS heap per call; GC ${(100 * gcMicros / cpuMicros).toFixed(1)}% of CPU (${full} full GCs in ${calls} calls)`);
+}
+
+/**
+ * The worker's task as a pipeline thread runs it (piscina's move() wrapper unwrapped), as a step.
+ * With `recycle`, the rows' buffers come back with the next task, as the pool sends them once
+ * the bus published the rows.
+ */
+export function workerTaskStep(task: (i: number) => PipelineTask): (i: number, recycle?: boolean) => Promise<number> {
+  let returned: ArrayBuffer[] = [];
+  return async (i, recycle = false) => {
+    const result = (await runTask({ ...task(i), spares: recycle ? returned : undefined })) as { [key: symbol]: TaskSuccess };
+    const value = result[Object.getOwnPropertySymbols(result).find((s) => s.description?.includes('value'))!]!;
+    if (!value?.ok) throw new Error(`task failed: ${JSON.stringify(result)}`);
+    returned = value.tables.map((t) => t.data.buffer as ArrayBuffer);
+    return value.accepted;
+  };
 }

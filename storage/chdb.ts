@@ -59,7 +59,11 @@ export class ChdbStorage implements Storage {
    * 28.3 CPU-s per million spans without, within noise).
    */
   private async syncPartsToDisk(): Promise<void> {
-    const tables = await queryRows<{ name: string }>(this, `SELECT name FROM system.tables WHERE database = ${quoteString(this.database)} AND engine LIKE '%MergeTree'`);
+    // Only tables that do not have it yet (new ones, or a data dir from before): start does no needless DDL.
+    const tables = await queryRows<{ name: string }>(
+      this,
+      `SELECT name FROM system.tables WHERE database = ${quoteString(this.database)} AND engine LIKE '%MergeTree' AND position(create_table_query, 'min_compressed_bytes_to_fsync_after_merge = 1') = 0`,
+    );
     for (const { name } of tables) {
       await this.query(`ALTER TABLE ${quoteIdentifier(this.database)}.${quoteIdentifier(name)} MODIFY SETTING ${DURABLE_PARTS}`);
     }

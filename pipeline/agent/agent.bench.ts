@@ -9,8 +9,8 @@
 import { gunzipSync } from 'node:zlib';
 import { agentLogBodies } from '../../bench/payload.ts';
 import { nestedDeeperThan } from '../../core/json-depth.ts';
-import { allocations, benchOptions, measure } from '../bench-rounds.ts';
-import { runTask, type AgentTask, type TaskSuccess } from '../tasks.ts';
+import { allocations, benchOptions, measure, workerTaskStep } from '../bench-rounds.ts';
+import type { AgentTask } from '../tasks.ts';
 import { transcodeAgent } from './rows.ts';
 import { validateAgentPayload } from './schemas.ts';
 
@@ -25,19 +25,7 @@ const task = (i: number): AgentTask => ({
   kind: 'agent', payload: 'logs', encoding: 'gzip', body: bodies[i % bodies.length]!,
   sourceId: 'bench', maxBytes: 10 * 1024 * 1024, maxChunkBytes: Infinity, receivedAt: String(RECEIVED),
 });
-/**
- * The worker's task as a pipeline thread runs it (piscina's move() wrapper unwrapped). With
- * `recycle`, the rows' buffers come back with the next task, as the pool sends them once the
- * bus published the rows.
- */
-let returned: ArrayBuffer[] = [];
-async function workerTask(i: number, recycle = false): Promise<number> {
-  const result = (await runTask({ ...task(i), spares: recycle ? returned : undefined })) as { [key: symbol]: TaskSuccess };
-  const value = result[Object.getOwnPropertySymbols(result).find((s) => s.description?.includes('value'))!]!;
-  if (!value?.ok) throw new Error(`task failed: ${JSON.stringify(result)}`);
-  returned = value.tables.map((t) => t.data.buffer as ArrayBuffer);
-  return value.accepted;
-}
+const workerTask = workerTaskStep(task);
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
 console.log(`${bodies.length} distinct batches of ${ENTRIES} entries: ${Math.round(rawBytes)} B JSON, ${Math.round(gzipBytes)} B gzip`);

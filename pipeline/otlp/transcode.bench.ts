@@ -9,8 +9,8 @@
  */
 import { gunzipSync } from 'node:zlib';
 import { loadTraceTypes, traceBodies } from '../../bench/payload.ts';
-import { allocations, benchOptions, measure } from '../bench-rounds.ts';
-import { runTask, type OtlpTask, type TaskSuccess } from '../tasks.ts';
+import { allocations, benchOptions, measure, workerTaskStep } from '../bench-rounds.ts';
+import type { OtlpTask } from '../tasks.ts';
 import { transcodeOtlp } from './index.ts';
 
 const options = benchOptions();
@@ -22,19 +22,7 @@ const task = (i: number): OtlpTask => ({
   kind: 'otlp', signal: 'traces', format: 'protobuf', encoding: 'gzip', body: bodies[i % bodies.length]!,
   sourceId: 'bench', maxBytes: 10 * 1024 * 1024, maxChunkBytes: Infinity,
 });
-/**
- * The worker's task as a pipeline thread runs it (piscina's move() wrapper unwrapped). With
- * `recycle`, the rows' buffers come back with the next task, as the pool sends them once the
- * bus published the rows.
- */
-let returned: ArrayBuffer[] = [];
-async function workerTask(i: number, recycle = false): Promise<number> {
-  const result = (await runTask({ ...task(i), spares: recycle ? returned : undefined })) as { [key: symbol]: TaskSuccess };
-  const value = result[Object.getOwnPropertySymbols(result).find((s) => s.description?.includes('value'))!]!;
-  if (!value?.ok) throw new Error(`task failed: ${JSON.stringify(result)}`);
-  returned = value.tables.map((t) => t.data.buffer as ArrayBuffer);
-  return value.accepted;
-}
+const workerTask = workerTaskStep(task);
 
 console.log(`${bodies.length} distinct requests of ${SPANS_PER_REQUEST} spans: ${rawBytes} B protobuf, ${gzipBytes} B gzip; RowBinary ${transcodeOtlp('traces', 'protobuf', raw[0]!, 'bench').tables[0]!.data.byteLength} B`);
 await measure('gunzip only', 'spans', (i) => (gunzipSync(bodies[i % bodies.length]!), SPANS_PER_REQUEST), options);
