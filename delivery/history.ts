@@ -45,11 +45,17 @@ export interface JobQuery {
 /** The order of a listing: what needs someone first. */
 const NEEDS_ATTENTION_FIRST: readonly JobState[] = ['dead', 'failed', 'sending', 'queued', 'delivered'];
 
+/**
+ * The order of a job's records: an attempt's outcome after its start even when both were written
+ * in the same millisecond (a send that fails at once), whatever order storage keeps them in.
+ */
+const RECORD_ORDER = `(Series, Attempt, State NOT IN ('queued', 'sending'), At)`;
+
 /** The latest record of each job, as columns of one row per JobId. */
 /** (Aliases differ from the columns: ClickHouse would read `Series` in a later argMax as the alias.) */
-const LATEST = `argMax(State, (Series, Attempt, At)) AS LatestState, max(Series) AS LatestSeries, argMax(Attempt, (Series, Attempt, At)) AS Attempts,
-  argMaxIf(Error, (Series, Attempt, At), Error != '') AS LastError, argMax(ProviderStatus, (Series, Attempt, At)) AS LastProviderStatus,
-  toString(toUnixTimestamp64Milli(max(At))) AS UpdatedMs, toString(toUnixTimestamp64Milli(argMax(NextAttemptAt, (Series, Attempt, At)))) AS NextMs`;
+const LATEST = `argMax(State, ${RECORD_ORDER}) AS LatestState, max(Series) AS LatestSeries, argMax(Attempt, ${RECORD_ORDER}) AS Attempts,
+  argMaxIf(Error, ${RECORD_ORDER}, Error != '') AS LastError, argMax(ProviderStatus, ${RECORD_ORDER}) AS LastProviderStatus,
+  toString(toUnixTimestamp64Milli(max(At))) AS UpdatedMs, toString(toUnixTimestamp64Milli(argMax(NextAttemptAt, ${RECORD_ORDER}))) AS NextMs`;
 
 export class DeliveryHistory {
   constructor(private readonly storage: () => Promise<Storage>, private readonly database: string) {}
@@ -91,7 +97,7 @@ export class DeliveryHistory {
     const sql = `SELECT Series, Attempt, State, toString(toUnixTimestamp64Milli(At)) AS AtMs, DurationMs, Error, ProviderStatus,
         toString(toUnixTimestamp64Milli(NextAttemptAt)) AS NextMs
       FROM ${quoteIdentifier(this.database)}.relay_delivery_attempts
-      WHERE TenantId = ${quoteString(tenantId)} AND JobId = toUUIDOrZero(${quoteString(jobId)}) ORDER BY Series, At, Attempt`;
+      WHERE TenantId = ${quoteString(tenantId)} AND JobId = toUUIDOrZero(${quoteString(jobId)}) ORDER BY ${RECORD_ORDER}`;
     return (await this.rows<Record<string, string | number>>(sql)).map((row) => ({
       series: Number(row.Series),
       attempt: Number(row.Attempt),

@@ -1,0 +1,77 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { Bus } from '../bus/bus.ts';
+import { createLogger } from '../core/log.ts';
+import { ChdbStorage } from '../storage/chdb.ts';
+import { AttemptLog } from './attempt-log.ts';
+import { DeliveryHistory } from './history.ts';
+import type { DeliveryJob } from './job.ts';
+
+let dir: string;
+let storage: ChdbStorage;
+let history: DeliveryHistory;
+let attempts: AttemptLog;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'sluice-history-'));
+  storage = new ChdbStorage(dir, 'otel');
+  await storage.start();
+  // History rows go straight to storage: what is tested is how they are read back.
+  const bus = {
+    publish: async (chunks) => {
+      for (const chunk of chunks) await storage.insert({ table: chunk.table, columns: chunk.columns, chunks: [chunk.data] });
+    },
+  } as Pick<Bus, 'publish'> as Bus;
+  attempts = new AttemptLog(bus, createLogger('silent'));
+  history = new DeliveryHistory(async () => storage, 'otel');
+});
+afterAll(async () => {
+  await storage?.shutdown();
+  await rm(dir, { recursive: true, force: true });
+});
+afterEach(() => vi.restoreAllMocks());
+
+let jobs = 0;
+async function createJob(): Promise<DeliveryJob> {
+  const id = `00000000-0000-4000-8000-${String(++jobs).padStart(12, '0')}`;
+  await storage.query(`INSERT INTO otel.relay_delivery_jobs (TenantId, JobId, SubmissionId, Kind, Channel, Destination, Subject, Body, CreatedAt)
+    VALUES ('t1', '${id}', '', 'notification', 'email', 'team@example.test', 'Hello', '<p>hi</p>', now64(9))`);
+  return {
+    id, series: 1, tenantId: 't1', siteId: '', formId: '', submissionId: '', kind: 'notification', channel: 'email',
+    destination: 'team@example.test', createdAt: new Date().toISOString(), content: { data: {}, subject: 'Hello', body: '<p>hi</p>' },
+  };
+}
+
+describe('DeliveryHistory', () => {
+  it("takes an attempt's outcome as the job's state when it was written in the same millisecond as its start", async () => {
+    // A send that fails at once (no SMTP server configured) writes `sending` and `dead` within one clock tick.
+    vi.spyOn(Date, 'now').mockReturnValue(Date.parse('2026-11-24T10:00:00.000Z'));
+    const job = await createJob();
+    await attempts.record(job, 1, 'sending');
+    await attempts.record(job, 1, 'dead', { error: 'no SMTP server is configured' });
+    const retried = { ...job, series: 2 };
+    await attempts.record(retried, 0, 'queued');
+    await attempts.record(retried, 1, 'sending');
+    await attempts.record(retried, 1, 'failed', { error: 'busy', nextAttemptAt: Date.now() + 1000 });
+    await attempts.record(retried, 2, 'sending');
+    await attempts.record(retried, 2, 'delivered');
+
+    expect(await history.job('t1', job.id)).toMatchObject({ state: 'delivered', job: { series: 2 } });
+    expect((await history.attempts('t1', job.id)).map((a) => `${a.series}:${a.attempt}:${a.state}`)).toEqual([
+      '1:1:sending', '1:1:dead', '2:0:queued', '2:1:sending', '2:1:failed', '2:2:sending', '2:2:delivered',
+    ]);
+  });
+
+  it('reads a job being attempted as sending, and a job without records as queued', async () => {
+    const waiting = await createJob();
+    expect(await history.job('t1', waiting.id)).toMatchObject({ state: 'queued' });
+    vi.spyOn(Date, 'now').mockReturnValue(Date.parse('2026-11-24T10:00:00.000Z'));
+    const job = await createJob();
+    await attempts.record(job, 1, 'sending');
+    await attempts.record(job, 1, 'failed', { nextAttemptAt: Date.now() });
+    await attempts.record(job, 2, 'sending');
+    expect(await history.job('t1', job.id)).toMatchObject({ state: 'sending' });
+  });
+});
