@@ -51,7 +51,10 @@ export interface RunningSluice {
   installTokens: InstallTokens;
   metrics: SluiceMetrics;
   readiness: Readiness;
-  shutdown(): Promise<void>;
+  /** Stops everything; `deadline` (epoch ms) bounds how long requests in flight and flushing may take. */
+  shutdown(deadline?: number): Promise<void>;
+  /** The shutdown step under way (for the log when a shutdown runs out of time). */
+  stopping(): string | undefined;
 }
 
 export async function startSluice(role: Role, config: Readonly<SluiceConfig>, log: Logger): Promise<RunningSluice> {
@@ -152,7 +155,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     }
 
     log.info({ role, host: config.host, httpPort, grpcPort, relayPort: relay?.port ?? 0, dataDir: config.dataDir, cluster: !!nc, engine: http.engine }, 'sluice is serving');
-    return { httpPort, grpcPort, relay, storage, state, sources, configs, installTokens, metrics, readiness, shutdown: () => graph.shutdown() };
+    return { httpPort, grpcPort, relay, storage, state, sources, configs, installTokens, metrics, readiness, shutdown: (deadline) => graph.shutdown(deadline), stopping: () => graph.stopping };
   } catch (err) {
     await graph.shutdown();
     throw err;

@@ -169,6 +169,9 @@ async function readJsonFile(path: string): Promise<unknown> {
   }
 }
 
+/** Past the shutdown deadline, the time steps get to notice it before the process exits anyway. */
+const SHUTDOWN_EXIT_MARGIN_MS = 1000;
+
 async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void> {
   const log = createLogger(config.logLevel);
   let app: RunningSluice | undefined;
@@ -185,13 +188,25 @@ async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void
   });
   app = await startSluice(role, config, log);
   let stopping = false;
+  const exit = (code: number) => log.flush(() => process.exit(code));
   const stop = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      log.warn({ signal, step: app!.stopping() }, 'second signal: exiting without finishing the shutdown');
+      return exit(1);
+    }
     stopping = true;
-    log.info({ signal }, 'shutting down');
-    await app!.shutdown();
-    log.flush();
-    process.exit(0);
+    log.info({ signal, timeoutMs: config.shutdownTimeoutMs }, 'shutting down');
+    const deadline = Date.now() + config.shutdownTimeoutMs;
+    // Whatever a step waits for (a client holding a stream, a storage insert), the process goes
+    // at the deadline: a restart must not find the data dir held by a process that is stopping.
+    // (Nothing acknowledged is lost: the local log or JetStream holds it for the next start;
+    // the data-dir lock of a process that is gone is taken over.)
+    setTimeout(() => {
+      log.error({ step: app!.stopping(), timeoutMs: config.shutdownTimeoutMs }, 'shutdown did not finish in time: exiting');
+      exit(1);
+    }, config.shutdownTimeoutMs + SHUTDOWN_EXIT_MARGIN_MS).unref();
+    await app!.shutdown(deadline);
+    exit(0);
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));

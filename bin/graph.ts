@@ -1,3 +1,11 @@
+/** One shutdown step; `deadline` (epoch ms) is when the whole shutdown should be over. */
+export type Stop = (deadline: number) => Promise<void>;
+
+/** Time a server gives requests in flight at shutdown: half of what is left, the rest goes to flushing. */
+export function serverGraceMs(deadline: number): number {
+  return Number.isFinite(deadline) ? Math.max(0, (deadline - Date.now()) / 2) : 0;
+}
+
 /**
  * The component graph of one Sluice process: every part built once, on first use, from the
  * validated config (drivers chosen in components.ts), and stopped in reverse order of building.
@@ -55,7 +63,9 @@ export class SluiceGraph {
   readonly readiness = new Readiness();
   readonly supervisor: Supervisor;
   private readonly built = new Map<string, Promise<unknown>>();
-  private readonly stops: Array<{ name: string; stop: () => Promise<void> }> = [];
+  private readonly stops: Array<{ name: string; stop: Stop }> = [];
+  /** The shutdown step under way, for the log line when a shutdown runs out of time. */
+  stopping: string | undefined;
 
   /**
    * @param ownsStorage whether this process stores rows itself (serve, consume, the CLI); a
@@ -69,15 +79,20 @@ export class SluiceGraph {
   }
 
   /** Adds a stop to run at shutdown (servers the roles start themselves). */
-  onStop(name: string, stop: () => Promise<void>): void {
+  onStop(name: string, stop: Stop): void {
     this.stops.push({ name, stop });
   }
 
-  /** Stops everything built, newest first; a failing stop is logged and the rest go on. */
-  async shutdown(): Promise<void> {
+  /**
+   * Stops everything built, newest first; a failing stop is logged and the rest go on. Each
+   * stop is given the deadline (epoch ms) by which the whole shutdown should be over.
+   */
+  async shutdown(deadline = Infinity): Promise<void> {
     for (const { name, stop } of this.stops.splice(0).reverse()) {
-      await stop().catch((err) => this.log.error({ err, part: name }, 'shutdown step failed'));
+      this.stopping = name;
+      await stop(deadline).catch((err) => this.log.error({ err, part: name }, 'shutdown step failed'));
     }
+    this.stopping = undefined;
   }
 
   /** One process owns the data dir (chDB, the local state store, the control socket). */
@@ -170,7 +185,7 @@ export class SluiceGraph {
     return this.once('bus', async () => {
       const bus = createBus(this.config, await this.nats(), this.log, (loop) => this.metrics.loopRestarts.inc({ loop }));
       await bus.start();
-      this.onStop('bus', () => bus.shutdown());
+      this.onStop('bus', (deadline) => bus.shutdown(deadline));
       this.metrics.busSource = () => bus.figures();
       return bus;
     });

@@ -24,8 +24,11 @@ export type ChunkSink = (chunks: TableChunk[], dedupToken?: string) => Promise<v
 
 export interface Bus {
   start(): Promise<void>;
-  /** Stops taking new chunks and drains what was accepted. */
-  shutdown(): Promise<void>;
+  /**
+   * Stops taking new chunks and drains what was accepted; a bus whose accepted rows are
+   * durable (the local log) stops draining at `deadline` (epoch ms) and keeps the rest for the next start.
+   */
+  shutdown(deadline?: number): Promise<void>;
   /**
    * Once it resolves the bus reads the chunks' bytes no more: the caller may reuse their
    * buffers (the pipeline hands them to the next request's rows). `held` is the byte-budget

@@ -168,6 +168,31 @@ describe('LocalLogBus', () => {
     expect(bus.statuses().bus!.ok).toBe(true);
   });
 
+  it('stops inserting at the shutdown deadline and leaves the rest in the log for the next start', async () => {
+    const dir = await logDir();
+    const bus = await openBus(dir, { flushIntervalMs: 10, maxBatchBytes: 16 });
+    let release: () => void = () => {};
+    const slow = recordingSink();
+    // Each insert waits to be let go: a slow storage behind a long backlog.
+    bus.consume(async (chunks, token) => {
+      await new Promise<void>((resolve) => (release = resolve));
+      await slow.sink(chunks, token);
+    });
+    for (let i = 0; i < 20; i++) await bus.publish([chunk(`s${i}`)]);
+    const stopped = bus.shutdown(Date.now() + 200);
+    const releaser = setInterval(() => release(), 50);
+    await stopped;
+    clearInterval(releaser);
+    const inserted = slow.stored.otel_traces ?? [];
+    expect(inserted.length).toBeLessThan(20);
+
+    const storage = recordingSink();
+    const reopened = await openBus(dir, { flushIntervalMs: 10 });
+    reopened.consume(storage.sink);
+    await eventually(() => inserted.length + (storage.stored.otel_traces?.length ?? 0) === 20);
+    expect([...inserted, ...storage.stored.otel_traces!]).toEqual(Array.from({ length: 20 }, (_, i) => `s${i}`));
+  });
+
   it('dead-letters the rows storage refuses, with the reason, and stores the rest of the batch', async () => {
     const dir = await logDir();
     const bus = await openBus(dir, { flushIntervalMs: 50 });

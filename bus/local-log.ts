@@ -61,6 +61,8 @@ export class LocalLogBus implements Bus {
   /** Publishes waiting for the disk, in bytes (they count against maxPendingBytes too). */
   private appendingBytes = 0;
   private lastFailure: { at: number; message: string } | undefined;
+  /** Once closed, when the applier stops even with rows left (epoch ms). */
+  private stopBy = Infinity;
   readonly totals = { batches: 0, rows: 0, deadLettered: 0, failures: 0 };
 
   constructor(private readonly options: LocalLogBusOptions) {
@@ -79,8 +81,13 @@ export class LocalLogBus implements Bus {
     }
   }
 
-  /** Stops taking rows, inserts what the log holds if storage takes it (else it waits in the log for the next start). */
-  async shutdown(): Promise<void> {
+  /**
+   * Stops taking rows and inserts what the log holds until `deadline` (epoch ms) if storage
+   * takes it; what is left waits in the log for the next start (a batch being inserted at the
+   * deadline is finished first).
+   */
+  async shutdown(deadline = Infinity): Promise<void> {
+    this.stopBy = deadline;
     this.closed = true;
     this.wake?.();
     while (this.applying) await this.applying;
@@ -165,6 +172,7 @@ export class LocalLogBus implements Bus {
     // A batch that was being inserted when the process stopped is replayed first, exactly.
     let replay = this.rowLog.checkpoint.inFlight;
     for (;;) {
+      if (this.closed && Date.now() >= this.stopBy) return;
       const due = this.waiters.length > 0 || this.closed || (this.waitingSince > 0 && (Date.now() - this.waitingSince >= this.options.flushIntervalMs || this.rowLog.end - this.applied >= this.options.flushBytes));
       if (this.rowLog.end <= this.applied) {
         if (this.closed) return;

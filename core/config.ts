@@ -12,6 +12,7 @@ export interface SluiceConfig {
   dataDir: string;
   host: string;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  shutdownTimeoutMs: number;
   http: { port: number; engine: 'uws' | 'node'; publicUrl: string };
   grpc: { port: number };
   limits: {
@@ -88,6 +89,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'dataDir', env: 'SLUICE_DATA_DIR', type: 'string', default: './data', doc: 'Directory for the embedded storage (chDB), the local state store and the control socket.', schema: { minLength: 1 } },
   { path: 'host', env: 'SLUICE_HOST', type: 'string', default: '127.0.0.1', doc: 'Address the HTTP and gRPC listeners bind to (0.0.0.0 for all interfaces).', schema: { minLength: 1 } },
   { path: 'logLevel', env: 'SLUICE_LOG_LEVEL', type: 'string', default: 'info', doc: 'pino log level: fatal, error, warn, info, debug, trace or silent.', schema: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] } },
+  { path: 'shutdownTimeoutMs', env: 'SLUICE_SHUTDOWN_TIMEOUT_MS', type: 'integer', default: 20_000, doc: 'How long a stop (SIGTERM, SIGINT) may take: listeners close at once, requests in flight get up to half of it to finish, then the rest are cancelled and what is left goes to flushing; at the end the process exits whatever is still running (acknowledged rows wait in the local log or JetStream). A second signal exits at once.', schema: { minimum: 100, maximum: 600_000 } },
   { path: 'http.port', env: 'SLUICE_OTLP_HTTP_PORT', type: 'integer', default: 4318, doc: 'OTLP/HTTP and agent API port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'http.engine', env: 'SLUICE_HTTP_ENGINE', type: 'string', default: 'uws', doc: 'HTTP engine: uws (uWebSockets.js, its native binary only) or node (node:http; also used, with one warning, where uws has no native binary, e.g. on Node 22 and 24).', schema: { enum: ['uws', 'node'] } },
   { path: 'http.publicUrl', env: 'SLUICE_PUBLIC_URL', type: 'string', default: '', doc: 'URL agents reach the HTTP port at (https://ingest.example.com), written into install manifests; default http://localhost:<port>.', schema: { pattern: '^(|https?://[^\\s"\'\\\\<>`]+)$' } },
