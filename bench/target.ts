@@ -124,6 +124,8 @@ export interface RunningTarget {
   url: string;
   /** Base URL of the relay port (Sluice targets only). */
   relayUrl: string;
+  /** The OTLP/gRPC port (Sluice targets only; 0 otherwise). */
+  grpcPort: number;
   /** Runs `sluice <args>` against the target (its control socket); prints JSON (Sluice targets only). */
   cli(...args: string[]): Promise<unknown>;
   /** Headers every request needs (authentication). */
@@ -202,6 +204,7 @@ export async function startTarget(name: EmbeddedTarget, extraEnv: Record<string,
   let headers: Record<string, string> = {};
   let countRows: (table: string) => Promise<number>;
   let relayUrl = '';
+  let grpcPort = 0;
   let cli: (...args: string[]) => Promise<unknown> = async () => {
     throw new Error(`${name} has no sluice CLI`);
   };
@@ -212,11 +215,12 @@ export async function startTarget(name: EmbeddedTarget, extraEnv: Record<string,
   } else {
     const relayPort = await freePort();
     relayUrl = `http://127.0.0.1:${relayPort}`;
+    grpcPort = await freePort();
     const env = {
       ...process.env,
       SLUICE_DATA_DIR: dataDir,
       SLUICE_OTLP_HTTP_PORT: String(port),
-      SLUICE_OTLP_GRPC_PORT: String(await freePort()),
+      SLUICE_OTLP_GRPC_PORT: String(grpcPort),
       SLUICE_RELAY_PORT: String(relayPort),
       SLUICE_HTTP_ENGINE: name === 'sluice-node' ? 'node' : 'uws',
       // The default limits per IP (600 ingestion requests, 10 submissions, 300 notifications a
@@ -252,6 +256,7 @@ export async function startTarget(name: EmbeddedTarget, extraEnv: Record<string,
     processes: [{ name: name === 'naive' ? 'naive' : 'sluice serve', pid: child.pid! }],
     url,
     relayUrl,
+    grpcPort,
     cli,
     headers,
     countRows,

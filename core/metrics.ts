@@ -2,7 +2,7 @@
  * The gateway's own counters, exposed at GET /metrics in Prometheus text format.
  * Labels stay low-cardinality: signal, protocol, status, table — never a source or an IP.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 export type Signal = 'traces' | 'logs' | 'metrics';
 /** The `signal` label: an OTLP signal or an agent API payload. */
@@ -22,6 +22,12 @@ export interface BusMetricFigures {
 
 export class SluiceMetrics {
   readonly registry = new Registry();
+
+  constructor() {
+    // The process figures every Node dashboard expects: CPU, resident memory, open descriptors,
+    // heap, GC, event-loop lag (nodejs_eventloop_lag_p99_seconds...).
+    collectDefaultMetrics({ register: this.registry });
+  }
 
   readonly requests = new Counter({
     name: 'sluice_requests_total',
