@@ -23,7 +23,8 @@
  *   - rows refused (a data error): the same bytes can never be stored, so the batch is split
  *     until the offending messages stand alone (bus/isolate.ts); they go to the dead-letter
  *     stream at once with the reason, and the rest of the batch is stored. A message may hold
- *     the rows of several requests (gateways fill messages up to ~1 MiB): it is parked whole;
+ *     the rows of several requests (gateways fill messages up to ~1 MiB, Sluice-Parts lists
+ *     them): a refused one is stored request by request, and only the refused requests' rows are parked;
  *   - anything else (a bug): retried, and split and dead-lettered the same way once a message
  *     was delivered maxAttempts times.
  * The consumer moves bytes: a message's payload goes to the sink as it came (a view of what
@@ -53,7 +54,7 @@ import { isDataError } from '../storage/errors.ts';
 import type { ChunkSink, TableChunk } from './bus.ts';
 import { ManifestIndex, type Manifest } from './batch-manifests.ts';
 import { storeIsolating } from './isolate.ts';
-import { deadLetterOf, DURABLE, manifestBucketOf, streamOf } from './jetstream-names.ts';
+import { deadLetterOf, DURABLE, manifestBucketOf, PARTS_HEADER, streamOf } from './jetstream-names.ts';
 import { ensureDurableConsumer } from './jetstream-streams.ts';
 
 /** How long manifests are kept: a message stored longer ago than this is no longer recognised. */
@@ -251,18 +252,33 @@ export class JetStreamStorageConsumer {
    */
   private async storeFresh(stream: string, table: string, index: ManifestIndex, messages: JsMsg[]): Promise<void> {
     const exhausted = messages.some((message) => message.info.deliveryCount >= this.tuning.maxAttempts);
-    const outcomes = await storeIsolating(
-      messages,
-      (group) => this.insertFresh(stream, table, index, [...group]),
-      (err) => isDataError(err) || (exhausted && !isRetryable(err)),
-    );
+    const refused = (err: unknown) => isDataError(err) || (exhausted && !isRetryable(err));
+    const outcomes = await storeIsolating(messages, (group) => this.insertFresh(stream, table, index, [...group]), refused);
     let retry: unknown;
     for (const [i, err] of outcomes.entries()) {
       if (err === undefined) continue;
-      if (isDataError(err) || (exhausted && !isRetryable(err))) await this.deadLetter(table, messages[i]!, err);
+      if (refused(err)) await this.storeRequestsApart(stream, table, messages[i]!, err, refused);
       else retry ??= err;
     }
     if (retry !== undefined) throw retry;
+  }
+
+  /**
+   * A message storage refused. When it holds several requests' rows (PARTS_HEADER), each
+   * request's rows are stored on their own, split as a batch is, and only the refused ones are
+   * parked: one client's bad rows never park another's. Each insert's token is the message's
+   * sequence and its part range, so after a redelivery the same parts are dropped as duplicates.
+   */
+  private async storeRequestsApart(stream: string, table: string, message: JsMsg, err: unknown, refused: (err: unknown) => boolean): Promise<void> {
+    const parts = partsOf(table, message);
+    if (parts.length <= 1) return this.deadLetter(table, message, err);
+    const outcomes = await storeIsolating(parts, (group) => this.sink(group.map((part) => part.chunk), `${stream}:${message.seq}:parts:${group[0]!.index}-${group.at(-1)!.index}`), refused);
+    const outage = outcomes.find((outcome) => outcome !== undefined && !refused(outcome));
+    if (outage !== undefined) throw outage; // retried: the parts stored so far are deduplicated then
+    for (const [i, partErr] of outcomes.entries()) if (partErr !== undefined) await this.park(table, message, partErr, parts[i]!);
+    await viaNats('ack a message stored in parts', () => message.ackAck());
+    this.stats.batches++;
+    this.stats.rows += parts.reduce((sum, part, i) => sum + (outcomes[i] === undefined ? part.chunk.rows : 0), 0);
   }
 
   private async insertFresh(stream: string, table: string, index: ManifestIndex, messages: JsMsg[]): Promise<void> {
@@ -349,21 +365,30 @@ export class JetStreamStorageConsumer {
   }
 
   private async deadLetter(table: string, message: JsMsg, err: unknown): Promise<void> {
+    await this.park(table, message, err);
+    // Acked, not terminated: parked safely, it must leave the work queue (nats-server 2.9 keeps terminated messages there).
+    await viaNats('ack a dead-lettered message', () => message.ackAck());
+  }
+
+  /** Publishes a message's rows (or one request's part of them) to the dead-letter stream with the reason. */
+  private async park(table: string, message: JsMsg, err: unknown, part?: Part): Promise<void> {
     const h = headers();
-    for (const [name, values] of message.headers ?? []) for (const value of values) h.append(name, value);
+    for (const [name, values] of message.headers ?? []) for (const value of values) if (name !== PARTS_HEADER) h.append(name, value);
     h.set('Sluice-Origin-Stream', message.info.stream);
     h.set('Sluice-Origin-Seq', String(message.seq));
+    if (part) {
+      h.set('Sluice-Origin-Part', String(part.index));
+      h.set('Sluice-Rows', String(part.chunk.rows));
+    }
     h.set('Sluice-Attempts', String(message.info.deliveryCount));
     h.set('Sluice-Error', String((err as Error).message).slice(0, 1000).replace(/[\r\n]/g, ' '));
     try {
-      await this.js.publish(deadLetterOf(this.options.prefix).subject(table), message.data, { headers: h });
+      await this.js.publish(deadLetterOf(this.options.prefix).subject(table), part?.chunk.data ?? message.data, { headers: h });
     } catch (cause) {
       throw new SluiceError('unavailable', `cannot park message ${message.seq} of ${table} in the dead-letter stream: ${(cause as Error).message}`, { cause });
     }
-    // Acked, not terminated: parked safely, it must leave the work queue (nats-server 2.9 keeps terminated messages there).
-    await viaNats('ack a dead-lettered message', () => message.ackAck());
     this.stats.deadLettered++;
-    this.options.log?.error({ table, seq: message.seq, attempts: message.info.deliveryCount, err: (err as Error).message }, 'message dead-lettered');
+    this.options.log?.error({ table, seq: message.seq, part: part?.index, attempts: message.info.deliveryCount, err: (err as Error).message }, 'rows dead-lettered');
   }
 
   private count(messages: JsMsg[]): void {
@@ -406,6 +431,27 @@ function toChunk(table: string, data: Uint8Array, h: Headers): TableChunk {
     columnLists.set(header, (columns = header.split(',')));
   }
   return { table, columns, rows: rowsOf(h), data };
+}
+
+/** One request's rows in a message that holds several. */
+interface Part {
+  index: number;
+  chunk: TableChunk;
+}
+
+/** A message's requests (one part when it has no PARTS_HEADER, or one that does not add up). */
+function partsOf(table: string, message: JsMsg): Part[] {
+  const whole = toChunk(table, message.data, message.headers);
+  const listed = message.headers?.get(PARTS_HEADER);
+  if (!listed) return [{ index: 0, chunk: whole }];
+  const parts: Part[] = [];
+  let at = 0;
+  for (const [index, entry] of listed.split(',').entries()) {
+    const [bytes, rows] = entry.split(':').map(Number) as [number, number];
+    parts.push({ index, chunk: { ...whole, rows, data: message.data.subarray(at, at + bytes) } });
+    at += bytes;
+  }
+  return at === message.data.byteLength ? parts : [{ index: 0, chunk: whole }];
 }
 
 function rowsOf(h: Headers): number {

@@ -25,3 +25,10 @@ export function deliveryStreamOf(prefix: string): { stream: string; subject: str
 
 /** The shared durable consumer of the delivery stream: every `sluice deliver` process pulls from it. */
 export const DELIVERY_DURABLE = 'sluice-delivery';
+
+/**
+ * The header of a message holding several requests' rows: `bytes:rows` per request, in order.
+ * A consumer whose insert of the message is refused stores each request's rows on their own
+ * and parks only the refused ones: one client's bad rows never park another's.
+ */
+export const PARTS_HEADER = 'Sluice-Parts';

@@ -31,7 +31,7 @@ import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { sameColumns, type Bus, type BusFigures, type ChunkSink, type TableChunk } from './bus.ts';
 import { JetStreamStorageConsumer, type ConsumerTuning } from './jetstream-consumer.ts';
-import { streamOf } from './jetstream-names.ts';
+import { PARTS_HEADER, streamOf } from './jetstream-names.ts';
 import { JetStreamPublisher } from './jetstream-publisher.ts';
 import { ensureWorkQueueStream, isStreamFull, workQueueSettings } from './jetstream-streams.ts';
 import { outcomeUnknown, PublishStall } from './jetstream-stall.ts';
@@ -53,8 +53,14 @@ export interface JetStreamBusOptions {
   log?: Logger;
 }
 
-/** Header room we keep under the server's max_payload. */
-const HEADER_ROOM = 4096;
+/** Header room we keep under the server's max_payload (the parts list is the largest header). */
+const HEADER_ROOM = 8192;
+
+/**
+ * Requests' rows a message holds at most: each is a part in its `Sluice-Parts` header (bytes:rows),
+ * so a consumer can store the others when storage refuses one request's rows.
+ */
+const MAX_PARTS = 256;
 
 /**
  * A message is sent once it holds this many bytes: large enough that per-message costs
@@ -74,6 +80,8 @@ interface Message {
   columns: string;
   msgID: string;
   chunks: Uint8Array[];
+  /** Per chunk (one request's rows each), `bytes:rows`. */
+  parts: string[];
   bytes: number;
   rows: number;
   group: Group;
@@ -220,10 +228,11 @@ export class JetStreamBus implements Bus {
       for (const chunk of chunks) {
         const message = this.messageFor(chunk, target);
         message.chunks.push(chunk.data);
+        message.parts.push(`${chunk.data.byteLength}:${chunk.rows}`);
         message.bytes += chunk.data.byteLength;
         message.rows += chunk.rows;
         group = group === undefined ? message.group : tie(group, message.group);
-        if (message.bytes >= target) this.send(message);
+        if (message.bytes >= target || message.parts.length >= MAX_PARTS) this.send(message);
       }
       group!.requests.push({ resolve, reject, held });
       this.flushSoon();
@@ -242,6 +251,7 @@ export class JetStreamBus implements Bus {
       columns: chunk.columns.join(','),
       msgID: `${this.id}:${++this.sent}`,
       chunks: [],
+      parts: [],
       bytes: 0,
       rows: 0,
       group: { messages: [], requests: [], unsettled: 1 },
@@ -273,6 +283,8 @@ export class JetStreamBus implements Bus {
     this.headers.set(PubHeaders.MsgIdHdr, message.msgID);
     this.headers.set('Sluice-Columns', message.columns);
     this.headers.set('Sluice-Rows', String(message.rows));
+    if (message.parts.length > 1) this.headers.set(PARTS_HEADER, message.parts.join(','));
+    else this.headers.delete(PARTS_HEADER);
     this.publisher.publish(message.subject, data, this.headers).then(
       (ack) => this.answered(message, ack, undefined),
       (err: unknown) => this.answered(message, undefined, err ?? new Error('publish failed')), // never undefined: that reads as success
