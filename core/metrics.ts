@@ -38,7 +38,7 @@ export class SluiceMetrics {
 
   readonly grpcLimited = new Counter({
     name: 'sluice_grpc_limited_total',
-    help: 'Connections and calls the OTLP/gRPC port cut off at a limit: max_connections (refused at accept), handshake_timeout and idle_timeout (closed), message_timeout (DEADLINE_EXCEEDED), connection_bytes (UNAVAILABLE).',
+    help: 'Connections and calls the OTLP/gRPC port cut off at a limit: max_connections (refused at accept), open_files (accept failed: no descriptor left), handshake_timeout and idle_timeout (closed), message_timeout (DEADLINE_EXCEEDED), connection_bytes (UNAVAILABLE).',
     labelNames: ['limit'] as const,
     registers: [this.registry],
   });

@@ -19,15 +19,16 @@ export interface GrpcLimits {
   maxConnectionBytes: number;
 }
 
-export type Limit = 'max_connections' | 'handshake_timeout' | 'idle_timeout' | 'message_timeout' | 'connection_bytes';
+export type Limit = 'max_connections' | 'open_files' | 'handshake_timeout' | 'idle_timeout' | 'message_timeout' | 'connection_bytes';
 
 const LOG_EVERY_MS = 10_000;
 
 /** What each limit did, for the log line (idle connections are closed quietly: that is housekeeping). */
 const LOG_LINES: Readonly<Record<Exclude<Limit, 'idle_timeout'>, { message: string; setting: keyof GrpcLimits }>> = {
   max_connections: { message: 'gRPC connections refused at accept: the port holds its maximum (SLUICE_GRPC_MAX_CONNECTIONS)', setting: 'maxConnections' },
+  open_files: { message: 'gRPC connections not accepted: the process is out of file descriptors (raise ulimit -n, or lower SLUICE_GRPC_MAX_CONNECTIONS)', setting: 'maxConnections' },
   handshake_timeout: { message: 'gRPC connections closed: no HTTP/2 preface in time (SLUICE_GRPC_HANDSHAKE_TIMEOUT_MS)', setting: 'handshakeTimeoutMs' },
-  message_timeout: { message: 'gRPC calls ended with DEADLINE_EXCEEDED: the request message did not arrive in time (SLUICE_GRPC_MESSAGE_TIMEOUT_MS, or the client\'s shorter grpc-timeout)', setting: 'messageTimeoutMs' },
+  message_timeout: { message: 'gRPC calls ended with DEADLINE_EXCEEDED: the request message did not arrive in time (SLUICE_GRPC_MESSAGE_TIMEOUT_MS)', setting: 'messageTimeoutMs' },
   connection_bytes: { message: 'gRPC calls refused with UNAVAILABLE: their connection holds its share of the in-flight budget', setting: 'maxConnectionBytes' },
 };
 
