@@ -74,10 +74,19 @@ export class OtlpGrpcServer {
     this.connections = new Connections(server, this.deps.limits, this.deps.metrics, (limit) => this.reporter.reached(limit), (stream, headers, connection) => {
       this.serve(stream, headers, connection).catch((err) => this.deps.log.error({ err }, 'gRPC call failed unexpectedly'));
     });
-    return new Promise((resolve, reject) => {
+    await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(port, host, () => resolve((server.address() as AddressInfo).port));
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
+    // Out of descriptors, accept fails: counted and logged like a limit, not a crash.
+    server.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EMFILE' || err.code === 'ENFILE') this.reporter.reached('open_files');
+      else this.deps.log.error({ err }, 'the gRPC port failed to accept a connection');
+    });
+    return (server.address() as AddressInfo).port;
   }
 
   /**
@@ -106,7 +115,8 @@ export class OtlpGrpcServer {
     const timeoutMs = Math.min(deps.limits.messageTimeoutMs, parseTimeout(first(headers['grpc-timeout'])) ?? Infinity);
     const deadline = setTimeout(() => {
       const expired = call.answer({ code: GrpcCode.DEADLINE_EXCEEDED, message: `the request message did not arrive within ${Math.ceil(timeoutMs)} ms` });
-      if (expired) this.reporter.reached('message_timeout');
+      // A client's own shorter deadline is its business, not a limit of ours.
+      if (expired && timeoutMs === deps.limits.messageTimeoutMs) this.reporter.reached('message_timeout');
     }, timeoutMs);
     let reservation: Reservation | undefined;
     let held = 0;
