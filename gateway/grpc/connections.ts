@@ -71,6 +71,7 @@ export class Connection {
 
   private whenIdle(): void {
     clearTimeout(this.timer);
+    if (this.session.destroyed) return;
     if (this.draining) return this.end();
     this.timer = setTimeout(() => {
       this.reached('idle_timeout');

@@ -138,6 +138,7 @@ export class OtlpGrpcServer {
         connection.heldBytes += held;
       });
       clearTimeout(deadline);
+      if (message.compressed && encoding === 'identity') throw new CallError({ code: GrpcCode.INTERNAL, message: 'a compressed message needs a grpc-encoding' });
       const outcome = await deps.ingest.ingestOtlp({ signal, format: 'protobuf', encoding: message.compressed ? encoding : 'identity', body: message.body, sourceId, reservation: reservation! });
       call.answer(OK, encodeExportResponse(signal, 'protobuf', { rejected: outcome.rejected, message: outcome.rejectMessage }) as Uint8Array);
     } catch (err) {
