@@ -33,7 +33,8 @@ beforeAll(async () => {
     {
       'grpc.maxConnections': MAX_CONNECTIONS,
       'grpc.handshakeTimeoutMs': 1000,
-      'grpc.idleTimeoutMs': 5000,
+      // Long enough for the connection-cap test to fill the port before its connections go idle.
+      'grpc.idleTimeoutMs': 8000,
       'grpc.messageTimeoutMs': MESSAGE_TIMEOUT_MS,
       // Room for four stalled messages; each connection may hold 12 MiB of it.
       'limits.maxInFlightBytes': 48 * MiB,
@@ -152,7 +153,7 @@ describe('connections', () => {
     const mute = Array.from({ length: 5 }, () => silentConnection(port));
     const quiet = Array.from({ length: 5 }, () => silentConnection(port, H2_PREFACE));
     try {
-      await within(Promise.all([...mute, ...quiet].map((c) => c.closed)), 20_000, 'idle connections closed by the server');
+      await within(Promise.all([...mute, ...quiet].map((c) => c.closed)), 30_000, 'idle connections closed by the server');
       // The server let go of its sockets too, though the clients never closed theirs.
       await eventually(async () => (await sample('sluice_grpc_connections')) === 0);
       expect(await limited('handshake_timeout')).toBeGreaterThanOrEqual(5);
