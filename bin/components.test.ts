@@ -6,7 +6,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger, type Logger } from '../core/log.ts';
 import { testConfig } from '../test/harness.ts';
-import { connectNats, createLimiter } from './components.ts';
+import { descriptorUse } from '../core/descriptors.ts';
+import { connectNats, createLimiter, defaultMaxConnections, grpcLimits } from './components.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 /** NATS_URL's host:port, to build URLs with credentials in them. */
@@ -58,5 +59,23 @@ describe('createLimiter', () => {
     expect(await limiter.take('203.0.113.7')).toMatchObject({ allowed: true });
     expect(text()).toContain('"redis":"redis://user@127.0.0.1:1"');
     expect(text()).not.toContain('secret-pw');
+  });
+});
+
+describe('grpcLimits', () => {
+  it('leaves half the open-files limit to the rest of the process when the connection cap is not set', async () => {
+    expect(defaultMaxConnections(1024)).toBe(512);
+    expect(defaultMaxConnections(20_001)).toBe(10_000);
+    expect(defaultMaxConnections(Infinity)).toBe(10_000);
+    expect(defaultMaxConnections(undefined)).toBe(10_000);
+    const openFiles = (await descriptorUse())?.limit;
+    expect((await grpcLimits(testConfig('/nonexistent'))).maxConnections).toBe(defaultMaxConnections(openFiles));
+    expect((await grpcLimits(testConfig('/nonexistent', { 'grpc.maxConnections': 7 }))).maxConnections).toBe(7);
+  });
+
+  it('gives one connection a quarter of the in-flight budget, and never less than one message', async () => {
+    const MiB = 1024 * 1024;
+    expect((await grpcLimits(testConfig('/nonexistent', { 'limits.maxInFlightBytes': 256 * MiB }))).maxConnectionBytes).toBe(64 * MiB);
+    expect((await grpcLimits(testConfig('/nonexistent', { 'limits.maxInFlightBytes': 16 * MiB }))).maxConnectionBytes).toBe(10 * MiB);
   });
 });

@@ -12,6 +12,8 @@ import { LocalLogBus } from '../bus/local-log.ts';
 import type { SluiceConfig } from '../core/config.ts';
 import { EgressPolicy, LOOPBACK_AND_PRIVATE_NETWORKS } from '../delivery/egress.ts';
 import { redactNatsServers, redactUrl } from '../core/redact.ts';
+import { descriptorUse } from '../core/descriptors.ts';
+import type { GrpcLimits } from '../gateway/grpc/server.ts';
 import { TokenBucketLimiter, type Limiter, type TokenBucketOptions } from '../gateway/limiter.ts';
 import { RedisTokenBucketLimiter } from '../gateway/redis-limiter.ts';
 import { DEFAULT_CAPTCHA_ENDPOINTS, loadMasterKey, SIGN_IN_PER_MINUTE, type RelayParts } from '../relay/index.ts';
@@ -36,6 +38,26 @@ import type { DeliveryDefaults } from '../relay/delivery-resolver.ts';
 /** Base URL agents reach the ingest HTTP port at: SLUICE_PUBLIC_URL, else this host. */
 export function publicUrl(config: Readonly<SluiceConfig>, port = config.http.port): string {
   return (config.http.publicUrl || `http://localhost:${port}`).replace(/\/+$/, '');
+}
+
+/** The gRPC port's limits: as configured, the connection cap from the open-files limit when 0. */
+export async function grpcLimits(config: Readonly<SluiceConfig>): Promise<GrpcLimits> {
+  const { maxConnections, handshakeTimeoutMs, idleTimeoutMs, messageTimeoutMs } = config.grpc;
+  const { maxBodyBytes, maxInFlightBytes } = config.limits;
+  return {
+    maxConnections: maxConnections || defaultMaxConnections((await descriptorUse())?.limit),
+    handshakeTimeoutMs,
+    idleTimeoutMs,
+    messageTimeoutMs,
+    // One connection cannot take the whole budget; one message always fits.
+    maxConnectionBytes: Math.max(maxBodyBytes, Math.floor(maxInFlightBytes / 4)),
+  };
+}
+
+/** Half the soft open-files limit, the other half left for HTTP, storage and the control socket; at most 10,000. */
+export function defaultMaxConnections(openFiles: number | undefined): number {
+  if (openFiles === undefined || !Number.isFinite(openFiles)) return 10_000;
+  return Math.max(1, Math.min(10_000, Math.floor(openFiles / 2)));
 }
 
 /** How `sluice migrate` (and an embedded start) creates the tables. */

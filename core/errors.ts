@@ -7,7 +7,9 @@
 /** gRPC status codes we use (google.rpc.Code). */
 export const GrpcCode = {
   OK: 0,
+  CANCELLED: 1,
   INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
   NOT_FOUND: 5,
   RESOURCE_EXHAUSTED: 8,
   UNIMPLEMENTED: 12,

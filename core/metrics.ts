@@ -36,6 +36,19 @@ export class SluiceMetrics {
     registers: [this.registry],
   });
 
+  readonly grpcConnections = new Gauge({
+    name: 'sluice_grpc_connections',
+    help: 'Connections open on the OTLP/gRPC port.',
+    registers: [this.registry],
+  });
+
+  readonly grpcLimited = new Counter({
+    name: 'sluice_grpc_limited_total',
+    help: 'Connections and calls the OTLP/gRPC port cut off at a limit: max_connections (refused at accept), open_files (accept failed: no descriptor left), handshake_timeout and idle_timeout (closed), message_timeout (DEADLINE_EXCEEDED), connection_bytes (UNAVAILABLE).',
+    labelNames: ['limit'] as const,
+    registers: [this.registry],
+  });
+
   /** Items decoded from requests (spans, log records, metric data points). */
   readonly itemsReceived = new Counter({
     name: 'sluice_items_received_total',

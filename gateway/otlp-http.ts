@@ -46,7 +46,7 @@ function formatOf(contentType: string | undefined): Format | undefined {
 }
 
 /** Takes a token from the client IP's bucket; refuses with 429 when it is empty. */
-export async function rateLimit(guards: Pick<IngestGuards, 'limiter' | 'clientIp'>, request: HttpRequest): Promise<void> {
+export async function rateLimit(guards: Pick<IngestGuards, 'limiter' | 'clientIp'>, request: Pick<HttpRequest, 'remoteAddress' | 'headers'>): Promise<void> {
   const ip = guards.clientIp(request.remoteAddress, request.headers['x-forwarded-for']);
   const decision = await guards.limiter.take(ip);
   if (!decision.allowed) {
@@ -54,8 +54,8 @@ export async function rateLimit(guards: Pick<IngestGuards, 'limiter' | 'clientIp
   }
 }
 
-/** Rate limit, then authenticate: refuses with 429 or 401. Returns the source id. */
-export async function admit(guards: IngestGuards, request: HttpRequest): Promise<string> {
+/** Rate limit, then authenticate: refuses with 429 or 401 (gRPC: from the call's metadata). Returns the source id. */
+export async function admit(guards: IngestGuards, request: Pick<HttpRequest, 'remoteAddress' | 'headers'>): Promise<string> {
   await rateLimit(guards, request);
   return requireSource(guards.auth, request.headers['x-api-key'], request.headers.authorization);
 }

@@ -1,6 +1,8 @@
 /** OTLP/gRPC refusals with their gRPC codes, through a raw grpc-js client. */
 import * as grpc from '@grpc/grpc-js';
+import { compress as zstdCompress } from '@mongodb-js/zstd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { h2Connect, unaryCall } from './grpc-raw.ts';
 import { startTestSluice, type TestSluice } from './harness.ts';
 import { encodeTraces, traceRequest } from './otlp-fixtures.ts';
 
@@ -12,7 +14,7 @@ let acceptedSpans = 0;
 
 beforeAll(async () => {
   // One token a minute: the bucket does not refill during the file, however slow the machine.
-  sluice = await startTestSluice({ 'limits.rateBurst': 8, 'limits.ratePerMinute': 1 });
+  sluice = await startTestSluice({ 'limits.rateBurst': 9, 'limits.ratePerMinute': 1 });
   client = new grpc.Client(sluice.grpcAddress, grpc.credentials.createInsecure(), {
     'grpc.max_send_message_length': 128 * 1024 * 1024,
   });
@@ -53,6 +55,18 @@ describe('OTLP/gRPC refusals', () => {
     acceptedSpans += 6;
     expect((await exportTraces(body, {})).code).toBe(grpc.status.UNAUTHENTICATED);
     expect((await exportTraces(body, { 'x-api-key': 'slk_nope' })).code).toBe(grpc.status.UNAUTHENTICATED);
+  });
+
+  it('takes a message compressed with zstd (grpc-encoding: zstd), as OTLP/HTTP takes zstd bodies', async () => {
+    const session = h2Connect(sluice.grpcAddress);
+    try {
+      const body = await zstdCompress(Buffer.from(encodeTraces(traceRequest({ spans: 3 }))), 3);
+      const result = await unaryCall(session, body, { 'x-api-key': sluice.apiKey, 'grpc-encoding': 'zstd' });
+      expect(result.status).toBe(grpc.status.OK);
+      acceptedSpans += 3;
+    } finally {
+      session.close();
+    }
   });
 
   it('refuses garbage protobuf with INVALID_ARGUMENT', async () => {

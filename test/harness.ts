@@ -9,7 +9,7 @@ import { connect } from '@nats-io/transport-node';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, type SluiceConfig } from '../core/config.ts';
-import { createLogger } from '../core/log.ts';
+import { createLogger, type Logger } from '../core/log.ts';
 import { startServe, startSluice, type Role, type RunningSluice } from '../bin/app.ts';
 import type { Storage } from '../storage/storage.ts';
 
@@ -55,10 +55,11 @@ export function startTestRole(role: Role, dataDir: string, overrides: Record<str
   return startSluice(role, config, createLogger(config.logLevel, 'stderr'));
 }
 
-export async function startTestSluice(overrides: Record<string, unknown> = {}): Promise<TestSluice> {
+/** Starts `sluice serve` in this process with a test config; `log` replaces its stderr logger (a test that reads the log). */
+export async function startTestSluice(overrides: Record<string, unknown> = {}, log?: Logger): Promise<TestSluice> {
   const dataDir = await mkdtemp(join(tmpdir(), 'sluice-test-'));
   const config = testConfig(dataDir, overrides);
-  const app = await startServe(config, createLogger(config.logLevel, 'stderr'));
+  const app = await startServe(config, log ?? createLogger(config.logLevel, 'stderr'));
   const storage = app.storage!;
   const source = await app.sources.createSource('test');
   return {

@@ -62,16 +62,18 @@ export interface SluiceProcess {
  * Starts `sluice <role>` with `env` (plus its own data dir and ports) and waits until it
  * answers /api/v1/health. Its stdout and stderr go to <dir>/<name>.log (appended: a process
  * restarted under the same name continues the file). `dataDir` restarts a process on the data
- * dir of an earlier one.
+ * dir of an earlier one; `openFiles` runs it under that open-files limit (ulimit -n).
  */
-export async function startSluiceProcess(role: SluiceRole, name: string, dir: string, env: Record<string, string>, options: { dataDir?: string } = {}): Promise<SluiceProcess> {
+export async function startSluiceProcess(role: SluiceRole, name: string, dir: string, env: Record<string, string>, options: { dataDir?: string; openFiles?: number } = {}): Promise<SluiceProcess> {
   const [httpPort, grpcPort] = [await freePort(), await freePort()];
   // The relay's default port (8080) would collide between processes.
   const relayPort = role === 'serve' || role === 'gateway' ? await freePort() : 0;
   const dataDir = options.dataDir ?? (await mkdtemp(join(dir, `${name}-`)));
   const logFile = join(dir, `${name}.log`);
   const fd = openSync(logFile, 'a');
-  const child = spawn(process.execPath, [SLUICE, role], {
+  // prlimit sets the open-files limit and execs node: the child's pid is node's.
+  const command = options.openFiles ? ['prlimit', `--nofile=${options.openFiles}`, process.execPath] : [process.execPath];
+  const child = spawn(command[0]!, [...command.slice(1), SLUICE, role], {
     cwd: REPO,
     stdio: ['ignore', fd, fd],
     env: childEnv({

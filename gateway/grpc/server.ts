@@ -1,23 +1,38 @@
 /**
- * OTLP/gRPC: TraceService, MetricsService and LogsService Export on @grpc/grpc-js. Messages
- * pass through as raw bytes (identity (de)serializers): decoding happens in the worker pool
- * like every other payload. grpc-js itself inflates gzip messages, bounded by
- * max_receive_message_length (it stops a message that decompresses past the cap).
+ * OTLP/gRPC: TraceService, MetricsService and LogsService Export, on node:http2 (cleartext,
+ * prior knowledge, as exporters with insecure credentials speak it). A unary call is a POST
+ * whose one request message is length-prefixed; the answer is one message and a status in
+ * trailers, or the status alone. Messages pass through as bytes: decompression (grpc-encoding
+ * gzip or zstd, bounded) and decoding happen in the worker pool like every other payload.
+ *
+ * A call is admitted (rate limit, key) from its headers, before a byte of its message is read;
+ * the message's declared length is then reserved from the connection's share and the process's
+ * byte budget before it is kept, and it must arrive within the message deadline. Connections
+ * are bounded in number, handshake time and idle time (connections.ts).
  */
-import * as grpc from '@grpc/grpc-js';
-import type { ByteBudget } from '../../core/byte-budget.ts';
-import { SluiceError, toSluiceError } from '../../core/errors.ts';
+import { constants, createServer, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import type { ByteBudget, Reservation } from '../../core/byte-budget.ts';
+import { GrpcCode, SluiceError, toSluiceError } from '../../core/errors.ts';
 import type { Logger } from '../../core/log.ts';
 import type { Signal, SluiceMetrics } from '../../core/metrics.ts';
 import type { IngestService } from '../../pipeline/ingest.ts';
-import { requireSource, type KeyAuthenticator } from '../auth.ts';
+import type { KeyAuthenticator } from '../auth.ts';
 import type { ClientIpResolver } from '../client-ip.ts';
+import { formatBytes } from '../http/body.ts';
 import type { Limiter } from '../limiter.ts';
-import { encodeExportResponse, encodeStatus } from '../otlp-response.ts';
+import { admit } from '../otlp-http.ts';
+import { encodeExportResponse } from '../otlp-response.ts';
+import { Connections, type Connection } from './connections.ts';
+import { LimitReporter, type GrpcLimits } from './limits.ts';
+import { CallError, readMessage } from './message.ts';
+import { ACCEPTED_ENCODINGS, CODE_NAMES, framed, messageEncoding, parseTimeout, statusTrailers, type GrpcStatus } from './wire.ts';
+
+export type { GrpcLimits } from './limits.ts';
 
 export interface GrpcDeps {
-  ingest: IngestService;
-  /** The process's in-flight byte budget (grpc-js has read the message already: it bounds what follows). */
+  ingest: Pick<IngestService, 'ingestOtlp'>;
+  /** The process's in-flight byte budget: a message's declared length is taken before it is read. */
   budget: ByteBudget;
   auth: KeyAuthenticator;
   limiter: Limiter;
@@ -25,117 +40,180 @@ export interface GrpcDeps {
   metrics: SluiceMetrics;
   log: Logger;
   maxBodyBytes: number;
+  limits: GrpcLimits;
 }
 
-const SERVICES: Record<Signal, string> = {
-  traces: '/opentelemetry.proto.collector.trace.v1.TraceService/Export',
-  metrics: '/opentelemetry.proto.collector.metrics.v1.MetricsService/Export',
-  logs: '/opentelemetry.proto.collector.logs.v1.LogsService/Export',
+const SIGNALS: Readonly<Record<string, Signal>> = {
+  '/opentelemetry.proto.collector.trace.v1.TraceService/Export': 'traces',
+  '/opentelemetry.proto.collector.metrics.v1.MetricsService/Export': 'metrics',
+  '/opentelemetry.proto.collector.logs.v1.LogsService/Export': 'logs',
 };
 
-const passThrough = (value: Buffer) => value;
-/** grpc-js writes Buffers only: wrap the encoded response without copying. */
-const asBuffer = (value: Uint8Array) => Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+/** HTTP/2 settings of every connection. */
+const SETTINGS = {
+  // The least RFC 9113 recommends; a client queues calls past it.
+  maxConcurrentStreams: 100,
+  // What an unread (not yet admitted) call can make us buffer: one window.
+  initialWindowSize: 64 * 1024,
+  // gRPC's suggested default for request metadata.
+  maxHeaderListSize: 16 * 1024,
+};
 
-function serviceDefinition(path: string): grpc.ServiceDefinition {
-  return {
-    Export: {
-      path,
-      requestStream: false,
-      responseStream: false,
-      requestSerialize: passThrough,
-      requestDeserialize: passThrough,
-      responseSerialize: asBuffer,
-      responseDeserialize: passThrough,
-    },
-  };
-}
-
-const CODE_NAMES = Object.fromEntries(Object.entries(grpc.status).map(([name, code]) => [code, name]));
-
-/** "ipv4:1.2.3.4:5678" / "ipv6:[::1]:5678" → the address. */
-function peerAddress(peer: string): string {
-  const match = peer.match(/^(?:ipv[46]:)?\[?([^\]]*?)\]?:\d+$/);
-  return match?.[1] ?? peer;
-}
-
-function first(metadata: grpc.Metadata, key: string): string | undefined {
-  const value = metadata.get(key)[0];
-  return value === undefined ? undefined : String(value);
-}
+const OK: GrpcStatus = { code: GrpcCode.OK, message: '' };
 
 export class OtlpGrpcServer {
-  private server: grpc.Server | undefined;
+  private connections: Connections | undefined;
+  private readonly reporter: LimitReporter;
 
-  constructor(private readonly deps: GrpcDeps) {}
+  constructor(private readonly deps: GrpcDeps) {
+    this.reporter = new LimitReporter(deps.metrics, deps.log, deps.limits);
+  }
 
   async listen(host: string, port: number): Promise<number> {
-    const server = new grpc.Server({
-      'grpc.max_receive_message_length': this.deps.maxBodyBytes,
-      'grpc.max_send_message_length': 1024 * 1024,
+    const server = createServer({ settings: SETTINGS });
+    this.connections = new Connections(server, this.deps.limits, this.deps.metrics, (limit) => this.reporter.reached(limit), (stream, headers, connection) => {
+      this.serve(stream, headers, connection).catch((err) => this.deps.log.error({ err }, 'gRPC call failed unexpectedly'));
     });
-    for (const [signal, path] of Object.entries(SERVICES) as Array<[Signal, string]>) {
-      server.addService(serviceDefinition(path), { Export: this.exportHandler(signal) });
-    }
-    this.server = server;
-    const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
-    return new Promise((resolve, reject) => {
-      server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound)));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
+    // Out of descriptors, accept fails: counted and logged like a limit, not a crash.
+    server.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EMFILE' || err.code === 'ENFILE') this.reporter.reached('open_files');
+      else this.deps.log.error({ err }, 'the gRPC port failed to accept a connection');
+    });
+    return (server.address() as AddressInfo).port;
   }
 
-  async close(): Promise<void> {
-    const server = this.server;
-    this.server = undefined;
-    if (!server) return;
-    await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
+  /**
+   * Stops taking connections and calls at once (GOAWAY), lets the calls in flight finish for
+   * `graceMs`, then cancels the rest; resolves when every connection is closed.
+   */
+  async close(graceMs: number): Promise<void> {
+    const connections = this.connections;
+    this.connections = undefined;
+    await connections?.close(graceMs);
   }
 
-  private exportHandler(signal: Signal): grpc.handleUnaryCall<Buffer, Uint8Array> {
-    return (call, callback) => {
-      this.export(signal, call).then(
-        (response) => {
-          this.deps.metrics.requests.inc({ protocol: 'grpc', signal, status: 'OK' });
-          callback(null, response);
-        },
-        (err) => {
-          const error = toSluiceError(err);
-          if (error.code === 'internal') this.deps.log.error({ err: error.cause ?? error }, 'gRPC export failed unexpectedly');
-          this.deps.metrics.requests.inc({ protocol: 'grpc', signal, status: CODE_NAMES[error.grpcCode] ?? String(error.grpcCode) });
-          callback(toGrpcError(error));
-        },
-      );
-    };
-  }
-
-  private async export(signal: Signal, call: grpc.ServerUnaryCall<Buffer, Uint8Array>): Promise<Uint8Array> {
+  /** One call, top to bottom: check its form, admit it, read its message in time, ingest, answer. */
+  private async serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, connection: Connection): Promise<void> {
     const { deps } = this;
-    const ip = deps.clientIp(peerAddress(call.getPeer()), first(call.metadata, 'x-forwarded-for'));
-    const decision = await deps.limiter.take(ip);
-    if (!decision.allowed) {
-      throw new SluiceError('rate_limited', 'too many requests from this IP', { retryAfterSeconds: decision.retryAfterSeconds });
-    }
-    const sourceId = requireSource(deps.auth, first(call.metadata, 'x-api-key'), first(call.metadata, 'authorization'));
-    // Held until the bus settled the rows; UNAVAILABLE when the budget is used up.
-    const reservation = deps.budget.reserve(call.request.byteLength);
+    // A reset stream ends the call through 'close'.
+    stream.on('error', () => {});
+    if (headers[':method'] !== 'POST') return refuseHttp(stream, 405);
+    // Not a gRPC client (a browser, curl): a 200 carrying a gRPC status would read as success to it.
+    const contentType = first(headers['content-type']) ?? '';
+    if (!contentType.startsWith('application/grpc')) return refuseHttp(stream, 415);
+    const signal = SIGNALS[headers[':path'] ?? ''];
+    if (!signal) return answer(stream, { code: GrpcCode.UNIMPLEMENTED, message: `unknown method ${headers[':path']}` });
+
+    const call = new Call(stream, (status) => deps.metrics.requests.inc({ protocol: 'grpc', signal, status: CODE_NAMES[status.code] ?? String(status.code) }));
+    const timeoutMs = Math.min(deps.limits.messageTimeoutMs, parseTimeout(first(headers['grpc-timeout'])) ?? Infinity);
+    const deadline = setTimeout(() => {
+      const expired = call.answer({ code: GrpcCode.DEADLINE_EXCEEDED, message: `the request message did not arrive within ${Math.ceil(timeoutMs)} ms` });
+      // A client's own shorter deadline is its business, not a limit of ours.
+      if (expired && timeoutMs === deps.limits.messageTimeoutMs) this.reporter.reached('message_timeout');
+    }, timeoutMs);
+    let reservation: Reservation | undefined;
+    let held = 0;
     try {
-      // Copy into a buffer of its own so it can be transferred to a worker.
-      const body = Buffer.allocUnsafeSlow(call.request.byteLength);
-      body.set(call.request);
-      const outcome = await deps.ingest.ingestOtlp({ signal, format: 'protobuf', encoding: 'identity', body, sourceId, reservation });
-      return encodeExportResponse(signal, 'protobuf', { rejected: outcome.rejected, message: outcome.rejectMessage }) as Uint8Array;
+      const encoding = messageEncoding(first(headers['grpc-encoding']));
+      if (!encoding) throw new CallError({ code: GrpcCode.UNIMPLEMENTED, message: `grpc-encoding ${headers['grpc-encoding']} is not supported: ${ACCEPTED_ENCODINGS}` });
+      if (!PROTOBUF.test(contentType)) throw new SluiceError('unsupported_media_type', 'OTLP/gRPC messages are protobuf: content-type must be application/grpc or application/grpc+proto');
+      const sourceId = await admit(deps, { remoteAddress: connection.remoteAddress, headers: metadata(headers) });
+      if (call.answered) return;
+      const message = await readMessage(stream, (length) => {
+        if (length > deps.maxBodyBytes) throw new SluiceError('payload_too_large', `the request message of ${length} bytes exceeds ${formatBytes(deps.maxBodyBytes)}`);
+        if (connection.heldBytes + length > deps.limits.maxConnectionBytes) {
+          this.reporter.reached('connection_bytes');
+          throw new SluiceError('unavailable', 'the calls of this connection hold its share of the gateway\'s in-flight memory', { retryAfterSeconds: 1 });
+        }
+        // Held until the bus settled the rows; UNAVAILABLE when the budget is used up.
+        reservation = deps.budget.reserve(length);
+        held = length;
+        connection.heldBytes += held;
+      });
+      clearTimeout(deadline);
+      if (message.compressed && encoding === 'identity') throw new CallError({ code: GrpcCode.INTERNAL, message: 'a compressed message needs a grpc-encoding' });
+      const outcome = await deps.ingest.ingestOtlp({ signal, format: 'protobuf', encoding: message.compressed ? encoding : 'identity', body: message.body, sourceId, reservation: reservation! });
+      call.answer(OK, encodeExportResponse(signal, 'protobuf', { rejected: outcome.rejected, message: outcome.rejectMessage }) as Uint8Array);
+    } catch (err) {
+      call.answer(this.statusOf(err));
     } finally {
-      reservation.release();
+      clearTimeout(deadline);
+      reservation?.release();
+      connection.heldBytes -= held;
     }
+  }
+
+  private statusOf(err: unknown): GrpcStatus {
+    if (err instanceof CallError) return err.status;
+    const error = toSluiceError(err);
+    if (error.code === 'internal') this.deps.log.error({ err: error.cause ?? error }, 'gRPC export failed unexpectedly');
+    return { code: error.grpcCode, message: error.message, retryAfterSeconds: error.retryAfterSeconds };
   }
 }
 
-/** A SluiceError as a gRPC status; retryable ones carry RetryInfo in grpc-status-details-bin. */
-function toGrpcError(error: SluiceError): Partial<grpc.StatusObject> {
-  const metadata = new grpc.Metadata();
-  if (error.retryAfterSeconds !== undefined) {
-    const status = encodeStatus('protobuf', error.grpcCode, error.message, error.retryAfterSeconds) as Uint8Array;
-    metadata.set('grpc-status-details-bin', Buffer.from(status));
+/** application/grpc and application/grpc+proto, parameters allowed. */
+const PROTOBUF = /^application\/grpc(\+proto)?(;|$)/;
+
+/** A call answered once, and counted once: a client gone before the answer counts as CANCELLED. */
+class Call {
+  answered = false;
+
+  constructor(
+    private readonly stream: ServerHttp2Stream,
+    private readonly count: (status: GrpcStatus) => void,
+  ) {
+    stream.once('close', () => {
+      if (!this.answered) this.answer({ code: GrpcCode.CANCELLED, message: 'the client cancelled the call' });
+    });
   }
-  return { code: error.grpcCode, details: error.message, metadata };
+
+  /** False when the call was answered (or cancelled) already. */
+  answer(status: GrpcStatus, message?: Uint8Array): boolean {
+    if (this.answered) return false;
+    this.answered = true;
+    this.count(status);
+    answer(this.stream, status, message);
+    return true;
+  }
+}
+
+/** A message and OK in trailers, or an error status alone (trailers-only). */
+function answer(stream: ServerHttp2Stream, status: GrpcStatus, message?: Uint8Array): void {
+  if (stream.destroyed || stream.closed || stream.headersSent) return;
+  const headers = { ':status': 200, 'content-type': 'application/grpc', 'grpc-accept-encoding': ACCEPTED_ENCODINGS };
+  if (message !== undefined) {
+    stream.respond(headers, { waitForTrailers: true });
+    stream.once('wantTrailers', () => stream.sendTrailers(statusTrailers(status)));
+    stream.end(framed(message));
+    return;
+  }
+  stream.respond({ ...headers, ...statusTrailers(status) }, { endStream: true });
+  // The client may still be sending: RST_STREAM NO_ERROR after the answer stops it (RFC 9113 8.1).
+  stream.close(constants.NGHTTP2_NO_ERROR);
+}
+
+/** A plain HTTP refusal, for a request that is not a gRPC call. */
+function refuseHttp(stream: ServerHttp2Stream, status: number): void {
+  stream.respond({ ':status': status }, { endStream: true });
+  stream.close(constants.NGHTTP2_NO_ERROR);
+}
+
+function first(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** The metadata admission reads, as the HTTP front end has it. */
+function metadata(headers: IncomingHttpHeaders): Record<string, string | undefined> {
+  return {
+    'x-api-key': first(headers['x-api-key']),
+    authorization: first(headers.authorization),
+    'x-forwarded-for': first(headers['x-forwarded-for']),
+  };
 }
