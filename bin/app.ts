@@ -27,13 +27,10 @@ import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
 import { captchaSettings, grpcLimits, idempotencyLeaseMs, maxChunkBytes, publicUrl, relayPublicUrl } from './components.ts';
 import { ControlServer } from './control.ts';
-import { SluiceGraph } from './graph.ts';
+import { serverGraceMs, SluiceGraph } from './graph.ts';
 import { MAX_RELAY_BODY_BYTES, openPublicRelay, relayHttpHandler, type Relay } from '../relay/index.ts';
 
 export type Role = 'serve' | 'gateway' | 'consume' | 'deliver';
-
-/** How long gRPC calls in flight may take to finish at shutdown before they are cancelled. */
-const GRPC_SHUTDOWN_GRACE_MS = 5000;
 
 /** The relay as served by a front end: its module and its port. */
 export interface RunningRelay extends Relay {
@@ -110,7 +107,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
 
       const grpc = new OtlpGrpcServer({ ...guards, ingest, metrics, log, maxBodyBytes: config.limits.maxBodyBytes, limits: await grpcLimits(config) });
       grpcPort = await listenOn(grpc, config.host, config.grpc.port, 'OTLP/gRPC port (SLUICE_OTLP_GRPC_PORT)');
-      graph.onStop('gRPC server', () => grpc.close(GRPC_SHUTDOWN_GRACE_MS));
+      graph.onStop('gRPC server', (deadline) => grpc.close(serverGraceMs(deadline)));
 
       if (nc && !config.relay.masterKey) {
         log.warn('relay disabled: set SLUICE_RELAY_MASTER_KEY (the same on every gateway) to run it in cluster mode');
