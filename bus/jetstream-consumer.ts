@@ -255,6 +255,7 @@ export class JetStreamStorageConsumer {
       messages,
       (group) => this.insertFresh(stream, table, index, [...group]),
       (err) => isDataError(err) || (exhausted && !isRetryable(err)),
+      (err, count) => this.options.log?.warn({ table, messages: count, reason: (err as Error).message }, 'storage refused the rows of a batch: splitting it to find the messages it refuses'),
     );
     let retry: unknown;
     for (const [i, err] of outcomes.entries()) {
