@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import protobuf from 'protobufjs';
 import { nestedDeeperThan } from '../../core/json-depth.ts';
 import { badRequest } from '../../core/errors.ts';
+import { MAX_ANYVALUE_DEPTH, tooDeep } from './anyvalue-json.ts';
 import type { Signal } from './index.ts';
 
 const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url));
@@ -44,6 +45,7 @@ const MIN_INT64_MAGNITUDE = '9223372036854775808';
 const HEX = /^(?:[0-9a-fA-F]{2})*$/;
 
 let root: protobuf.Root | undefined;
+let anyValueType: protobuf.Type | undefined;
 
 function requestType(signal: Signal): protobuf.Type {
   if (!root) {
@@ -51,6 +53,11 @@ function requestType(signal: Signal): protobuf.Type {
     loaded.resolvePath = (_origin, target) => join(PROTO_DIR, target);
     loaded.loadSync(PROTO_FILES);
     loaded.resolveAll();
+    anyValueType = loaded.lookupType('opentelemetry.proto.common.v1.AnyValue');
+    // protobufjs stops at 100 nested messages; a kvlist value takes 3 per level, so values
+    // MAX_ANYVALUE_DEPTH deep (refused past that by normalizeMessage, as on the protobuf path)
+    // need room for 3 per level and the envelope.
+    protobuf.util.recursionLimit = Math.max(protobuf.util.recursionLimit, 3 * MAX_ANYVALUE_DEPTH + 20);
     root = loaded;
   }
   return root.lookupType(REQUEST_TYPES[signal]);
@@ -77,7 +84,7 @@ export function otlpJsonToProtobuf(signal: Signal, body: Uint8Array): Uint8Array
     throw badRequest(`malformed JSON: ${(err as Error).message}`);
   }
   const type = requestType(signal);
-  const normalized = normalizeMessage(type, parsed, '');
+  const normalized = normalizeMessage(type, parsed, '', 0);
   try {
     return type.encode(type.fromObject(normalized)).finish();
   } catch (err) {
@@ -90,10 +97,12 @@ function camelCase(key: string): string {
   return key.includes('_') ? key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase()) : key;
 }
 
-function normalizeMessage(type: protobuf.Type, value: unknown, path: string): Record<string, unknown> {
+/** `values`: how many AnyValues enclose this message (their nesting is limited as on the protobuf path). */
+function normalizeMessage(type: protobuf.Type, value: unknown, path: string, values: number): Record<string, unknown> {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw badRequest(`invalid OTLP/JSON: ${path || 'the request'} must be an object`);
   }
+  if (type === anyValueType && values++ > MAX_ANYVALUE_DEPTH) throw tooDeep();
   const out: Record<string, unknown> = {};
   for (const [key, raw] of Object.entries(value)) {
     const name = camelCase(key);
@@ -102,17 +111,17 @@ function normalizeMessage(type: protobuf.Type, value: unknown, path: string): Re
     const fieldPath = path ? `${path}.${name}` : name;
     if (field.repeated) {
       if (!Array.isArray(raw)) throw badRequest(`invalid OTLP/JSON: ${fieldPath} must be an array`);
-      out[name] = raw.map((item, i) => normalizeValue(field, item, `${fieldPath}[${i}]`));
+      out[name] = raw.map((item, i) => normalizeValue(field, item, `${fieldPath}[${i}]`, values));
     } else {
-      out[name] = normalizeValue(field, raw, fieldPath);
+      out[name] = normalizeValue(field, raw, fieldPath, values);
     }
   }
   return out;
 }
 
-function normalizeValue(field: protobuf.Field, value: unknown, path: string): unknown {
+function normalizeValue(field: protobuf.Field, value: unknown, path: string, values: number): unknown {
   const resolved = field.resolvedType;
-  if (resolved instanceof protobuf.Type) return normalizeMessage(resolved, value, path);
+  if (resolved instanceof protobuf.Type) return normalizeMessage(resolved, value, path, values);
   if (field.type === 'bytes' && HEX_ID_FIELDS.has(field.name)) {
     if (typeof value !== 'string' || !HEX.test(value)) throw badRequest(`invalid OTLP/JSON: ${path} must be a hex string`);
     return Buffer.from(value, 'hex');

@@ -126,3 +126,26 @@ describe('partitions one request may span', () => {
     expect(transcode('traces', 'protobuf', spans(mixed))).toMatchObject({ accepted: 100, rejected: 10 });
   });
 });
+
+describe('nesting of attribute values', () => {
+  /** An AnyValue of `levels` arrays (or kvlists) around a string, as protobufjs takes it and as OTLP/JSON has it. */
+  function nested(levels: number, kind: 'array' | 'kvlist'): object {
+    let value: object = { stringValue: 'x' };
+    for (let i = 0; i < levels; i++) value = kind === 'array' ? { arrayValue: { values: [value] } } : { kvlistValue: { values: [{ key: 'k', value }] } };
+    return value;
+  }
+
+  it('takes arrays and kvlists 100 levels deep and refuses 101 with one message, in protobuf and JSON alike', () => {
+    for (const format of ['protobuf', 'json'] as const) {
+      for (const kind of ['array', 'kvlist'] as const) {
+        const request = (levels: number) => spans([span(format, { name: kind, attributes: [{ key: 'deep', value: nested(levels, kind) }] })]);
+        expect(transcode('traces', format, request(100)).accepted, `${format} ${kind}`).toBe(1);
+        expect(refusal(() => transcode('traces', format, request(101))), `${format} ${kind}`).toBe('an attribute value is nested deeper than 100 levels');
+      }
+      // The deepest envelope: an exemplar's filtered attributes of a histogram point.
+      const metrics = (levels: number) => ({ resourceMetrics: [{ scopeMetrics: [{ metrics: [{ name: 'h', histogram: { dataPoints: [{ exemplars: [{ filteredAttributes: [{ key: 'deep', value: nested(levels, 'kvlist') }] }] }] } }] }] }] });
+      expect(transcode('metrics', format, metrics(100)).accepted, format).toBe(1);
+      expect(refusal(() => transcode('metrics', format, metrics(101))), format).toBe('an attribute value is nested deeper than 100 levels');
+    }
+  });
+});
