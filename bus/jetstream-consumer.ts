@@ -255,7 +255,7 @@ export class JetStreamStorageConsumer {
       messages,
       (group) => this.insertFresh(stream, table, index, [...group]),
       (err) => isDataError(err) || (exhausted && !isRetryable(err)),
-      (err, count) => this.options.log?.warn({ table, messages: count, reason: (err as Error).message }, 'storage refused the rows of a batch: splitting it to find the messages it refuses'),
+      (err, count) => this.options.log?.warn({ table, messages: count, reason: (err as Error).message }, 'a batch was refused as a whole: splitting it to find the messages that fail'),
     );
     let retry: unknown;
     for (const [i, err] of outcomes.entries()) {

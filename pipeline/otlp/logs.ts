@@ -96,7 +96,7 @@ export function transcodeLogs(body: Uint8Array, sourceId: string, maxChunkBytes 
       const problem = record.scan(r, start, end);
       if (problem) return output.reject(`log record ${index}: ${problem}`);
       prefix.copyInto(logs.writer);
-      logs.rowTime(writeLogRecord(r, logs.writer, record));
+      logs.rowDay(writeLogRecord(r, logs.writer, record));
       logs.endRow();
     });
   } catch (err) {
@@ -107,11 +107,11 @@ export function transcodeLogs(body: Uint8Array, sourceId: string, maxChunkBytes 
   return output.finish();
 }
 
-/** Writes the record's columns; returns its Timestamp in seconds. */
+/** Writes the record's columns; returns the day of its Timestamp. */
 function writeLogRecord(r: WireReader, w: RowBinaryWriter, record: LogRecordFields): number {
   const buf = r.buf;
   const timeIsSet = record.timeAt >= 0 && !r.isZero(record.timeAt, 8);
-  const seconds = writeTimestamp(r, w, timeIsSet ? record.timeAt : record.observedAt);
+  const day = writeTimestamp(r, w, timeIsSet ? record.timeAt : record.observedAt);
   writeId(r, w, record.traceIdStart, record.traceIdEnd);
   writeId(r, w, record.spanIdStart, record.spanIdEnd);
   w.u8(record.flags & 0xff);
@@ -120,5 +120,5 @@ function writeLogRecord(r: WireReader, w: RowBinaryWriter, record: LogRecordFiel
   writeAnyValue(r, w, record.bodyStart, record.bodyEnd);
   writeAttributes(r, w, record.attributesFirst, record.recordEnd, ATTRIBUTES, record.attributeCount);
   w.utf8(buf, record.eventNameStart, record.eventNameEnd);
-  return seconds;
+  return day;
 }

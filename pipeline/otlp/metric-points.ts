@@ -366,7 +366,7 @@ function writeSeconds(r: WireReader, w: RowBinaryWriter, at: number): void {
   w.u32(secondsAt(r, at));
 }
 
-/** TimeUnix of the point last written, in seconds: its row's partition. */
-export function pointTime(r: WireReader): number {
-  return secondsAt(r, point.timeAt);
+/** The day of the point last written's TimeUnix: its row's partition. */
+export function pointDay(r: WireReader): number {
+  return Math.floor(secondsAt(r, point.timeAt) / 86400);
 }

@@ -101,21 +101,23 @@ export class TableOutput {
   readonly sealed: Array<{ rows: number; data: Uint8Array }> = [];
   private sealedRows = 0;
   private readonly partitioning: Partitioning | undefined;
-  /** The partition of the row being written, and of the rows ended so far. */
+  /** The partition of the row being written, and of the last row ended (most rows share it). */
   private rowPartition: number | undefined;
   private lastPartition: number | undefined;
-  private readonly partitions = new Set<number>();
+  /** Every partition of the rows ended, made once a second one appears. */
+  private partitions: Set<number> | undefined;
 
   constructor(readonly table: TableName, private readonly maxChunkBytes: number) {
     this.partitioning = PARTITIONS[table];
   }
 
   /**
-   * The time of the row being written, in epoch seconds, in the table's partition column
-   * (storage/schema.ts PARTITIONS): its partition counts once the row ends.
+   * The day (since 1970-01-01, UTC) of the row being written in the table's partition column
+   * (storage/schema.ts PARTITIONS): its partition counts once the row ends. (A day, not seconds:
+   * a number that small needs no allocation per row.)
    */
-  rowTime(seconds: number): void {
-    if (this.partitioning) this.rowPartition = partitionKey(this.partitioning.by, seconds);
+  rowDay(day: number): void {
+    if (this.partitioning) this.rowPartition = this.partitioning.by === 'day' ? day : monthOf(day);
   }
 
   /**
@@ -126,15 +128,15 @@ export class TableOutput {
   endRow(): void {
     this.rows++;
     if (this.rowPartition !== this.lastPartition) {
+      if (this.lastPartition !== undefined) (this.partitions ??= new Set([this.lastPartition])).add(this.rowPartition!);
       this.lastPartition = this.rowPartition;
-      this.partitions.add(this.rowPartition!);
     }
     if (this.writer.pos >= this.maxChunkBytes) this.seal();
   }
 
   /** Refuses the request if its rows fall into more partitions than MAX_REQUEST_PARTITIONS. */
   checkPartitions(): void {
-    const count = this.partitions.size;
+    const count = this.partitions?.size ?? 1;
     if (count <= MAX_REQUEST_PARTITIONS) return;
     const { column, by } = this.partitioning!;
     throw badRequest(
@@ -228,10 +230,8 @@ export class TranscodeOutput {
   }
 }
 
-/** The partition of a time (epoch seconds): days since 1970-01-01, or months since 1970-01 (UTC). */
-function partitionKey(by: Partitioning['by'], seconds: number): number {
-  const day = Math.floor(seconds / 86400);
-  if (by === 'day') return day;
+/** Months since 1970-01 of a day since 1970-01-01 (UTC). */
+function monthOf(day: number): number {
   const date = new Date(day * 86_400_000);
   return (date.getUTCFullYear() - 1970) * 12 + date.getUTCMonth();
 }

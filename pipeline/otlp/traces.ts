@@ -142,7 +142,7 @@ function writeSpanRow(r: WireReader, spans: TableOutput, prefix: RowPrefix, span
   const rowStart = w.pos;
   const buf = r.buf;
   prefix.copyInto(w);
-  spans.rowTime(writeTimestamp(r, w, span.startAt));
+  spans.rowDay(writeTimestamp(r, w, span.startAt));
   writeId(r, w, span.traceIdStart, span.traceIdEnd);
   writeId(r, w, span.spanIdStart, span.spanIdEnd);
   writeId(r, w, span.parentStart, span.parentEnd);
