@@ -88,7 +88,7 @@ describe('bounded decompression under fuzzing', () => {
     }, FUZZ_TEST_TIMEOUT_MS);
 
     it(`${encoding}: a bomb is refused with 413, and the inflater serves the next body`, async () => {
-      const bombs = fc.tuple(fc.integer({ min: 1, max: 32 }), fc.integer({ min: 0, max: 255 }), fc.integer({ min: 1, max: 64 }));
+      const bombs = fc.tuple(fc.integer({ min: 1, max: 12 }), fc.integer({ min: 0, max: 255 }), fc.integer({ min: 1, max: 64 }));
       await fc.assert(fc.asyncProperty(bombs, async ([mebibytes, fill, capKiB]) => {
         const body = await compress(encoding, Buffer.alloc(mebibytes << 20, fill), 9);
         const out = await decodesOrRefusesAsync(() => decompress(encoding, body, capKiB << 10, inflater));
