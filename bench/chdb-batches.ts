@@ -6,7 +6,11 @@
  * count unchanged for 3 s). Reports the process's CPU seconds (all threads: chDB's inserts and
  * merges) per million spans, for the inserts and for the merges after them, and the parts left.
  *
- *   node --import tsx bench/chdb-batches.ts [--spans 1000000] [--batch-mb 32] [--setting name=value ...]
+ *   node --import tsx bench/chdb-batches.ts [--spans 1000000] [--batch-mb 32] [--days 1] [--setting name=value ...]
+ *
+ * `--days N` spreads the requests over N days, one day per request (100 spans): a batch then
+ * spans as many daily partitions as it holds requests, up to N, each a part of its own (what a
+ * batch of many requests within the per-request limit of 100 days can cost).
  *
  * `--setting` applies a MergeTree setting to every table (ALTER TABLE … MODIFY SETTING) before
  * the inserts, to measure it: e.g. `--setting fsync_after_insert=1`. `--sql` runs a statement
@@ -26,6 +30,7 @@ const { values } = parseArgs({
   options: {
     spans: { type: 'string', default: '1000000' },
     'batch-mb': { type: 'string', default: '32' },
+    days: { type: 'string', default: '1' },
     setting: { type: 'string', multiple: true, default: [] },
     sql: { type: 'string', multiple: true, default: [] },
   },
@@ -38,7 +43,8 @@ const cpuSeconds = () => {
   return (user + system) / 1e6;
 };
 
-const { bodies } = traceBodies(loadTraceTypes(), 64, 100);
+const days = Number(values.days);
+const { bodies } = traceBodies(loadTraceTypes(), Math.max(64, days), 100, 1, days);
 const chunks = bodies.map((body) => transcodeOtlp('traces', 'protobuf', gunzipSync(body), 'bench').tables[0]!);
 const dir = await mkdtemp(join(tmpdir(), 'sluice-chdb-batches-'));
 const storage = new ChdbStorage(dir, 'otel');
@@ -89,7 +95,7 @@ try {
   const mergeCpu = cpuSeconds() - mergeStarted;
   const parts = await queryRows<{ table: string; parts: string }>(storage, "SELECT table, count() AS parts FROM system.parts WHERE database = 'otel' AND active GROUP BY table ORDER BY table");
   const perMillion = (seconds: number) => ((seconds / sent) * 1e6).toFixed(2);
-  console.log(`chdb-batches: ${sent.toLocaleString('en-US')} spans in ${inserts} inserts of ~${values['batch-mb']} MB; settings: ${[...values.setting, ...values.sql].join('; ') || '(schema defaults)'}`);
+  console.log(`chdb-batches: ${sent.toLocaleString('en-US')} spans in ${inserts} inserts of ~${values['batch-mb']} MB over ${days} day(s); settings: ${[...values.setting, ...values.sql].join('; ') || '(schema defaults)'}`);
   console.log(`  inserts: ${perMillion(insertCpu)} CPU-s / M spans (${insertWall.toFixed(1)} s wall)`);
   console.log(`  merges after: ${perMillion(mergeCpu)} CPU-s / M spans (while waiting ~3 s of idle polling included)`);
   console.log(`  total: ${perMillion(insertCpu + mergeCpu)} CPU-s / M spans; parts left: ${parts.map((p) => `${p.table} ${p.parts}`).join(', ')}`);

@@ -166,13 +166,16 @@ export interface TraceBodies {
   gzipBytes: number;
 }
 
-/** Pre-generates `count` distinct gzipped ExportTraceServiceRequest bodies. */
-export function traceBodies(types: TraceTypes, count: number, spansPerRequest: number, seed = 1): TraceBodies {
+/**
+ * Pre-generates `count` distinct gzipped ExportTraceServiceRequest bodies; with `days`, body i's
+ * spans are `i % days` days old (each body on one day, consecutive bodies on different days).
+ */
+export function traceBodies(types: TraceTypes, count: number, spansPerRequest: number, seed = 1, days = 1): TraceBodies {
   const rand = rng(seed);
   const nowMs = Date.now();
   let raw = 0;
-  const bodies = Array.from({ length: count }, () => {
-    const message = types.request.fromObject(traceRequest(rand, spansPerRequest, nowMs));
+  const bodies = Array.from({ length: count }, (_, i) => {
+    const message = types.request.fromObject(traceRequest(rand, spansPerRequest, nowMs - (i % days) * 86_400_000));
     const encoded = types.request.encode(message).finish();
     raw += encoded.length;
     return gzipSync(encoded);

@@ -14,9 +14,15 @@ export async function storeIsolating<U>(
   units: readonly U[],
   store: (group: readonly U[]) => Promise<void>,
   splittable: (err: unknown) => boolean = isDataError,
+  /**
+   * Told of the first refusal that splits the batch, with the units refused together: a refusal
+   * is worth a log line even when every unit is stored in the end, split.
+   */
+  onSplit?: (err: unknown, units: number) => void,
 ): Promise<Outcomes> {
   const outcomes: Outcomes = new Array(units.length).fill(undefined);
   let outage: unknown;
+  let split = false;
   const attempt = async (from: number, to: number): Promise<void> => {
     if (outage !== undefined) {
       outcomes.fill(outage, from, to);
@@ -31,6 +37,8 @@ export async function storeIsolating<U>(
       } else if (to - from === 1) {
         outcomes[from] = err;
       } else {
+        if (!split) onSplit?.(err, to - from);
+        split = true;
         const middle = (from + to) >>> 1;
         await attempt(from, middle);
         await attempt(middle, to);

@@ -253,7 +253,12 @@ export class JetStreamStorageConsumer {
   private async storeFresh(stream: string, table: string, index: ManifestIndex, messages: JsMsg[]): Promise<void> {
     const exhausted = messages.some((message) => message.info.deliveryCount >= this.tuning.maxAttempts);
     const refused = (err: unknown) => isDataError(err) || (exhausted && !isRetryable(err));
-    const outcomes = await storeIsolating(messages, (group) => this.insertFresh(stream, table, index, [...group]), refused);
+    const outcomes = await storeIsolating(
+      messages,
+      (group) => this.insertFresh(stream, table, index, [...group]),
+      refused,
+      (err, count) => this.options.log?.warn({ table, messages: count, reason: (err as Error).message }, 'a batch was refused as a whole: splitting it to find the messages that fail'),
+    );
     let retry: unknown;
     for (const [i, err] of outcomes.entries()) {
       if (err === undefined) continue;

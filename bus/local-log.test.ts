@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SluiceError } from '../core/errors.ts';
+import { createLogger } from '../core/log.ts';
 import { eventually } from '../test/harness.ts';
 import type { ChunkSink, TableChunk } from './bus.ts';
 import { LocalLogBus, type LocalLogBusOptions } from './local-log.ts';
@@ -209,6 +210,26 @@ describe('LocalLogBus', () => {
     expect(letter.reason).toBe('storage refused the rows for otel_traces: not these');
     expect(letter.chunks).toEqual([{ table: 'otel_traces', columns: ['Name'], rows: 1, format: 'RowBinary', data: Buffer.from('\x06poison').toString('base64') }]);
     expect(bus.totals.deadLettered).toBe(1);
+  });
+
+  it('logs a refused batch with the reason even when each of its requests is stored on its own', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger('info', { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const bus = await openBus(await logDir(), { flushIntervalMs: 300, log });
+    const storage = recordingSink();
+    // Storage takes each request alone but not two together (as ClickHouse took 60 days twice, not 120 days at once).
+    bus.consume(async (chunks, token) => {
+      if (chunks.length > 1) throw new SluiceError('bad_request', 'storage refused the rows for otel_traces: together they are too many');
+      await storage.sink(chunks, token);
+    });
+    await Promise.all(['a', 'b', 'c'].map((label) => bus.publish([chunk(label)])));
+    await bus.settled();
+    expect(storage.stored.otel_traces!.sort()).toEqual(['a', 'b', 'c']);
+    expect(bus.totals.deadLettered).toBe(0);
+    expect(lines.find((line) => line.level === 40)).toMatchObject({
+      msg: 'storage refused the rows of a batch: splitting it to find the requests it refuses',
+      table: 'otel_traces', reason: 'storage refused the rows for otel_traces: together they are too many',
+    });
   });
 
   it('refuses with 503 + Retry-After once the rows not yet in storage reach the limit', async () => {

@@ -211,7 +211,12 @@ export class LocalLogBus implements Bus {
     if (!replay) await this.rowLog.writeCheckpoint({ applied: from, inFlight: { from, to } });
     for (const [index, group] of byTable(records).entries()) {
       // Tokens name the records inserted, so a replayed insert (same batch, same split) is dropped by the engine.
-      const outcomes = await storeIsolating(group.records, (units) => sink(units.flatMap((record) => group.chunksOf.get(record)!), `log:${index}:${units[0]!.lsn}-${units.at(-1)!.end}`));
+      const outcomes = await storeIsolating(
+        group.records,
+        (units) => sink(units.flatMap((record) => group.chunksOf.get(record)!), `log:${index}:${units[0]!.lsn}-${units.at(-1)!.end}`),
+        isDataError,
+        (err, requests) => this.options.log?.warn({ table: group.table, requests, reason: (err as Error).message }, 'storage refused the rows of a batch: splitting it to find the requests it refuses'),
+      );
       const outage = outcomes.find((err) => err !== undefined && !isDataError(err));
       if (outage !== undefined) throw outage;
       for (const [unit, err] of outcomes.entries()) {
@@ -264,6 +269,7 @@ export class LocalLogBus implements Bus {
 }
 
 interface TableGroup {
+  table: string;
   records: LogRecord[];
   /** Each record's chunks of this group's table. */
   chunksOf: Map<LogRecord, TableChunk[]>;
@@ -276,7 +282,7 @@ function byTable(records: readonly LogRecord[]): TableGroup[] {
     for (const chunk of record.chunks) {
       const key = `${chunk.table}\n${chunk.columns.join(',')}`;
       let group = groups.get(key);
-      if (!group) groups.set(key, (group = { records: [], chunksOf: new Map() }));
+      if (!group) groups.set(key, (group = { table: chunk.table, records: [], chunksOf: new Map() }));
       const chunks = group.chunksOf.get(record);
       if (chunks) chunks.push(chunk);
       else {

@@ -29,7 +29,7 @@ interface ErrorSpec {
 
 /** The registry of every error code. README.md documents each (a test checks it). */
 export const ERROR_CODES = {
-  bad_request: { http: 400, grpc: GrpcCode.INVALID_ARGUMENT, retryable: false, doc: 'The payload cannot be decoded (truncated or garbage protobuf, malformed JSON, invalid UTF-8), or storage refuses its rows as they are (e.g. rows spanning more than 100 days in one request); sending it again cannot succeed.' },
+  bad_request: { http: 400, grpc: GrpcCode.INVALID_ARGUMENT, retryable: false, doc: 'The payload cannot be decoded (truncated or garbage protobuf, malformed JSON, invalid UTF-8) or breaks a rule of [Limits and value rules](#limits-and-value-rules) (e.g. rows of one table spanning more than 100 days); sending it again cannot succeed.' },
   unauthorized: { http: 401, grpc: GrpcCode.UNAUTHENTICATED, retryable: false, doc: 'The API key is missing, unknown or revoked.' },
   not_found: { http: 404, grpc: GrpcCode.NOT_FOUND, retryable: false, doc: 'No such path.' },
   method_not_allowed: { http: 405, grpc: GrpcCode.UNIMPLEMENTED, retryable: false, doc: 'The path exists but not for this method.' },

@@ -32,17 +32,19 @@ export interface OtlpHttpDeps extends IngestGuards {
 
 type Format = 'protobuf' | 'json';
 
-const CONTENT_TYPES: Record<string, Format> = {
-  'application/x-protobuf': 'protobuf',
-  'application/protobuf': 'protobuf',
-  'application/json': 'json',
-};
+/** A Map, not an object: a Content-Type of `constructor` must not find Object's. */
+const CONTENT_TYPES = new Map<string, Format>([
+  ['application/x-protobuf', 'protobuf'],
+  ['application/protobuf', 'protobuf'],
+  ['application/json', 'json'],
+]);
 
 const MEDIA_TYPE: Record<Format, string> = { protobuf: 'application/x-protobuf', json: 'application/json' };
 
-function formatOf(contentType: string | undefined): Format | undefined {
+/** The OTLP format a Content-Type names (parameters and case aside), or undefined. */
+export function formatOf(contentType: string | undefined): Format | undefined {
   const mediaType = contentType?.split(';')[0]?.trim().toLowerCase();
-  return mediaType ? CONTENT_TYPES[mediaType] : undefined;
+  return mediaType ? CONTENT_TYPES.get(mediaType) : undefined;
 }
 
 /** Takes a token from the client IP's bucket; refuses with 429 when it is empty. */

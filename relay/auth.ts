@@ -14,6 +14,8 @@ import type { RelayStore } from './store.ts';
 
 const ISSUER = 'sluice-relay';
 export const SESSION_HOURS = 12;
+/** Clocks of the gateways that issue and check a session may differ by this much. */
+const CLOCK_TOLERANCE_SECONDS = 60;
 
 export function hashPassword(password: string): Promise<string> {
   return hash(password);
@@ -62,7 +64,15 @@ export class Sessions {
     if (!token) throw unauthorized('Missing session: send Authorization: Bearer <token> from POST /api/v1/admin/login');
     let claims: { sub?: string; tid?: unknown; sv?: unknown };
     try {
-      ({ payload: claims } = await jwtVerify(token, this.key, { issuer: ISSUER, algorithms: ['HS256'] }));
+      // Every session we issue has exp and iat: a token without them (or issued in the future,
+      // or longer ago than a session lasts) was not made by issue(), whatever key signed it.
+      ({ payload: claims } = await jwtVerify(token, this.key, {
+        issuer: ISSUER,
+        algorithms: ['HS256'],
+        requiredClaims: ['exp', 'iat', 'sub'],
+        maxTokenAge: SESSION_HOURS * 3600,
+        clockTolerance: CLOCK_TOLERANCE_SECONDS,
+      }));
     } catch {
       throw unauthorized('Invalid or expired session');
     }

@@ -398,7 +398,7 @@ function stillClaimed(claim: Claim | undefined): void {
 }
 
 /** The JSON body (relay spec: Content-Type application/json); refusals are 400 Validation failed. */
-function parseJson(raw: Buffer, contentType: string | undefined): unknown {
+export function parseJson(raw: Buffer, contentType: string | undefined): unknown {
   if (contentType?.split(';')[0]?.trim().toLowerCase() !== JSON_TYPE) throw validationFailed('Content-Type', 'must be application/json');
   let text: string;
   try {
@@ -416,7 +416,7 @@ function parseJson(raw: Buffer, contentType: string | undefined): unknown {
 }
 
 /** `webhook` is no channel (spec 4.2 rule 3): said plainly before the schema's generic enum message. */
-function refuseWebhookChannel(body: unknown): unknown {
+export function refuseWebhookChannel(body: unknown): unknown {
   if (body && typeof body === 'object') {
     const { channels, recipients } = body as { channels?: unknown; recipients?: unknown };
     const problem = 'webhook is not a channel: a form\'s webhooks fire when a notification names no recipients';

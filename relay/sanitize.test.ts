@@ -3,7 +3,8 @@
  * markup decoded into real markup, double escaping, event handlers, header injection.
  */
 import { describe, expect, it } from 'vitest';
-import { sanitizeBody, sanitizeSubject } from './sanitize.ts';
+import { RelayError } from './errors.ts';
+import { MAX_ROUNDS, sanitizeBody, sanitizeSubject } from './sanitize.ts';
 
 describe('sanitizeBody', () => {
   it.each([
@@ -33,5 +34,32 @@ describe('sanitizeSubject', () => {
     ['price < 5 & more', 'price < 5 & more'],
   ])('%s → %s', (input, output) => {
     expect(sanitizeSubject(input)).toBe(output);
+  });
+});
+
+describe('escaping nested deeper than a few rounds (found by relay/relay.fuzz.test.ts)', () => {
+  const escape = (html: string, times: number) => {
+    for (let i = 0; i < times; i++) html = html.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
+    return html;
+  };
+
+  it('unwinds a script escaped 6 times over in a body: nothing left that a second pass would change', () => {
+    // Before: 5 rounds at most left '&lt;script&gt;alert(1)&lt;/script&gt;', which sanitising again removed.
+    const input = '&amp;amp;amp;amp;amp;lt;script&amp;amp;amp;amp;amp;gt;alert(1)&amp;amp;amp;amp;amp;lt;/script&amp;amp;amp;amp;amp;gt;';
+    expect(input).toBe(escape('<script>alert(1)</script>', 6));
+    expect(sanitizeBody(input)).toBe('');
+  });
+
+  it('unwinds a script escaped 4 times over in a subject: no tag left in the plain text', () => {
+    // Before: the subject came out as '<script>alert(1)</script>'.
+    expect(sanitizeSubject('&amp;amp;amp;lt;script&amp;amp;amp;gt;alert(1)&amp;amp;amp;lt;/script&amp;amp;amp;gt;')).toBe('');
+  });
+
+  it('refuses a text escaped more times over than the rounds unwind, with 400', () => {
+    for (const run of [() => sanitizeBody(escape('<b>x</b>', MAX_ROUNDS + 1)), () => sanitizeSubject(escape('<b>x</b>', MAX_ROUNDS + 1))]) {
+      expect(run).toThrow(RelayError);
+      expect(run).toThrow(/Validation failed: (body|subject) is HTML-escaped over and over/);
+    }
+    expect(sanitizeBody(escape('<b>x</b>', MAX_ROUNDS - 2))).toBe('<b>x</b>');
   });
 });

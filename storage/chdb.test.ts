@@ -45,6 +45,16 @@ describe('ChdbStorage', () => {
     expect(await count()).toBe(9);
   });
 
+  it('inserts a batch whose rows span more than 100 days in one insert: it holds many requests, each checked at the door', async () => {
+    const day = 86_400_000_000_000n;
+    const today = (BigInt(Date.now()) * 1_000_000n) / day * day;
+    // Three requests of 60 days each, 180 days together, as the local log or a consumer batches them.
+    const chunks = [0, 1, 2].map((r) => transcodeOtlp('traces', 'protobuf', encodeTraces(traceRequest({ spans: 60, name: 'spread', startNanos: (i) => today - BigInt(r * 60 + i) * day })), 'src').tables[0]!);
+    await storage.insert({ table: 'otel_traces', columns: chunks[0]!.columns, chunks: chunks.map((c) => c.data) });
+    const [stored] = await queryRows<{ n: number; days: number }>(storage, "SELECT count() AS n, uniq(toDate(Timestamp)) AS days FROM otel.otel_traces WHERE SpanName = 'spread'");
+    expect(stored).toEqual({ n: 180, days: 180 });
+  });
+
   it('makes every table fsync its inserted and merged parts: the local log deletes rows once inserted', async () => {
     const tables = await queryRows<{ name: string; create_table_query: string }>(storage, "SELECT name, create_table_query FROM system.tables WHERE database = 'otel' AND engine LIKE '%MergeTree'");
     expect(tables.length).toBeGreaterThan(10);

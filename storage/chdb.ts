@@ -20,6 +20,12 @@ import { queryRows, quoteIdentifier, quoteString, type InsertBatch, type Storage
 
 const DURABLE_PARTS = 'fsync_after_insert = 1, fsync_part_directory = 1, min_compressed_bytes_to_fsync_after_merge = 1';
 
+/**
+ * A batch holds many requests, each within MAX_REQUEST_PARTITIONS (refused at the door), so it
+ * may span more partitions than ClickHouse's default of 100 per insert: lifted for our inserts.
+ */
+const UNLIMITED_PARTITIONS = 'max_partitions_per_insert_block = 0';
+
 /** The insert files this driver writes (and the only files it deletes at start). */
 const INSERT_FILE = /^insert-\d+-\d+\.bin$/;
 
@@ -88,7 +94,7 @@ export class ChdbStorage implements Storage {
       // tables' dedup window would otherwise drop a block whose bytes match an earlier one, and
       // insert_deduplicate = 0 does not switch that off for a plain MergeTree.)
       const token = batch.dedupToken ?? `unique:${randomUUID()}`;
-      const settings = ` SETTINGS insert_deduplication_token = ${quoteString(token)}`;
+      const settings = ` SETTINGS insert_deduplication_token = ${quoteString(token)}, ${UNLIMITED_PARTITIONS}`;
       await this.query(
         `INSERT INTO ${quoteIdentifier(this.database)}.${quoteIdentifier(batch.table)} (${columns}) ` +
           `FROM INFILE ${quoteString(file)}${settings} FORMAT RowBinary`,

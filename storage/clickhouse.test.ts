@@ -25,6 +25,9 @@ import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SluiceError } from '../core/errors.ts';
+import { transcodeOtlp } from '../pipeline/otlp/index.ts';
+import { startClickhouseFacade, type ClickhouseFacade } from '../test/clickhouse-facade.ts';
+import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
 import { ClickhouseServerStorage } from './clickhouse.ts';
 
 const DB = 'sluice_test';
@@ -169,6 +172,28 @@ describe('ClickhouseServerStorage behind a failing HTTP peer', () => {
       expect(err.message).toMatch(reason);
     });
   }
+});
+
+describe('ClickhouseServerStorage on a current engine (chDB behind the test facade)', () => {
+  let facade: ClickhouseFacade;
+  let current: ClickhouseServerStorage;
+  beforeAll(async () => {
+    facade = await startClickhouseFacade();
+    current = new ClickhouseServerStorage({ url: facade.url, migrateOnStart: true });
+    await current.start();
+  }, 60_000);
+  afterAll(async () => {
+    await current?.shutdown();
+    await facade?.stop();
+  });
+
+  it('inserts a batch whose rows span more than 100 days in one insert: it holds many requests, each checked at the door', async () => {
+    const day = 86_400_000_000_000n;
+    const today = (BigInt(Date.now()) * 1_000_000n) / day * day;
+    const chunks = [0, 1, 2].map((r) => transcodeOtlp('traces', 'protobuf', encodeTraces(traceRequest({ spans: 60, name: 'spread', startNanos: (i) => today - BigInt(r * 60 + i) * day })), 'src').tables[0]!);
+    await current.insert({ table: 'otel_traces', columns: chunks[0]!.columns, chunks: chunks.map((c) => c.data) });
+    expect(await facade.rows("SELECT count() AS n, uniq(toDate(Timestamp)) AS days FROM otel.otel_traces WHERE SpanName = 'spread'")).toEqual([{ n: 180, days: 180 }]);
+  });
 });
 
 /** One RowBinary row of (a Array(String), s String, f Float64, n UInt64). */

@@ -45,6 +45,7 @@ export class ClickhouseServerStorage implements Storage {
   private readonly database: string;
   private version: string | undefined;
   private tokens = false;
+  private partitionLimit = false;
 
   constructor(private readonly options: ClickhouseServerOptions) {
     // Not echoed: a malformed URL may still contain the password.
@@ -92,10 +93,12 @@ export class ClickhouseServerStorage implements Storage {
     // /ping does not check credentials; a query does, and tells what the server can do.
     try {
       const probe = JSON.parse(await this.query(
-        "SELECT version() AS version, (SELECT count() FROM system.settings WHERE name = 'insert_deduplication_token') AS dedup",
+        "SELECT version() AS version, (SELECT count() FROM system.settings WHERE name = 'insert_deduplication_token') AS dedup, " +
+          "(SELECT count() FROM system.settings WHERE name = 'max_partitions_per_insert_block') AS partitions",
       ));
       this.version = String(probe.version);
       this.tokens = Number(probe.dedup) > 0;
+      this.partitionLimit = Number(probe.partitions) > 0;
       if (this.options.migrateOnStart) await migrate(this, this.database, this.options.schema);
     } catch (err) {
       await this.shutdown();
@@ -118,6 +121,9 @@ export class ClickhouseServerStorage implements Storage {
     // tables (and ours, with a dedup window) would otherwise drop a block whose bytes match an
     // earlier one — hence a unique token when the bus gave none.
     if (this.tokens) settings.insert_deduplication_token = batch.dedupToken ?? `unique:${randomUUID()}`;
+    // A batch holds many requests, each within MAX_REQUEST_PARTITIONS (refused at the door), so
+    // it may span more partitions than ClickHouse's default of 100 per insert: lifted here.
+    if (this.partitionLimit) settings.max_partitions_per_insert_block = '0';
     try {
       const result = await client.exec({
         query: `INSERT INTO ${table} (${batch.columns.map(quoteIdentifier).join(', ')}) FORMAT RowBinary`,

@@ -21,7 +21,12 @@ describe('storage errors', () => {
   it('blames the rows only for errors the same bytes would hit again', () => {
     const partitions = classify(chdbError(252, 'Too many partitions for single INSERT block (more than 100). The limit is ...', 'TOO_MANY_PARTS'));
     expect([partitions.code, partitions.retryable]).toEqual(['bad_request', false]);
-    expect(partitions.message).toContain('more than 100 partitions (days)');
+    expect(partitions.message).toBe(
+      'storage refused the rows for otel_traces: they span more partitions (days) than ClickHouse takes in one insert (max_partitions_per_insert_block): Too many partitions for single INSERT block (more than 100)',
+    );
+    // The documentation's wording of the same refusal, from a server over HTTP.
+    const documented = classify(new ClickHouseError({ message: 'Too many partitions for a single INSERT block (142 partitions, limit is 100). The limit is controlled by ...', code: '252', type: 'TOO_MANY_PARTS' }));
+    expect([documented.code, documented.retryable]).toEqual(['bad_request', false]);
     expect(classify(chdbError(27, 'Cannot parse input: expected', 'CANNOT_PARSE_INPUT_ASSERTION_FAILED')).code).toBe('bad_request');
     // The same code 252 when merges are behind: storage must recover, the rows are fine.
     const parts = classify(chdbError(252, 'Too many parts (3000). Merges are processing significantly slower than inserts', 'TOO_MANY_PARTS'));

@@ -2,8 +2,8 @@
  * Storage errors, classified once for both drivers (chDB in process, a ClickHouse server over
  * HTTP). What the bus does with a failed insert depends only on the class:
  *
- *   bad_request  the rows themselves are refused (they do not parse as the columns, or one
- *                insert would create more than 100 partitions): the same bytes fail every
+ *   bad_request  the rows themselves are refused (they do not parse as the columns, or they
+ *                span more partitions than one insert may create): the same bytes fail every
  *                time, so the batch is split to find them and they are refused or dead-lettered;
  *   unavailable  anything else the engine or the transport reports (no connection, timeout,
  *                out of memory or disk, too many parts, a missing table): storage must recover,
@@ -31,9 +31,12 @@ const DATA_ERRORS = new Map<number, string>([
 /**
  * Code 252 (TOO_MANY_PARTS) means two things: too many parts in a table (merges are behind:
  * storage must recover) or too many partitions in one insert (max_partitions_per_insert_block:
- * these rows, inserted together, never fit). Only the text tells them apart.
+ * these rows, inserted together, never fit). Only the text tells them apart: "for single INSERT
+ * block" in the servers we know, "for a single INSERT block" in ClickHouse's documentation.
+ * (Our inserts lift that limit, see storage/chdb.ts; a server that refuses to lift it still
+ * refuses the rows, not itself.)
  */
-const TOO_MANY_PARTITIONS = /too many partitions for single insert block/i;
+const TOO_MANY_PARTITIONS = /too many partitions for (a )?single insert block/i;
 
 export interface ServerException {
   code: number;
@@ -82,7 +85,7 @@ export function insertError(err: unknown, table: string, transport: (err: unknow
   const exception = clickhouseException(err);
   if (exception && isDataException(exception)) {
     const reason = exception.code === 252
-      ? 'they span more than 100 partitions (days), more than ClickHouse takes in one insert: send fewer days per request'
+      ? `they span more partitions (days) than ClickHouse takes in one insert (max_partitions_per_insert_block): ${exception.text.split('. ')[0]}`
       : describeException(exception);
     return new SluiceError('bad_request', `storage refused the rows for ${table}: ${reason}`, { cause: err });
   }

@@ -116,6 +116,48 @@ export const TABLE_COLUMNS: Readonly<Record<TableName, readonly string[]>> = {
   ],
 };
 
+/** How a table is partitioned: by the UTC day (`toDate`) or month (`toYYYYMM`) of a time column. */
+export interface Partitioning {
+  column: string;
+  by: 'day' | 'month';
+}
+
+/**
+ * Each table's partition key. The CREATE statements below are written from it, and the pipeline
+ * counts the partitions of a request's rows by it (MAX_REQUEST_PARTITIONS); a table left out is
+ * not partitioned. (otel_traces_trace_id_ts, filled by a view from otel_traces, is partitioned by
+ * week: never more partitions than its spans have days.)
+ */
+export const PARTITIONS: Partial<Record<TableName, Partitioning>> = {
+  otel_traces: { column: 'Timestamp', by: 'day' },
+  otel_logs: { column: 'Timestamp', by: 'day' },
+  otel_metrics_gauge: { column: 'TimeUnix', by: 'day' },
+  otel_metrics_sum: { column: 'TimeUnix', by: 'day' },
+  otel_metrics_histogram: { column: 'TimeUnix', by: 'day' },
+  otel_metrics_exp_histogram: { column: 'TimeUnix', by: 'day' },
+  otel_metrics_summary: { column: 'TimeUnix', by: 'day' },
+  agent_logs: { column: 'Timestamp', by: 'day' },
+  agent_metrics: { column: 'Timestamp', by: 'day' },
+  deploy_markers: { column: 'Timestamp', by: 'month' },
+  relay_submissions: { column: 'ReceivedAt', by: 'month' },
+  relay_delivery_jobs: { column: 'CreatedAt', by: 'month' },
+  relay_delivery_attempts: { column: 'At', by: 'month' },
+};
+
+/**
+ * The most partitions the rows of one request may fall into, per table: ClickHouse's default
+ * max_partitions_per_insert_block, so what one request holds is what a stock ClickHouse takes in
+ * one insert. A request over it is refused at the door (400); our own inserts, which combine
+ * many requests, lift ClickHouse's limit (storage/chdb.ts, storage/clickhouse.ts).
+ */
+export const MAX_REQUEST_PARTITIONS = 100;
+
+/** `PARTITION BY <key>` of a table, from PARTITIONS. */
+function partitionBy(table: TableName): string {
+  const { column, by } = PARTITIONS[table]!;
+  return `PARTITION BY ${by === 'day' ? 'toDate' : 'toYYYYMM'}(${column})`;
+}
+
 const MAP = 'Map(LowCardinality(String), String)';
 
 /** How the tables are created. The defaults are the embedded engine's plain MergeTree tables. */
@@ -234,7 +276,7 @@ function tracesTable(t: TableSql): string {
     INDEX idx_duration Duration TYPE minmax GRANULARITY 1,
     INDEX idx_lower_span_name lower(SpanName) TYPE tokenbf_v1(32768, 3, 0) GRANULARITY 8
 ) ENGINE = ${t.engine}
-PARTITION BY toDate(Timestamp)
+${partitionBy('otel_traces')}
 PRIMARY KEY (SourceId, ServiceName, SpanName, toDateTime(Timestamp))
 ORDER BY (SourceId, ServiceName, SpanName, toDateTime(Timestamp), Timestamp)
 ${t.ttl}${t.settings}`;
@@ -300,7 +342,7 @@ ${materialized}
     INDEX idx_log_attr_value mapValues(LogAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
     INDEX idx_lower_body lower(Body) TYPE tokenbf_v1(32768, 3, 0) GRANULARITY 8
 ) ENGINE = ${t.engine}
-PARTITION BY toDate(Timestamp)
+${partitionBy('otel_logs')}
 ORDER BY (SourceId, toStartOfFiveMinutes(Timestamp), ServiceName, Timestamp)
 ${t.ttl}${t.settings}`;
 }
@@ -314,7 +356,7 @@ const EXEMPLARS_NESTED = `Exemplars Nested (
     ) CODEC(ZSTD(1)),`;
 
 /** One metrics table: the shared columns around the point type's own `columns`. */
-function metricsTable(t: TableSql, columns: string): string {
+function metricsTable(t: TableSql, table: TableName, columns: string): string {
   return `${t.create} (
     SourceId LowCardinality(String) CODEC(ZSTD(1)),
     ResourceAttributes ${MAP} CODEC(ZSTD(1)),
@@ -340,7 +382,7 @@ ${columns}
     INDEX idx_attr_value mapValues(Attributes) TYPE bloom_filter(0.01) GRANULARITY 1,
     INDEX idx_time_minmax TimeUnix TYPE minmax GRANULARITY 1
 ) ENGINE = ${t.engine}
-PARTITION BY toDate(TimeUnix)
+${partitionBy(table)}
 ORDER BY (SourceId, ServiceName, MetricName, toStartOfHour(TimeUnix), cityHash64(Attributes), TimeUnix)
 ${t.ttl}${t.settings}`;
 }
@@ -401,7 +443,7 @@ function agentLogsTable(t: TableSql): string {
     INDEX idx_attr_value mapValues(Attributes) TYPE bloom_filter(0.01) GRANULARITY 1,
     INDEX idx_lower_message lower(Message) TYPE tokenbf_v1(32768, 3, 0) GRANULARITY 8
 ) ENGINE = ${t.engine}
-PARTITION BY toDate(Timestamp)
+${partitionBy('agent_logs')}
 ORDER BY (SourceId, Service, Host, Timestamp)
 ${t.ttl}${t.settings}`;
 }
@@ -421,7 +463,7 @@ function agentMetricsTable(t: TableSql): string {
     INDEX idx_attr_key mapKeys(Attributes) TYPE bloom_filter(0.01) GRANULARITY 1,
     INDEX idx_attr_value mapValues(Attributes) TYPE bloom_filter(0.01) GRANULARITY 1
 ) ENGINE = ${t.engine}
-PARTITION BY toDate(Timestamp)
+${partitionBy('agent_metrics')}
 ORDER BY (SourceId, MetricName, Host, Timestamp)
 ${t.ttl}${t.settings}`;
 }
@@ -461,7 +503,7 @@ function deployMarkersTable(t: TableSql): string {
     Url String CODEC(ZSTD(1)),
     Attributes ${MAP} CODEC(ZSTD(1))
 ) ENGINE = ${t.engine}
-PARTITION BY toYYYYMM(Timestamp)
+${partitionBy('deploy_markers')}
 ORDER BY (SourceId, Timestamp, Service)
 ${t.ttl}${t.settings}`;
 }
@@ -488,7 +530,7 @@ function relaySubmissionsTable(t: TableSql): string {
     ApiKeyId String CODEC(ZSTD(1)),
     Jobs UInt32
 ) ENGINE = ${t.engine}
-PARTITION BY toYYYYMM(ReceivedAt)
+${partitionBy('relay_submissions')}
 ORDER BY (TenantId, SiteId, FormId, ReceivedAt)
 ${t.ttl}${t.settings}`;
 }
@@ -510,7 +552,7 @@ function relayDeliveryJobsTable(t: TableSql): string {
     Body String CODEC(ZSTD(1)),
     CreatedAt DateTime64(9) CODEC(Delta(8), ZSTD(1))
 ) ENGINE = ${t.engine}
-PARTITION BY toYYYYMM(CreatedAt)
+${partitionBy('relay_delivery_jobs')}
 ORDER BY (TenantId, CreatedAt, JobId)
 ${t.ttl}${t.settings}`;
 }
@@ -538,7 +580,7 @@ function relayDeliveryAttemptsTable(t: TableSql): string {
     ProviderStatus String CODEC(ZSTD(1)),
     NextAttemptAt DateTime64(9) CODEC(Delta(8), ZSTD(1))
 ) ENGINE = ${t.engine}
-PARTITION BY toYYYYMM(At)
+${partitionBy('relay_delivery_attempts')}
 ORDER BY (TenantId, JobId, Series, Attempt, At)
 ${t.ttl}${t.settings}`;
 }
@@ -552,7 +594,7 @@ export const MIGRATIONS: readonly Migration[] = [
       const q = (table: string) => `${quoteIdentifier(db)}.${quoteIdentifier(table)}`;
       const days = (table: TableName) => options.ttlDays?.[table];
       const metrics = Object.entries(METRIC_TYPE_COLUMNS).map(([table, columns]) =>
-        metricsTable(tableSql(db, table, options, { column: 'TimeUnix', days: days(table as TableName) }), columns),
+        metricsTable(tableSql(db, table, options, { column: 'TimeUnix', days: days(table as TableName) }), table as TableName, columns),
       );
       return [
         tracesTable(tableSql(db, 'otel_traces', options, { column: 'toDateTime(Timestamp)', days: days('otel_traces') })),

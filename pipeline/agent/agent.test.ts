@@ -144,6 +144,17 @@ describe('agent payload validation', () => {
 });
 
 describe('agent rows', () => {
+  it('refuses a batch whose entries fall on more than 100 days (the tables are partitioned by day), takes 100', () => {
+    const day = 86_400_000_000_000n;
+    const batch = (days: number) => ({ entries: Array.from({ length: 300 }, (_, i) => ({ message: 'x', timestamp: String(RECEIVED - BigInt(i % days) * day) })) });
+    expect(refusal(() => transcodeAgent('logs', encode(batch(101)), 'src', Infinity, RECEIVED))).toBe(
+      'rows span 101 days; one request may span at most 100 days per table (the storage partitions agent_logs by the day of Timestamp, UTC): send them in several requests',
+    );
+    expect(transcodeAgent('logs', encode(batch(100)), 'src', Infinity, RECEIVED).accepted).toBe(300);
+    const points = { metrics: Array.from({ length: 150 }, (_, i) => ({ name: 'm', value: i, timestamp: String(RECEIVED - BigInt(i) * day) })) };
+    expect(refusal(() => transcodeAgent('metrics', encode(points), 'src', Infinity, RECEIVED))).toMatch(/^rows span 150 days; .* agent_metrics by the day of Timestamp/);
+  });
+
   it('writes one row per entry, batch defaults overlaid by the entry', () => {
     const batch = {
       host: 'web-1',

@@ -92,16 +92,19 @@ class RequestColumns {
     w.encoded(this.source);
   }
 
-  receivedAt(w: RowBinaryWriter): void {
+  /** Writes the receive time; returns its day (since 1970-01-01, UTC). */
+  receivedAt(w: RowBinaryWriter): number {
     w.dateTime64Parts(this.received.seconds, this.received.nanos);
+    return Math.floor(this.received.seconds / 86400);
   }
 
-  /** A validated timestamp, or the receive time when absent. */
-  time(w: RowBinaryWriter, value: string | number | undefined): void {
+  /** Writes a validated timestamp, or the receive time when absent; returns its day (the row's partition). */
+  time(w: RowBinaryWriter, value: string | number | undefined): number {
     if (value === undefined) return this.receivedAt(w);
     // The schema checked the format; a number past 2^53 may still round below the floor.
     if (!readTimestamp(value, this.parsed)) throw badRequest(`timestamp ${String(value)}: must be RFC 3339 or epoch nanoseconds`);
     w.dateTime64Parts(this.parsed.seconds, this.parsed.nanos);
+    return Math.floor(this.parsed.seconds / 86400);
   }
 }
 
@@ -112,7 +115,7 @@ function writeLogs(out: TranscodeOutput, batch: LogBatch, request: RequestColumn
     const level = entry.level ?? '';
     const [levelName, severity] = LEVELS.get(level) ?? LEVELS.get(level.toLowerCase()) ?? [level, 0];
     request.sourceId(w);
-    request.time(w, entry.timestamp);
+    table.rowDay(request.time(w, entry.timestamp));
     request.receivedAt(w);
     w.string(entry.host ?? batch.host ?? '');
     w.string(entry.service ?? batch.service ?? '');
@@ -130,7 +133,7 @@ function writeMetrics(out: TranscodeOutput, batch: MetricBatch, request: Request
   const w = table.writer;
   for (const point of batch.metrics) {
     request.sourceId(w);
-    request.time(w, point.timestamp);
+    table.rowDay(request.time(w, point.timestamp));
     w.string(point.host ?? batch.host ?? '');
     w.string(point.service ?? batch.service ?? '');
     w.string(point.name);
@@ -170,7 +173,7 @@ function writeDeploy(out: TranscodeOutput, marker: DeployMarker, request: Reques
   const table = out.table('deploy_markers');
   const w = table.writer;
   request.sourceId(w);
-  request.time(w, marker.timestamp);
+  table.rowDay(request.time(w, marker.timestamp));
   w.string(marker.service);
   w.string(marker.version);
   w.string(marker.environment ?? '');

@@ -17,7 +17,13 @@ import {
 import { compareUtf8, float64AsString, goQuote } from './go-format.ts';
 import type { WireReader } from './wire.ts';
 
-const MAX_DEPTH = 100;
+/** How deep array and kvlist attribute values may nest, in protobuf and OTLP/JSON (json.ts) alike. */
+export const MAX_ANYVALUE_DEPTH = 100;
+
+/** The refusal of a value nested deeper than MAX_ANYVALUE_DEPTH. */
+export function tooDeep() {
+  return badRequest(`an attribute value is nested deeper than ${MAX_ANYVALUE_DEPTH} levels`);
+}
 
 /** Thrown inside, caught at the top: Go's json.Marshal refuses NaN and ±Inf. */
 const UNSUPPORTED_FLOAT = Symbol('unsupported float');
@@ -71,7 +77,7 @@ function kvlistJson(r: WireReader, start: number, end: number, depth: number): s
 
 /** The JSON of one AnyValue message in [start, end). */
 function valueJson(r: WireReader, start: number, end: number, depth: number): string {
-  if (depth > MAX_DEPTH) throw badRequest(`an attribute value is nested deeper than ${MAX_DEPTH} levels`);
+  if (depth > MAX_ANYVALUE_DEPTH) throw tooDeep();
   let tag = 0;
   let at = 0;
   r.pos = start;

@@ -25,7 +25,8 @@ const TRANSCODERS: Record<Signal, (body: Uint8Array, sourceId: string, maxChunkB
  * Transcodes one export request. `accepted` and `rejected` count spans, log records or
  * metric data points; a refused item (e.g. a span whose trace_id is not 16 bytes) is left
  * out and counted, the rest stored. Throws badRequest for a request that cannot be decoded
- * (truncated or garbage protobuf, malformed JSON, invalid UTF-8). An empty body or `{}`
+ * (truncated or garbage protobuf, malformed JSON, invalid UTF-8), or whose rows for one table
+ * span more partitions (days) than MAX_REQUEST_PARTITIONS (storage/schema.ts). An empty body or `{}`
  * gives no tables. With `maxChunkBytes`, a table's rows come in several chunks of about that
  * size, cut between rows (so each fits one bus message).
  */

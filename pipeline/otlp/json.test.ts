@@ -131,7 +131,7 @@ describe('OTLP/JSON', () => {
     expect(refusal(json([1, 2]))).toBe('invalid OTLP/JSON: the request must be an object');
     expect(refusal(json({ resourceSpans: {} }))).toBe('invalid OTLP/JSON: resourceSpans must be an array');
     expect(refusal(json(tracesRequest({ traceId: 'not hex!', spanId: SPAN_ID })))).toBe('invalid OTLP/JSON: resourceSpans[0].scopeSpans[0].spans[0].traceId must be a hex string');
-    expect(refusal(json(tracesRequest({ traceId: TRACE_ID, spanId: SPAN_ID, startTimeUnixNano: 'soon' })))).toBe('invalid OTLP/JSON: resourceSpans[0].scopeSpans[0].spans[0].startTimeUnixNano must be an integer or a decimal string');
+    expect(refusal(json(tracesRequest({ traceId: TRACE_ID, spanId: SPAN_ID, startTimeUnixNano: 'soon' })))).toBe('invalid OTLP/JSON: resourceSpans[0].scopeSpans[0].spans[0].startTimeUnixNano must be an integer from 0 to 2^64-1, as a decimal string or a number');
     expect(refusal(json(tracesRequest({ traceId: TRACE_ID, spanId: SPAN_ID, attributes: [{ key: 'k', value: 'plain' }] })))).toMatch(/^invalid OTLP\/JSON: .*attributes\[0\]\.value must be an object$/);
     // A value nested 200,000 levels deep: refused, not a stack overflow (a 500).
     const d = 200_000;
@@ -139,14 +139,4 @@ describe('OTLP/JSON', () => {
     expect(refusal(Buffer.from(deep))).toBe('JSON nested deeper than 512 levels');
   });
 
-  it('takes nested attribute values up to protobufjs\'s recursion limit (100 messages: about 45 levels of values)', () => {
-    const d = 40;
-    const value = JSON.parse(`${'{"arrayValue":{"values":['.repeat(d)}{"stringValue":"x"}${']}}'.repeat(d)}`);
-    const result = transcodeOtlp('traces', 'json', json(tracesRequest({ traceId: TRACE_ID, spanId: SPAN_ID, attributes: [{ key: 'deep', value }] })), 's');
-    expect(result.accepted).toBe(1);
-    const tooDeep = JSON.parse(`${'{"arrayValue":{"values":['.repeat(60)}{"stringValue":"x"}${']}}'.repeat(60)}`);
-    expect(() => transcodeOtlp('traces', 'json', json(tracesRequest({ traceId: TRACE_ID, spanId: SPAN_ID, attributes: [{ key: 'deep', value: tooDeep }] })), 's')).toThrow(
-      'invalid OTLP/JSON: max depth exceeded',
-    );
-  });
 });

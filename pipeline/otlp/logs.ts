@@ -4,7 +4,8 @@
  * column order from the request bytes.
  *
  * Mapping, as the Collector ClickHouse exporter writes it:
- *   Timestamp       time_unix_nano, or observed_time_unix_nano when that is 0
+ *   Timestamp       time_unix_nano, or observed_time_unix_nano when that is 0; past 2262 that
+ *                   last instant (fields.ts#writeTimestamp)
  *   TraceFlags      the low 8 bits of flags (the W3C trace flags)
  *   SeverityNumber  the enum value as UInt8; SeverityText as sent
  *   Body            the AnyValue as a string (anyvalue.ts), "" when absent
@@ -95,7 +96,7 @@ export function transcodeLogs(body: Uint8Array, sourceId: string, maxChunkBytes 
       const problem = record.scan(r, start, end);
       if (problem) return output.reject(`log record ${index}: ${problem}`);
       prefix.copyInto(logs.writer);
-      writeLogRecord(r, logs.writer, record);
+      logs.rowDay(writeLogRecord(r, logs.writer, record));
       logs.endRow();
     });
   } catch (err) {
@@ -106,10 +107,11 @@ export function transcodeLogs(body: Uint8Array, sourceId: string, maxChunkBytes 
   return output.finish();
 }
 
-function writeLogRecord(r: WireReader, w: RowBinaryWriter, record: LogRecordFields): void {
+/** Writes the record's columns; returns the day of its Timestamp. */
+function writeLogRecord(r: WireReader, w: RowBinaryWriter, record: LogRecordFields): number {
   const buf = r.buf;
   const timeIsSet = record.timeAt >= 0 && !r.isZero(record.timeAt, 8);
-  writeTimestamp(r, w, timeIsSet ? record.timeAt : record.observedAt);
+  const day = writeTimestamp(r, w, timeIsSet ? record.timeAt : record.observedAt);
   writeId(r, w, record.traceIdStart, record.traceIdEnd);
   writeId(r, w, record.spanIdStart, record.spanIdEnd);
   w.u8(record.flags & 0xff);
@@ -118,4 +120,5 @@ function writeLogRecord(r: WireReader, w: RowBinaryWriter, record: LogRecordFiel
   writeAnyValue(r, w, record.bodyStart, record.bodyEnd);
   writeAttributes(r, w, record.attributesFirst, record.recordEnd, ATTRIBUTES, record.attributeCount);
   w.utf8(buf, record.eventNameStart, record.eventNameEnd);
+  return day;
 }

@@ -6,7 +6,8 @@
  *
  * Mapping, as the Collector ClickHouse exporter writes it:
  *   StartTimeUnix, TimeUnix, Exemplars.TimeUnix   DateTime: whole seconds (the exporter's
- *                 current schema), floor(nanoseconds / 1e9)
+ *                 current schema), floor(nanoseconds / 1e9); past what a DateTime holds
+ *                 (2106-02-07T06:28:15Z) that last second
  *   Value         as_double, or as_int converted to Float64; 0 when unset
  *   Sum, Min, Max 0 when unset; Count, ZeroCount, bucket counts as UInt64
  *   Exemplars.SpanId / TraceId   lowercase hex of the id, zeros when empty (the exporter
@@ -16,7 +17,7 @@
  */
 import { badRequest } from '../../core/errors.ts';
 import { countFields, writeAttributes } from './anyvalue.ts';
-import { findBytes, findFixed64 } from './fields.ts';
+import { findBytes, findFixed64, unixSeconds } from './fields.ts';
 import type { RowBinaryWriter } from './rowbinary.ts';
 import { fieldTag, I64, LEN, VARINT, type WireReader } from './wire.ts';
 
@@ -352,20 +353,20 @@ function int64At(r: WireReader, at: number): number {
   return (r.uint32At(at + 4) | 0) * TWO_32 + r.uint32At(at);
 }
 
-/** A DateTime (UInt32 seconds) from the fixed64 nanoseconds at `at` (absent: 0). */
-function writeSeconds(r: WireReader, w: RowBinaryWriter, at: number): void {
-  if (at < 0) return w.u32(0);
-  w.u32(Math.min(unixSeconds(r.uint32At(at), r.uint32At(at + 4)), 0xffffffff));
+/** The last instant a DateTime (UInt32 seconds) holds: 2106-02-07T06:28:15Z. */
+const MAX_DATETIME_SECONDS = 0xffffffff;
+
+/** DateTime seconds of the fixed64 nanoseconds at `at` (absent: 0), past its range its last second. */
+function secondsAt(r: WireReader, at: number): number {
+  return at < 0 ? 0 : Math.min(unixSeconds(r.uint32At(at), r.uint32At(at + 4)), MAX_DATETIME_SECONDS);
 }
 
-/** floor(nanoseconds / 1e9) for a uint64 given as halves, exactly. */
-export function unixSeconds(lo: number, hi: number): number {
-  if (hi >= 0x40000000) return Number(((BigInt(hi) << 32n) | BigInt(lo)) / 1_000_000_000n);
-  // 1e9 = 2^9 * 1953125. Below 2^62 ns, ns >> 9 fits a double's 53 bits exactly; the
-  // quotient's possible rounding is then corrected by one step either way.
-  const shifted = hi * 8388608 + (lo >>> 9);
-  let seconds = Math.floor(shifted / 1953125);
-  if (seconds * 1953125 > shifted) seconds--;
-  else if ((seconds + 1) * 1953125 <= shifted) seconds++;
-  return seconds;
+/** A DateTime (UInt32 seconds) from the fixed64 nanoseconds at `at` (absent: 0). */
+function writeSeconds(r: WireReader, w: RowBinaryWriter, at: number): void {
+  w.u32(secondsAt(r, at));
+}
+
+/** The day of the point last written's TimeUnix: its row's partition. */
+export function pointDay(r: WireReader): number {
+  return Math.floor(secondsAt(r, point.timeAt) / 86400);
 }

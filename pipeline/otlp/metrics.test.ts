@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { transcodeOtlp } from './index.ts';
-import { unixSeconds } from './metric-points.ts';
+import { unixSeconds } from './fields.ts';
 import { attrs, ChdbTables, encodeRequest } from './testing.ts';
 
 const START = 1_700_000_000_500_000_000n; // 1700000000.5 s

@@ -9,7 +9,7 @@
 import type { TableName } from '../../storage/schema.ts';
 import { RowPrefix, walkRequest } from './envelope.ts';
 import {
-  type PointWriter, writeExpHistogramPoint, writeHistogramPoint, writeNumberPoint, writeSummaryPoint,
+  pointDay, type PointWriter, writeExpHistogramPoint, writeHistogramPoint, writeNumberPoint, writeSummaryPoint,
 } from './metric-points.ts';
 import { TranscodeOutput, type TranscodeResult } from './output.ts';
 import { fieldTag, LEN, VARINT, WireReader } from './wire.ts';
@@ -104,6 +104,7 @@ export function transcodeMetrics(body: Uint8Array, sourceId: string, maxChunkByt
           w.truncate(rowStart);
           output.reject(`data point ${index} (metric ${JSON.stringify(Buffer.from(r.buf.subarray(nameStart, nameEnd)).toString())}): ${problem}`);
         } else {
+          table.rowDay(pointDay(r));
           table.endRow();
           output.accepted++;
         }

@@ -8,7 +8,8 @@
  * spare one if this thread has one that fits (buffers of earlier rows that the main thread
  * sent back once the bus was done with them, see pool.ts), else a new right-sized one.
  */
-import { TABLE_COLUMNS, type TableName } from '../../storage/schema.ts';
+import { badRequest } from '../../core/errors.ts';
+import { MAX_REQUEST_PARTITIONS, PARTITIONS, TABLE_COLUMNS, type Partitioning, type TableName } from '../../storage/schema.ts';
 import { RowBinaryWriter } from './rowbinary.ts';
 
 /** RowBinary rows for one table, in the column order of TABLE_COLUMNS[table]. */
@@ -99,8 +100,25 @@ export class TableOutput {
   /** Chunks already cut off at maxChunkBytes (see endRow). */
   readonly sealed: Array<{ rows: number; data: Uint8Array }> = [];
   private sealedRows = 0;
+  private readonly partitioning: Partitioning | undefined;
+  /** The partition of the row being written, and of the last row ended (most rows share it). */
+  private rowPartition: number | undefined;
+  private lastPartition: number | undefined;
+  /** Every partition of the rows ended, made once a second one appears. */
+  private partitions: Set<number> | undefined;
 
-  constructor(readonly table: TableName, private readonly maxChunkBytes: number) {}
+  constructor(readonly table: TableName, private readonly maxChunkBytes: number) {
+    this.partitioning = PARTITIONS[table];
+  }
+
+  /**
+   * The day (since 1970-01-01, UTC) of the row being written in the table's partition column
+   * (storage/schema.ts PARTITIONS): its partition counts once the row ends. (A day, not seconds:
+   * a number that small needs no allocation per row.)
+   */
+  rowDay(day: number): void {
+    if (this.partitioning) this.rowPartition = this.partitioning.by === 'day' ? day : monthOf(day);
+  }
 
   /**
    * Counts a completed row. Once the rows pass maxChunkBytes they are sealed into a chunk of
@@ -109,7 +127,22 @@ export class TableOutput {
    */
   endRow(): void {
     this.rows++;
+    if (this.rowPartition !== this.lastPartition) {
+      if (this.lastPartition !== undefined) (this.partitions ??= new Set([this.lastPartition])).add(this.rowPartition!);
+      this.lastPartition = this.rowPartition;
+    }
     if (this.writer.pos >= this.maxChunkBytes) this.seal();
+  }
+
+  /** Refuses the request if its rows fall into more partitions than MAX_REQUEST_PARTITIONS. */
+  checkPartitions(): void {
+    const count = this.partitions?.size ?? 1;
+    if (count <= MAX_REQUEST_PARTITIONS) return;
+    const { column, by } = this.partitioning!;
+    throw badRequest(
+      `rows span ${count} ${by}s; one request may span at most ${MAX_REQUEST_PARTITIONS} ${by}s per table ` +
+        `(the storage partitions ${this.table} by the ${by} of ${column}, UTC): send them in several requests`,
+    );
   }
 
   private seal(): void {
@@ -157,8 +190,17 @@ export class TranscodeOutput {
     this.firstRejection ??= reason;
   }
 
-  /** Seals the tables (empty ones are left out) and returns the writers to the pool. */
+  /**
+   * Seals the tables (empty ones are left out) and returns the writers to the pool. Throws
+   * badRequest (the writers returned) if a table's rows span too many partitions.
+   */
   finish(): TranscodeResult {
+    try {
+      for (const output of this.outputs.values()) output.checkPartitions();
+    } catch (err) {
+      this.discard();
+      throw err;
+    }
     const tables: TableRows[] = [];
     for (const output of this.outputs.values()) {
       for (const chunk of output.chunks()) {
@@ -186,4 +228,10 @@ export class TranscodeOutput {
     for (const writer of this.scratch) releaseWriter(writer);
     this.scratch.length = 0;
   }
+}
+
+/** Months since 1970-01 of a day since 1970-01-01 (UTC). */
+function monthOf(day: number): number {
+  const date = new Date(day * 86_400_000);
+  return (date.getUTCFullYear() - 1970) * 12 + date.getUTCMonth();
 }

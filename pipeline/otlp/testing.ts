@@ -31,7 +31,15 @@ export function encodeRequest(signal: Signal, request: object): Uint8Array {
     root.loadSync(['trace', 'logs', 'metrics'].map((s) => `opentelemetry/proto/collector/${s}/v1/${s}_service.proto`));
   }
   const type = root.lookupType(REQUEST_TYPES[signal]);
-  return type.encode(type.fromObject(request)).finish();
+  // Requests as deep as the transcoder takes (attribute values 100 levels: 3 messages each),
+  // without changing protobufjs's limit for the code under test.
+  const limit = protobuf.util.recursionLimit;
+  protobuf.util.recursionLimit = Math.max(limit, 400);
+  try {
+    return type.encode(type.fromObject(request)).finish();
+  } finally {
+    protobuf.util.recursionLimit = limit;
+  }
 }
 
 /** Shorthand for an attribute list: strings, integers (number or bigint), booleans. */

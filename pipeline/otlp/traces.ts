@@ -8,6 +8,8 @@
  *   SpanKind    Unspecified | Internal | Server | Client | Producer | Consumer ("" if unknown)
  *   StatusCode  Unset | Ok | Error ("" if unknown)
  *   ids         lowercase hex, "" when empty or all zero
+ *   Timestamp   start_time_unix_nano; past what DateTime64(9) holds (2262-04-11T23:47:16.854775807Z)
+ *               that last instant, not a wrapped 1969 (fields.ts#writeTimestamp); events alike
  *   Duration    end - start in nanoseconds (0, not a wrapped UInt64, if end < start)
  * A span whose trace_id is not 16 bytes, span_id not 8 bytes, parent_span_id not 0 or 8
  * bytes, or with a link whose ids have the wrong length, is refused on its own.
@@ -15,7 +17,7 @@
 import { countFields, writeAttributes } from './anyvalue.ts';
 import { RowPrefix, walkRequest } from './envelope.ts';
 import { findBytes, findFixed64, writeId, writeStringField, writeTimestamp } from './fields.ts';
-import { TranscodeOutput, type TranscodeResult } from './output.ts';
+import { TableOutput, TranscodeOutput, type TranscodeResult } from './output.ts';
 import type { RowBinaryWriter } from './rowbinary.ts';
 import { fieldTag, I64, LEN, VARINT, WireReader } from './wire.ts';
 
@@ -122,7 +124,7 @@ export function transcodeTraces(body: Uint8Array, sourceId: string, maxChunkByte
   try {
     walkRequest(r, prefix, (start, end) => {
       index++;
-      const problem = span.scan(r, start, end) ?? writeSpanRow(r, spans.writer, prefix, span);
+      const problem = span.scan(r, start, end) ?? writeSpanRow(r, spans, prefix, span);
       if (problem) output.reject(`span ${index}: ${problem}`);
       else spans.endRow();
     });
@@ -135,11 +137,12 @@ export function transcodeTraces(body: Uint8Array, sourceId: string, maxChunkByte
 }
 
 /** Writes one row; on a refusal, takes the row back out and says why. */
-function writeSpanRow(r: WireReader, w: RowBinaryWriter, prefix: RowPrefix, span: SpanFields): string | undefined {
+function writeSpanRow(r: WireReader, spans: TableOutput, prefix: RowPrefix, span: SpanFields): string | undefined {
+  const w = spans.writer;
   const rowStart = w.pos;
   const buf = r.buf;
   prefix.copyInto(w);
-  writeTimestamp(r, w, span.startAt);
+  spans.rowDay(writeTimestamp(r, w, span.startAt));
   writeId(r, w, span.traceIdStart, span.traceIdEnd);
   writeId(r, w, span.spanIdStart, span.spanIdEnd);
   writeId(r, w, span.parentStart, span.parentEnd);

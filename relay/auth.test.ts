@@ -1,0 +1,62 @@
+/**
+ * Session tokens: only what issue() makes is accepted. A token signed with the real key but
+ * without an expiry, or with times no session of ours has, is refused like a forged one.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SignJWT } from 'jose';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LocalStateStore } from '../state/local.ts';
+import { Sessions } from './auth.ts';
+import type { User } from './model.ts';
+import { RelayStore } from './store.ts';
+
+const key = randomBytes(32);
+const user: User = {
+  id: 'usr_1', tenantId: 'ten_1', email: 'owner@acme.example', name: 'Owner', role: 'owner', active: true,
+  passwordHash: 'x', mustChangePassword: false, sessionVersion: 3, createdAt: '2026-01-01T00:00:00Z', updatedAt: '2026-01-01T00:00:00Z',
+};
+let dir: string;
+let state: LocalStateStore;
+let sessions: Sessions;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'sluice-relay-auth-'));
+  state = new LocalStateStore(dir);
+  await state.start();
+  await state.put('relay_users', user.id, user);
+  const store = new RelayStore(state, pino({ level: 'silent' }));
+  await store.start();
+  sessions = new Sessions(key, store);
+});
+afterAll(async () => {
+  await state?.shutdown();
+  await rm(dir, { recursive: true, force: true });
+});
+
+const now = () => Math.floor(Date.now() / 1000);
+
+/** A token with the claims issue() puts in, signed with the real key; `times` replaces iat, exp, nbf. */
+function signed(times: { iat?: number; exp?: number; nbf?: number }): Promise<string> {
+  const jwt = new SignJWT({ tid: user.tenantId, sv: user.sessionVersion, ...times }).setProtectedHeader({ alg: 'HS256' }).setIssuer('sluice-relay').setSubject(user.id);
+  return jwt.sign(key);
+}
+
+const outcome = (token: string) => sessions.authenticate(`Bearer ${token}`).then((u) => u.id, (err: Error) => err.message);
+
+describe('relay sessions', () => {
+  it('accepts what issue() makes and refuses a real-key token without exp, or with impossible times', async () => {
+    expect(await outcome((await sessions.issue(user)).token)).toBe('usr_1');
+    expect(await outcome(await signed({ iat: now(), exp: now() + 3600 }))).toBe('usr_1');
+    const refused = 'Invalid or expired session';
+    expect(await outcome(await signed({ iat: now() }))).toBe(refused); // no exp: valid forever otherwise
+    expect(await outcome(await signed({ exp: now() + 3600 }))).toBe(refused); // no iat
+    expect(await outcome(await signed({ iat: now() + 3600, exp: now() + 7200 }))).toBe(refused); // issued in the future
+    expect(await outcome(await signed({ iat: now() - 13 * 3600, exp: now() + 3600 }))).toBe(refused); // older than a session lasts
+    expect(await outcome(await signed({ iat: now(), exp: now() + 3600, nbf: now() + 600 }))).toBe(refused); // not valid yet
+    expect(await outcome(await signed({ iat: now() - 3600, exp: now() - 120 }))).toBe(refused); // expired
+  });
+});
