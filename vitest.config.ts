@@ -20,6 +20,7 @@ const HTTP_FACING = [
   'test/relay-delivery.test.ts',
   'test/storage-backlog.test.ts',
   'test/storage-down.test.ts',
+  'test/http-hostile.test.ts',
 ];
 
 export default defineConfig({

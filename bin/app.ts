@@ -25,12 +25,15 @@ import { ingestRoutes, opsRoutes } from '../gateway/routes.ts';
 import type { AgentConfigs } from '../gateway/agent-configs.ts';
 import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
-import { captchaSettings, idempotencyLeaseMs, maxChunkBytes, publicUrl, relayPublicUrl } from './components.ts';
+import { captchaSettings, httpServerOptions, idempotencyLeaseMs, maxChunkBytes, publicUrl, relayPublicUrl } from './components.ts';
 import { ControlServer } from './control.ts';
 import { SluiceGraph } from './graph.ts';
 import { MAX_RELAY_BODY_BYTES, openPublicRelay, relayHttpHandler, type Relay } from '../relay/index.ts';
 
 export type Role = 'serve' | 'gateway' | 'consume' | 'deliver';
+
+/** How long requests in flight may take to finish when an HTTP server stops. */
+const HTTP_CLOSE_GRACE_MS = 5_000;
 
 /** The relay as served by a front end: its module and its port. */
 export interface RunningRelay extends Relay {
@@ -126,19 +129,19 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         });
         graph.onStop('relay background work', () => publicRelay.shutdown());
         const relayHandler = relayHttpHandler(opened, { signInLimiter: await graph.limiter('sign-in'), clientIp: guards.clientIp, operatorToken: config.relay.operatorToken, publicRelay, log });
-        const server = createHttpServer(config.http.engine, relayHandler, { maxBodyBytes: MAX_RELAY_BODY_BYTES }, log);
+        const server = createHttpServer(config.http.engine, relayHandler, httpServerOptions(config, MAX_RELAY_BODY_BYTES), log);
         relayPort = await listenOn(server, config.host, config.relay.port, 'relay port (SLUICE_RELAY_PORT)');
         relay = { ...opened, port: relayPort };
-        graph.onStop('relay server', () => server.close());
+        graph.onStop('relay server', () => server.close(HTTP_CLOSE_GRACE_MS));
       }
     }
     // Delivery runs where jobs are worked: every `deliver`, and `serve` (in a cluster beside the `deliver` processes).
     if (role === 'deliver' || (role === 'serve' && relay)) await graph.deliveryWorker();
 
     // Every role answers health, readiness and /metrics; the front end also takes ingestion.
-    const http = createHttpServer(config.http.engine, handler, { maxBodyBytes: config.limits.maxBodyBytes }, log);
+    const http = createHttpServer(config.http.engine, handler, httpServerOptions(config, config.limits.maxBodyBytes), log);
     httpPort = await listenOn(http, config.host, config.http.port, 'HTTP port (SLUICE_OTLP_HTTP_PORT)');
-    graph.onStop('HTTP server', () => http.close());
+    graph.onStop('HTTP server', () => http.close(HTTP_CLOSE_GRACE_MS));
 
     if (ownsDataDir) {
       // The CLI reaches this process's storage and state through the control socket.

@@ -12,6 +12,7 @@ import { LocalLogBus } from '../bus/local-log.ts';
 import type { SluiceConfig } from '../core/config.ts';
 import { EgressPolicy, LOOPBACK_AND_PRIVATE_NETWORKS } from '../delivery/egress.ts';
 import { redactNatsServers, redactUrl } from '../core/redact.ts';
+import type { HttpServerOptions } from '../gateway/http/adapter.ts';
 import { TokenBucketLimiter, type Limiter, type TokenBucketOptions } from '../gateway/limiter.ts';
 import { RedisTokenBucketLimiter } from '../gateway/redis-limiter.ts';
 import { DEFAULT_CAPTCHA_ENDPOINTS, loadMasterKey, SIGN_IN_PER_MINUTE, type RelayParts } from '../relay/index.ts';
@@ -127,6 +128,15 @@ export function createBus(config: Readonly<SluiceConfig>, nc: NatsConnection | u
 /** Rows per bus message: JetStream messages stay under max_payload (1 MiB by default). */
 export function maxChunkBytes(nc: NatsConnection | undefined): number {
   return nc ? 512 * 1024 : Infinity;
+}
+
+/** An HTTP port's limits: its body cap, the body deadline and the connection cap (SLUICE_BODY_*, SLUICE_HTTP_MAX_CONNECTIONS). */
+export function httpServerOptions(config: Readonly<SluiceConfig>, maxBodyBytes: number): HttpServerOptions {
+  return {
+    maxBodyBytes,
+    bodyDeadline: { timeoutMs: config.limits.bodyTimeoutMs, minBytesPerSecond: config.limits.bodyMinBytesPerSecond },
+    maxConnections: config.http.maxConnections,
+  };
 }
 
 /**

@@ -12,11 +12,13 @@ export interface SluiceConfig {
   dataDir: string;
   host: string;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-  http: { port: number; engine: 'uws' | 'node'; publicUrl: string };
+  http: { port: number; engine: 'uws' | 'node'; publicUrl: string; maxConnections: number };
   grpc: { port: number };
   limits: {
     maxBodyBytes: number;
     maxInFlightBytes: number;
+    bodyTimeoutMs: number;
+    bodyMinBytesPerSecond: number;
     ratePerMinute: number;
     rateBurst: number;
     trustedProxies: string[];
@@ -91,9 +93,12 @@ export const OPTIONS: readonly Option[] = [
   { path: 'http.port', env: 'SLUICE_OTLP_HTTP_PORT', type: 'integer', default: 4318, doc: 'OTLP/HTTP and agent API port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'http.engine', env: 'SLUICE_HTTP_ENGINE', type: 'string', default: 'uws', doc: 'HTTP engine: uws (uWebSockets.js, its native binary only) or node (node:http; also used, with one warning, where uws has no native binary, e.g. on Node 22 and 24).', schema: { enum: ['uws', 'node'] } },
   { path: 'http.publicUrl', env: 'SLUICE_PUBLIC_URL', type: 'string', default: '', doc: 'URL agents reach the HTTP port at (https://ingest.example.com), written into install manifests; default http://localhost:<port>.', schema: { pattern: '^(|https?://[^\\s"\'\\\\<>`]+)$' } },
+  { path: 'http.maxConnections', env: 'SLUICE_HTTP_MAX_CONNECTIONS', type: 'integer', default: 10_000, doc: 'Connections each HTTP port (ingest, relay) holds at once; past it new ones are closed at once. node:http only: uWebSockets.js has no such limit.', schema: { minimum: 1 } },
   { path: 'grpc.port', env: 'SLUICE_OTLP_GRPC_PORT', type: 'integer', default: 4317, doc: 'OTLP/gRPC port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'limits.maxBodyBytes', env: 'SLUICE_MAX_BODY_BYTES', type: 'integer', default: 10 * MiB, doc: 'Cap on the compressed and on the decompressed request body, in bytes (10 MiB).', schema: { minimum: 1024 } },
-  { path: 'limits.maxInFlightBytes', env: 'SLUICE_MAX_INFLIGHT_BYTES', type: 'integer', default: 256 * MiB, doc: 'Memory budget of a front end for requests in flight, in bytes: bodies being read and decoded, rows until the bus made them durable (the local log or JetStream); when it is used up, requests get 503 + Retry-After. Keep it several times the body cap.', schema: { minimum: MiB } },
+  { path: 'limits.maxInFlightBytes', env: 'SLUICE_MAX_INFLIGHT_BYTES', type: 'integer', default: 256 * MiB, doc: 'Memory budget of a front end for requests in flight, in bytes: bodies as their bytes arrive and while they are decoded, rows until the bus made them durable (the local log or JetStream); when it is used up, requests get 503 + Retry-After. Keep it several times the body cap.', schema: { minimum: MiB } },
+  { path: 'limits.bodyTimeoutMs', env: 'SLUICE_BODY_TIMEOUT_MS', type: 'integer', default: 10_000, doc: 'How long a request body may take to arrive once Sluice reads it (after the rate limit and key check), plus one second per SLUICE_BODY_MIN_BYTES_PER_SECOND bytes received; a slower body gets 408 and its connection is closed.', schema: { minimum: 100 } },
+  { path: 'limits.bodyMinBytesPerSecond', env: 'SLUICE_BODY_MIN_BYTES_PER_SECOND', type: 'integer', default: 64 * 1024, doc: 'The rate a long body must keep up on average: each such many bytes received give it one more second (see SLUICE_BODY_TIMEOUT_MS).', schema: { minimum: 1 } },
   { path: 'limits.ratePerMinute', env: 'SLUICE_RATE_LIMIT_PER_MINUTE', type: 'integer', default: 600, doc: 'Ingestion requests per minute per source IP (token bucket refill rate).', schema: { minimum: 1 } },
   { path: 'limits.rateBurst', env: 'SLUICE_RATE_LIMIT_BURST', type: 'integer', default: 600, doc: 'Token bucket size: the burst a source IP may send at once.', schema: { minimum: 1 } },
   { path: 'limits.trustedProxies', env: 'SLUICE_TRUSTED_PROXIES', type: 'list', default: [], doc: 'Comma-separated proxy IPs whose X-Forwarded-For is trusted for the client IP (none by default).', schema: { items: { type: 'string', minLength: 1 } } },

@@ -1,18 +1,26 @@
 /**
- * BodyCollector: gathers a request body as it streams in, under a hard cap. Nothing is
- * allocated for the body until the handler takes it (after admission: rate limit, key check,
- * a byte-budget reservation): bytes that arrive before are kept as they come, and past a small
- * read-ahead the engine stops reading, so a request that is refused at the door costs no more
- * than what its client sent in the meantime. When the length is announced, take() allocates
- * exactly that once; otherwise the chunks are kept (the reservation growing with them) and
- * joined at the end. Either way the result owns its ArrayBuffer (allocUnsafeSlow: never a
- * slice of Node's shared pool), so it can be transferred to a worker thread without a copy.
+ * BodyCollector: gathers a request body as it streams in, under a hard cap and a deadline.
+ * Nothing is allocated for the body until the handler takes it (after admission: rate limit,
+ * key check): bytes that arrive before are kept as they come, and past a small read-ahead the
+ * engine stops reading, so a request that is refused at the door costs no more than what its
+ * client sent in the meantime. Once taken, the body's bytes are taken from the allowance (the
+ * byte budget) as they arrive, never its announced length up front: a client that announces
+ * 10 MiB and sends a trickle holds a trickle, and the deadline cuts it. Chunks are copied into
+ * memory of their own and joined at the end (a body that came in one chunk is that chunk), so
+ * the result owns its ArrayBuffer and can be transferred to a worker thread without a copy; what
+ * is dropped (a body refused, cut or abandoned) is freed at once (see freeNow).
  */
+import { MessageChannel } from 'node:worker_threads';
 import { SluiceError } from '../../core/errors.ts';
-import type { BodyAllowance } from './adapter.ts';
+import type { BodyAllowance, BodyDeadline } from './adapter.ts';
 
 export function payloadTooLarge(maxBytes: number): SluiceError {
   return new SluiceError('payload_too_large', `request body exceeds ${formatBytes(maxBytes)}`);
+}
+
+/** What body() rejects with once the client closed the connection: nobody is left to answer. */
+export function clientGone(): SluiceError {
+  return new SluiceError('aborted', 'the client closed the connection before its answer');
 }
 
 export function formatBytes(bytes: number): string {
@@ -37,19 +45,23 @@ export class BodyCollector {
   /** The client sent its last chunk (possibly before the body was taken). */
   private ended = false;
   private paused = false;
-  /** The body broke the framing (over the cap, or longer than announced): the connection cannot be reused. */
+  /** The body broke the framing (over the cap, longer than announced, too slow): the connection cannot be reused. */
   private malformed = false;
   /** Set by drain(): the rest of the body is read and dropped. */
   private draining: { resolve: () => void; reject: (err: unknown) => void } | undefined;
   private allowance: BodyAllowance | undefined;
+  /** Copies of what arrived, each owning its ArrayBuffer. */
   private chunks: Buffer[] = [];
-  private preallocated: Buffer | undefined;
   private received = 0;
+  /** When reading for real began (take or drain): the deadline counts from there. */
+  private readingSince: number | undefined;
+  private deadlineTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly maxBytes: number,
     private readonly declaredLength: number | undefined,
     private readonly flow?: FlowControl,
+    private readonly deadline?: BodyDeadline,
   ) {
     this.done = new Promise((resolve, reject) => {
       this.resolve = resolve;
@@ -72,6 +84,11 @@ export class BodyCollector {
     return this.ended;
   }
 
+  /** The client announced the body's length (Content-Length): the engine knows where it ends without reading it. */
+  get isAnnounced(): boolean {
+    return this.declaredLength !== undefined;
+  }
+
   /**
    * After an answer decided without the whole body (a refusal at the door): the rest can be
    * read and dropped — so the client can finish sending and read its answer, and send its next
@@ -84,8 +101,8 @@ export class BodyCollector {
 
   /**
    * Reads the rest of the body and drops it (nothing is kept); a body not taken yet is refused.
-   * Resolves once the client sent it all; rejects if it cannot be drained (see canDrain) or the
-   * client went away.
+   * Resolves once the client sent it all; rejects if it cannot be drained (see canDrain), the
+   * client went away or the deadline passed.
    */
   drain(): Promise<void> {
     if (this.ended) return Promise.resolve();
@@ -94,40 +111,33 @@ export class BodyCollector {
     return new Promise((resolve, reject) => {
       this.draining = { resolve, reject };
       this.setPaused(false);
+      this.startDeadline();
     });
   }
 
-  /** Bytes of body this collector holds now (chunks kept, or the allocation). */
+  /** Bytes of body this collector holds now. */
   get heldBytes(): number {
-    return this.preallocated ? this.preallocated.byteLength : this.chunks.reduce((sum, chunk) => sum + chunk.byteLength, 0);
+    return this.chunks.reduce((sum, chunk) => sum + chunk.byteLength, 0);
   }
 
   /**
-   * The handler asks for the body: its bytes are taken from `allowance` (the Content-Length,
-   * or as they arrive), then allocated. Rejects with the allowance's refusal (503 when the
-   * budget is used up), payload_too_large past the cap, or bad_request.
+   * The handler asks for the body: its bytes are taken from `allowance` as they arrive (those
+   * read ahead at once). Rejects with the allowance's refusal (503 when the budget is used up),
+   * payload_too_large past the cap, request_timeout past the deadline, or bad_request.
    */
   take(allowance?: BodyAllowance): Promise<Buffer> {
     if (this.taken || this.settled) return this.done;
     this.taken = true;
     this.allowance = allowance;
     try {
-      allowance?.resize(this.declaredLength ?? this.received);
+      allowance?.resize(this.received);
     } catch (err) {
       this.fail(err);
       return this.done;
     }
-    if (this.declaredLength !== undefined) {
-      this.preallocated = Buffer.allocUnsafeSlow(this.declaredLength);
-      let offset = 0;
-      for (const chunk of this.chunks) {
-        this.preallocated.set(chunk, offset);
-        offset += chunk.byteLength;
-      }
-      this.chunks = [];
-    }
     this.setPaused(false);
     if (this.ended) this.finish();
+    else this.startDeadline();
     return this.done;
   }
 
@@ -147,19 +157,15 @@ export class BodyCollector {
       this.refuse(new SluiceError('bad_request', 'body is longer than its Content-Length'));
       return false;
     }
-    if (this.preallocated) {
-      this.preallocated.set(chunk, this.received);
-    } else {
-      if (this.taken && chunk.byteLength > 0) {
-        try {
-          this.allowance?.resize(received);
-        } catch (err) {
-          this.fail(err);
-          return false;
-        }
+    if (this.taken && chunk.byteLength > 0) {
+      try {
+        this.allowance?.resize(received);
+      } catch (err) {
+        this.fail(err);
+        return false;
       }
-      if (chunk.byteLength > 0) this.chunks.push(Buffer.from(chunk));
     }
+    if (chunk.byteLength > 0) this.chunks.push(ownCopy(chunk));
     this.received = received;
     if (isLast) this.ended = true;
     // Paused past the read-ahead until taken; never once the body ended (the engine may have
@@ -170,12 +176,14 @@ export class BodyCollector {
   }
 
   fail(err: unknown): void {
+    clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = undefined;
     this.draining?.reject(err);
     this.draining = undefined;
     if (this.settled) return;
     this.settled = true;
+    freeNow(this.chunks);
     this.chunks = [];
-    this.preallocated = undefined;
     this.reject(err);
     // Whatever comes next (an answer, a drain, a close) needs the socket read again.
     this.setPaused(false);
@@ -208,25 +216,64 @@ export class BodyCollector {
     else this.flow.resume();
   }
 
-  private finish(): void {
-    this.settled = true;
-    if (this.preallocated) {
-      // A short body under a larger Content-Length: the parser would have failed the connection.
-      this.resolve(this.received === this.preallocated.byteLength ? this.preallocated : this.copyOut([this.preallocated.subarray(0, this.received)]));
-    } else {
-      this.resolve(this.copyOut(this.chunks));
-    }
-    this.chunks = [];
-    this.preallocated = undefined;
+  /**
+   * From now on the body must keep arriving: `timeoutMs`, plus a second per `minBytesPerSecond`
+   * received. (Not before: until the body is taken, the engine is paused by us, not the client.)
+   */
+  private startDeadline(): void {
+    if (!this.deadline || this.deadlineTimer) return;
+    this.readingSince ??= Date.now();
+    this.checkDeadline();
   }
 
-  private copyOut(parts: Buffer[]): Buffer {
-    const out = Buffer.allocUnsafeSlow(this.received);
-    let offset = 0;
-    for (const part of parts) {
-      out.set(part, offset);
-      offset += part.byteLength;
+  private checkDeadline(): void {
+    this.deadlineTimer = undefined;
+    const reading = (this.taken && !this.settled) || this.draining !== undefined;
+    if (!reading || this.ended) return;
+    const { timeoutMs, minBytesPerSecond } = this.deadline!;
+    const elapsed = Date.now() - this.readingSince!;
+    const allowed = timeoutMs + (this.received / minBytesPerSecond) * 1000;
+    if (elapsed < allowed) {
+      this.deadlineTimer = setTimeout(() => this.checkDeadline(), allowed - elapsed).unref();
+      return;
     }
-    return out;
+    this.malformed = true;
+    this.fail(new SluiceError('request_timeout', `the request body did not arrive in time (${this.received} bytes in ${(elapsed / 1000).toFixed(1)} s)`));
   }
+
+  private finish(): void {
+    this.settled = true;
+    const chunks = this.chunks;
+    this.chunks = [];
+    if (chunks.length === 1) return this.resolve(chunks[0]!);
+    const body = Buffer.allocUnsafeSlow(this.received);
+    let offset = 0;
+    for (const chunk of chunks) {
+      body.set(chunk, offset);
+      offset += chunk.byteLength;
+    }
+    freeNow(chunks);
+    this.resolve(body);
+  }
+}
+
+/** A copy that owns its ArrayBuffer (never a slice of Node's shared pool): transferable, and freeable by freeNow. */
+function ownCopy(chunk: Uint8Array): Buffer {
+  const copy = Buffer.allocUnsafeSlow(chunk.byteLength);
+  copy.set(chunk);
+  return copy;
+}
+
+/**
+ * Frees the memory of buffers this collector owns, now: their ArrayBuffers are moved into a
+ * message that is never delivered. Otherwise a dropped body waits for V8's next full collection,
+ * which a process that goes quiet after a burst of abandoned uploads may not run for a long time
+ * (its RSS stays up by what they had sent).
+ */
+function freeNow(buffers: Buffer[]): void {
+  if (buffers.length === 0) return;
+  const { port1, port2 } = new MessageChannel();
+  port1.postMessage(null, buffers.map((buffer) => buffer.buffer as ArrayBuffer));
+  port1.close();
+  port2.close();
 }
