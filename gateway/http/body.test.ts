@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { SluiceError } from '../../core/errors.ts';
 import { BodyCollector, READ_AHEAD_BYTES } from './body.ts';
 
@@ -46,13 +46,32 @@ describe('BodyCollector', () => {
     const collector = new BodyCollector(10 * 1024 * 1024, 10 * 1024 * 1024);
     expect(collector.heldBytes).toBe(0);
     collector.push(bytes(1000, 5), false);
-    expect(collector.heldBytes).toBe(1000); // what the client sent so far, as it came
     const body = collector.take();
-    expect(collector.heldBytes).toBe(1000);
+    expect(collector.heldBytes).toBe(READ_AHEAD_BYTES); // one block like the read-ahead
     collector.push(bytes(10 * 1024 * 1024 - 1000, 6), true);
     const taken = await body;
     expect([taken[0], taken[999], taken[1000], taken.byteLength]).toEqual([5, 5, 6, 10 * 1024 * 1024]);
     expect([taken.byteOffset, taken.buffer.byteLength]).toEqual([0, 10 * 1024 * 1024]); // its own memory
+  });
+
+  it('cuts a body that does not keep up: timeoutMs from when it is taken, plus a second per minBytesPerSecond received', async () => {
+    vi.useFakeTimers();
+    try {
+      const brake = flow();
+      const collector = new BodyCollector(1024 * 1024, 100_000, brake, { timeoutMs: 1000, minBytesPerSecond: 1000 });
+      collector.push(bytes(2000), false); // arrived before it was taken: no clock yet
+      await vi.advanceTimersByTimeAsync(60_000);
+      const body = collector.take();
+      collector.push(bytes(3000), false); // 5,000 bytes: 1 s + 5 s
+      await vi.advanceTimersByTimeAsync(5900);
+      expect(collector.isSettled).toBe(false);
+      await vi.advanceTimersByTimeAsync(200);
+      await expect(body).rejects.toMatchObject({ code: 'request_timeout' });
+      expect(collector.canDrain).toBe(false); // its connection is closed
+      expect(collector.heldBytes).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('hands over a body that arrived whole before it was taken', async () => {

@@ -5,10 +5,10 @@
  * engine stops reading, so a request that is refused at the door costs no more than what its
  * client sent in the meantime. Once taken, the body's bytes are taken from the allowance (the
  * byte budget) as they arrive, never its announced length up front: a client that announces
- * 10 MiB and sends a trickle holds a trickle, and the deadline cuts it. Chunks are copied into
- * memory of their own and joined at the end (a body that came in one chunk is that chunk), so
- * the result owns its ArrayBuffer and can be transferred to a worker thread without a copy; what
- * is dropped (a body refused, cut or abandoned) is freed at once (see freeNow).
+ * 10 MiB and sends a trickle holds a trickle, and the deadline cuts it. What arrives is copied
+ * into blocks of memory of their own (see store) and joined at the end (a body that fits one
+ * block is that block), so the result owns its ArrayBuffer and can be transferred to a worker
+ * thread without a copy; what is dropped (a body refused, cut or abandoned) is freed at once.
  */
 import { MessageChannel } from 'node:worker_threads';
 import { SluiceError } from '../../core/errors.ts';
@@ -36,6 +36,13 @@ export interface FlowControl {
 /** Bytes read before the handler takes the body; past it the engine pauses the socket. */
 export const READ_AHEAD_BYTES = 64 * 1024;
 
+/**
+ * The largest block a body is kept in while it arrives. Large enough that glibc maps each from
+ * the kernel and gives it back when freed (with MALLOC_MMAP_THRESHOLD_ set, see README: Memory),
+ * where many small copies would leave holes in its heap that it never returns.
+ */
+const BLOCK_BYTES = 1024 * 1024;
+
 export class BodyCollector {
   private readonly done: Promise<Buffer>;
   private resolve!: (body: Buffer) => void;
@@ -50,8 +57,10 @@ export class BodyCollector {
   /** Set by drain(): the rest of the body is read and dropped. */
   private draining: { resolve: () => void; reject: (err: unknown) => void } | undefined;
   private allowance: BodyAllowance | undefined;
-  /** Copies of what arrived, each owning its ArrayBuffer. */
-  private chunks: Buffer[] = [];
+  /** What arrived, copied into blocks that own their ArrayBuffers; the last one may have room left. */
+  private blocks: Buffer[] = [];
+  /** Bytes used in the last block. */
+  private lastBlockUsed = 0;
   private received = 0;
   /** When reading for real began (take or drain): the deadline counts from there. */
   private readingSince: number | undefined;
@@ -115,9 +124,9 @@ export class BodyCollector {
     });
   }
 
-  /** Bytes of body this collector holds now. */
+  /** Bytes of memory this collector holds now (its blocks). */
   get heldBytes(): number {
-    return this.chunks.reduce((sum, chunk) => sum + chunk.byteLength, 0);
+    return this.blocks.reduce((sum, block) => sum + block.byteLength, 0);
   }
 
   /**
@@ -165,7 +174,7 @@ export class BodyCollector {
         return false;
       }
     }
-    if (chunk.byteLength > 0) this.chunks.push(ownCopy(chunk));
+    this.store(chunk);
     this.received = received;
     if (isLast) this.ended = true;
     // Paused past the read-ahead until taken; never once the body ended (the engine may have
@@ -182,8 +191,8 @@ export class BodyCollector {
     this.draining = undefined;
     if (this.settled) return;
     this.settled = true;
-    freeNow(this.chunks);
-    this.chunks = [];
+    freeNow(this.blocks);
+    this.blocks = [];
     this.reject(err);
     // Whatever comes next (an answer, a drain, a close) needs the socket read again.
     this.setPaused(false);
@@ -241,34 +250,53 @@ export class BodyCollector {
     this.fail(new SluiceError('request_timeout', `the request body did not arrive in time (${this.received} bytes in ${(elapsed / 1000).toFixed(1)} s)`));
   }
 
+  /**
+   * Copies a chunk into the blocks. An announced body gets a first block like the read-ahead (or
+   * its whole length when smaller: such a body is that one block, handed over as it is), then
+   * blocks of BLOCK_BYTES (or what is left); a body of unknown length gets blocks as large as
+   * what arrived so far (doubling) up to BLOCK_BYTES. Either way it holds at most a block more than
+   * it was sent, and its bulk lives in blocks the allocator gives back to the kernel when freed.
+   */
+  private store(chunk: Uint8Array): void {
+    for (let offset = 0; offset < chunk.byteLength; ) {
+      let block = this.blocks.at(-1);
+      if (!block || this.lastBlockUsed === block.byteLength) {
+        const stored = this.received + offset;
+        const pending = chunk.byteLength - offset;
+        const left = this.declaredLength === undefined ? Infinity : this.declaredLength - stored;
+        const wanted = this.declaredLength === undefined ? Math.max(pending, stored) : stored === 0 ? Math.max(pending, READ_AHEAD_BYTES) : BLOCK_BYTES;
+        block = Buffer.allocUnsafeSlow(Math.min(BLOCK_BYTES, left, wanted));
+        this.blocks.push(block);
+        this.lastBlockUsed = 0;
+      }
+      const bytes = Math.min(block.byteLength - this.lastBlockUsed, chunk.byteLength - offset);
+      block.set(chunk.subarray(offset, offset + bytes), this.lastBlockUsed);
+      this.lastBlockUsed += bytes;
+      offset += bytes;
+    }
+  }
+
   private finish(): void {
     this.settled = true;
-    const chunks = this.chunks;
-    this.chunks = [];
-    if (chunks.length === 1) return this.resolve(chunks[0]!);
+    const blocks = this.blocks;
+    this.blocks = [];
+    if (blocks.length === 1 && this.lastBlockUsed === blocks[0]!.byteLength) return this.resolve(blocks[0]!);
     const body = Buffer.allocUnsafeSlow(this.received);
     let offset = 0;
-    for (const chunk of chunks) {
-      body.set(chunk, offset);
-      offset += chunk.byteLength;
+    for (const block of blocks) {
+      const used = block.subarray(0, Math.min(block.byteLength, this.received - offset));
+      body.set(used, offset);
+      offset += used.byteLength;
     }
-    freeNow(chunks);
+    freeNow(blocks);
     this.resolve(body);
   }
-}
-
-/** A copy that owns its ArrayBuffer (never a slice of Node's shared pool): transferable, and freeable by freeNow. */
-function ownCopy(chunk: Uint8Array): Buffer {
-  const copy = Buffer.allocUnsafeSlow(chunk.byteLength);
-  copy.set(chunk);
-  return copy;
 }
 
 /**
  * Frees the memory of buffers this collector owns, now: their ArrayBuffers are moved into a
  * message that is never delivered. Otherwise a dropped body waits for V8's next full collection,
- * which a process that goes quiet after a burst of abandoned uploads may not run for a long time
- * (its RSS stays up by what they had sent).
+ * which a process that goes quiet after a burst of abandoned uploads may not run for a long time.
  */
 function freeNow(buffers: Buffer[]): void {
   if (buffers.length === 0) return;

@@ -24,17 +24,18 @@ afterEach(async () => {
   server = undefined;
 });
 
-async function serve(engine: keyof typeof engines, handler: HttpHandler): Promise<number> {
-  server = engines[engine](handler);
+async function serve(engine: keyof typeof engines, handler: HttpHandler, options = OPTIONS): Promise<number> {
+  server = engines[engine](handler, options);
   return server.listen('127.0.0.1', 0);
 }
 
 /** A raw keep-alive connection: what was received so far, and writes. */
 function rawConnection(port: number) {
   const socket = connect(port, '127.0.0.1');
-  const state = { received: '', errors: [] as Error[] };
+  const state = { received: '', errors: [] as Error[], closed: false };
   socket.on('data', (data) => (state.received += data.toString('latin1')));
   socket.on('error', (err) => state.errors.push(err));
+  socket.on('close', () => (state.closed = true));
   return {
     state,
     write: (data: string | Buffer) => socket.write(data),
@@ -161,4 +162,62 @@ describe.each(['uws', 'node'] as const)('%s engine', (engine) => {
     expect(client.state.received.toLowerCase()).toContain('retry-after: 3');
     client.close();
   });
+
+  it('close(grace): stops accepting at once, lets a request in flight finish within the grace, then closes every connection', async () => {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const port = await serve(engine, async (request) => {
+      if (request.path === '/slow') await released;
+      if (request.path === '/never') await new Promise(() => {});
+      return { status: 200, body: 'ok' };
+    });
+    const get = (path: string) => `GET ${path} HTTP/1.1\r\nhost: localhost\r\n\r\n`;
+    const idle = rawConnection(port);
+    idle.write(get('/x'));
+    await vi.waitFor(() => expect(idle.statuses()).toEqual([200]), { timeout: 10_000 });
+    const slow = rawConnection(port);
+    const never = rawConnection(port);
+    slow.write(get('/slow'));
+    never.write(get('/never'));
+    await delay(200);
+
+    const grace = 2000;
+    const started = Date.now();
+    let done = 0;
+    const closing = server!.close(grace).then(() => (done = Date.now()));
+    server = undefined;
+    await expect(fetch(`http://127.0.0.1:${port}/x`, { signal: AbortSignal.timeout(5000) })).rejects.toThrow();
+    release();
+    await vi.waitFor(() => expect(slow.statuses()).toEqual([200]), { timeout: 5000 });
+    await vi.waitFor(() => expect(done).toBeGreaterThan(0), { timeout: grace + 10_000 });
+    await closing;
+    // The request that never finishes kept it open for the grace, not longer (generous margin).
+    expect(done - started).toBeGreaterThanOrEqual(grace - 100);
+    expect(done - started).toBeLessThan(grace + 8000);
+    await vi.waitFor(() => expect([idle.state.closed, slow.state.closed, never.state.closed]).toEqual([true, true, true]), { timeout: 5000 });
+    expect(never.statuses()).toEqual([]);
+  });
+});
+
+it('node:http holds at most maxConnections per port: past it a new connection is closed at once', async () => {
+  const port = await serve('node', async () => ({ status: 200, body: 'ok' }), { ...OPTIONS, maxConnections: 2 });
+  const get = 'GET /x HTTP/1.1\r\nhost: localhost\r\n\r\n';
+  const [a, b] = [rawConnection(port), rawConnection(port)];
+  a.write(get);
+  b.write(get);
+  await vi.waitFor(() => expect([a.statuses(), b.statuses()]).toEqual([[200], [200]]), { timeout: 10_000 });
+  const third = rawConnection(port);
+  third.write(get);
+  await vi.waitFor(() => expect(third.state.closed).toBe(true), { timeout: 10_000 });
+  expect(third.statuses()).toEqual([]);
+  a.close();
+  // A place is free again.
+  await vi.waitFor(async () => {
+    const next = rawConnection(port);
+    next.write(get);
+    await delay(200);
+    next.close();
+    expect(next.statuses()).toEqual([200]);
+  }, { timeout: 10_000 });
+  b.close();
 });
