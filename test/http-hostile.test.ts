@@ -57,10 +57,12 @@ const inUse = () => metric(/^sluice_inflight_bytes\{figure="in_use"\} (\d+)$/m);
  */
 function raw(port = sluice.httpPort) {
   const socket: Socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
-  const state = { received: '', closed: false, errors: [] as string[] };
+  /** ended: the server sent its FIN (or the connection is gone). */
+  const state = { received: '', ended: false, closed: false, errors: [] as string[] };
   socket.on('data', (data) => (state.received += data.toString('latin1')));
   socket.on('error', (err: NodeJS.ErrnoException) => state.errors.push(err.code ?? err.message));
-  socket.on('close', () => (state.closed = true));
+  socket.on('end', () => (state.ended = true));
+  socket.on('close', () => (state.closed = state.ended = true));
   return {
     state,
     socket,
@@ -233,7 +235,7 @@ describe('requests the engines treat differently', () => {
       expect(rows.map((r) => r.AgentId)).toEqual(['pipelined-1', 'pipelined-2']);
     } else {
       // uWS refuses to parse a request while the one before is unanswered (async pipelining) and closes.
-      await eventually(() => client.state.closed, 5_000);
+      await eventually(() => client.state.ended, 5_000);
       expect(client.statuses()).toEqual([]);
       await eventually(async () => (await metric(/^sluice_requests_total\{protocol="http",signal="heartbeats",status="aborted"\} (\d+)$/m)) === 1, 10_000);
       const rows = await sluice.rows("SELECT AgentId FROM otel.agent_heartbeats WHERE AgentId LIKE 'pipelined-%'");
