@@ -146,8 +146,9 @@ describe.each(['uws', 'node'] as const)('%s engine', (engine) => {
     }
   });
 
-  it('answers the allowance\'s refusal with 503, keeping nothing of the body', async () => {
+  it('answers the allowance\'s refusal with 503, keeping nothing of the body, and serves the connection\'s next request', async () => {
     const port = await serve(engine, async (request) => {
+      if (request.method === 'GET') return { status: 200 };
       try {
         await request.body(allowance(100 * 1024));
         return { status: 200 };
@@ -157,9 +158,11 @@ describe.each(['uws', 'node'] as const)('%s engine', (engine) => {
     });
     const client = rawConnection(port);
     client.postHead(5 * MiB, 1024);
-    client.write(Buffer.alloc(5 * MiB - 1024, 1));
-    await vi.waitFor(() => expect(client.statuses()).toEqual([503]), { timeout: 10_000 });
+    client.write(Buffer.alloc(5 * MiB - 1024, 1)); // refused mid-body: the rest is read and dropped
+    client.write('GET /y HTTP/1.1\r\nhost: localhost\r\n\r\n');
+    await vi.waitFor(() => expect(client.statuses()).toEqual([503, 200]), { timeout: 10_000 });
     expect(client.state.received.toLowerCase()).toContain('retry-after: 3');
+    expect(client.state.errors).toEqual([]);
     client.close();
   });
 

@@ -109,8 +109,12 @@ export class NodeHttpServer implements HttpServer {
         // anything else is closed.
         const unread = collector !== undefined && !collector.isComplete;
         const close = unread && collector?.canDrain !== true;
-        if (unread && !close) collector!.drain().catch(() => req.socket.destroy());
-        else collector?.fail(new Error('response already sent'));
+        if (unread && !close) {
+          collector!.drain().catch(() => req.socket.destroy());
+          req.resume(); // paused when the body was refused (see the 'data' handler)
+        } else {
+          collector?.fail(new Error('response already sent'));
+        }
         if (res.destroyed) return;
         answered = true;
         if (close) {
