@@ -25,12 +25,13 @@ import { ingestRoutes, opsRoutes } from '../gateway/routes.ts';
 import type { AgentConfigs } from '../gateway/agent-configs.ts';
 import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
-import { captchaSettings, grpcLimits, idempotencyLeaseMs, maxChunkBytes, publicUrl, relayPublicUrl } from './components.ts';
+import { captchaSettings, grpcLimits, httpServerOptions, idempotencyLeaseMs, maxChunkBytes, publicUrl, relayPublicUrl } from './components.ts';
 import { ControlServer } from './control.ts';
 import { serverGraceMs, SluiceGraph } from './graph.ts';
 import { MAX_RELAY_BODY_BYTES, openPublicRelay, relayHttpHandler, type Relay } from '../relay/index.ts';
 
 export type Role = 'serve' | 'gateway' | 'consume' | 'deliver';
+
 
 /** The relay as served by a front end: its module and its port. */
 export interface RunningRelay extends Relay {
@@ -78,6 +79,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     if (storage) bus.consume(storageSink(storage, metrics));
     graph.registerBus(bus);
 
+    const servers: Array<{ close(graceMs: number): Promise<void> }> = [];
     let grpcPort = 0;
     let httpPort = 0;
     let relay: RunningRelay | undefined;
@@ -107,6 +109,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
 
       const grpc = new OtlpGrpcServer({ ...guards, ingest, metrics, log, maxBodyBytes: config.limits.maxBodyBytes, limits: await grpcLimits(config) });
       grpcPort = await listenOn(grpc, config.host, config.grpc.port, 'OTLP/gRPC port (SLUICE_OTLP_GRPC_PORT)');
+      servers.push(grpc);
       graph.onStop('gRPC server', (deadline) => grpc.close(serverGraceMs(deadline)));
 
       if (nc && !config.relay.masterKey) {
@@ -129,19 +132,27 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         });
         graph.onStop('relay background work', () => publicRelay.shutdown());
         const relayHandler = relayHttpHandler(opened, { signInLimiter: await graph.limiter('sign-in'), clientIp: guards.clientIp, operatorToken: config.relay.operatorToken, publicRelay, log });
-        const server = createHttpServer(config.http.engine, relayHandler, { maxBodyBytes: MAX_RELAY_BODY_BYTES }, log);
+        const server = createHttpServer(config.http.engine, relayHandler, httpServerOptions(config, MAX_RELAY_BODY_BYTES), log);
         relayPort = await listenOn(server, config.host, config.relay.port, 'relay port (SLUICE_RELAY_PORT)');
         relay = { ...opened, port: relayPort };
-        graph.onStop('relay server', () => server.close());
+        servers.push(server);
+        graph.onStop('relay server', (deadline) => server.close(serverGraceMs(deadline)));
       }
     }
     // Delivery runs where jobs are worked: every `deliver`, and `serve` (in a cluster beside the `deliver` processes).
     if (role === 'deliver' || (role === 'serve' && relay)) await graph.deliveryWorker();
 
     // Every role answers health, readiness and /metrics; the front end also takes ingestion.
-    const http = createHttpServer(config.http.engine, handler, { maxBodyBytes: config.limits.maxBodyBytes }, log);
+    const http = createHttpServer(config.http.engine, handler, httpServerOptions(config, config.limits.maxBodyBytes), log);
     httpPort = await listenOn(http, config.host, config.http.port, 'HTTP port (SLUICE_OTLP_HTTP_PORT)');
-    graph.onStop('HTTP server', () => http.close());
+    servers.push(http);
+    graph.onStop('HTTP server', (deadline) => http.close(serverGraceMs(deadline)));
+    // Stopping, every port stops taking connections at once and their requests in flight share
+    // one grace (each server's own stop above then finds it closed; those are for a failed start).
+    graph.onStop('front ends', async (deadline) => {
+      const graceMs = serverGraceMs(deadline);
+      await Promise.all(servers.map((server) => server.close(graceMs)));
+    });
 
     if (ownsDataDir) {
       // The CLI reaches this process's storage and state through the control socket.

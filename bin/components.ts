@@ -14,6 +14,7 @@ import { EgressPolicy, LOOPBACK_AND_PRIVATE_NETWORKS } from '../delivery/egress.
 import { redactNatsServers, redactUrl } from '../core/redact.ts';
 import { descriptorUse } from '../core/descriptors.ts';
 import type { GrpcLimits } from '../gateway/grpc/server.ts';
+import type { HttpServerOptions } from '../gateway/http/adapter.ts';
 import { TokenBucketLimiter, type Limiter, type TokenBucketOptions } from '../gateway/limiter.ts';
 import { RedisTokenBucketLimiter } from '../gateway/redis-limiter.ts';
 import { DEFAULT_CAPTCHA_ENDPOINTS, loadMasterKey, SIGN_IN_PER_MINUTE, type RelayParts } from '../relay/index.ts';
@@ -149,6 +150,15 @@ export function createBus(config: Readonly<SluiceConfig>, nc: NatsConnection | u
 /** Rows per bus message: JetStream messages stay under max_payload (1 MiB by default). */
 export function maxChunkBytes(nc: NatsConnection | undefined): number {
   return nc ? 512 * 1024 : Infinity;
+}
+
+/** An HTTP port's limits: its body cap, the body deadline and the connection cap (SLUICE_BODY_*, SLUICE_HTTP_MAX_CONNECTIONS). */
+export function httpServerOptions(config: Readonly<SluiceConfig>, maxBodyBytes: number): HttpServerOptions {
+  return {
+    maxBodyBytes,
+    bodyDeadline: { timeoutMs: config.limits.bodyTimeoutMs, minBytesPerSecond: config.limits.bodyMinBytesPerSecond },
+    maxConnections: config.http.maxConnections,
+  };
 }
 
 /**

@@ -13,11 +13,13 @@ export interface SluiceConfig {
   host: string;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   shutdownTimeoutMs: number;
-  http: { port: number; engine: 'uws' | 'node'; publicUrl: string };
+  http: { port: number; engine: 'uws' | 'node'; publicUrl: string; maxConnections: number };
   grpc: { port: number; maxConnections: number; handshakeTimeoutMs: number; idleTimeoutMs: number; messageTimeoutMs: number };
   limits: {
     maxBodyBytes: number;
     maxInFlightBytes: number;
+    bodyTimeoutMs: number;
+    bodyMinBytesPerSecond: number;
     ratePerMinute: number;
     rateBurst: number;
     trustedProxies: string[];
@@ -93,13 +95,16 @@ export const OPTIONS: readonly Option[] = [
   { path: 'http.port', env: 'SLUICE_OTLP_HTTP_PORT', type: 'integer', default: 4318, doc: 'OTLP/HTTP and agent API port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'http.engine', env: 'SLUICE_HTTP_ENGINE', type: 'string', default: 'uws', doc: 'HTTP engine: uws (uWebSockets.js, its native binary only) or node (node:http; also used, with one warning, where uws has no native binary, e.g. on Node 22 and 24).', schema: { enum: ['uws', 'node'] } },
   { path: 'http.publicUrl', env: 'SLUICE_PUBLIC_URL', type: 'string', default: '', doc: 'URL agents reach the HTTP port at (https://ingest.example.com), written into install manifests; default http://localhost:<port>.', schema: { pattern: '^(|https?://[^\\s"\'\\\\<>`]+)$' } },
+  { path: 'http.maxConnections', env: 'SLUICE_HTTP_MAX_CONNECTIONS', type: 'integer', default: 10_000, doc: 'Connections each HTTP port (ingest, relay) holds at once; past it new ones are closed at once. node:http only: uWebSockets.js has no such limit.', schema: { minimum: 1 } },
   { path: 'grpc.port', env: 'SLUICE_OTLP_GRPC_PORT', type: 'integer', default: 4317, doc: 'OTLP/gRPC port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'grpc.maxConnections', env: 'SLUICE_GRPC_MAX_CONNECTIONS', type: 'integer', default: 0, doc: 'Connections the gRPC port holds at once; past it new ones are closed at accept (logged, counted). 0: half the soft open-files limit (ulimit -n) at start, at most 10,000, so descriptors stay for HTTP, storage and the control socket.', schema: { minimum: 0 } },
   { path: 'grpc.handshakeTimeoutMs', env: 'SLUICE_GRPC_HANDSHAKE_TIMEOUT_MS', type: 'integer', default: 10_000, doc: 'How long a new gRPC connection may take to send the HTTP/2 preface before it is closed.', schema: { minimum: 100, maximum: 600_000 } },
   { path: 'grpc.idleTimeoutMs', env: 'SLUICE_GRPC_IDLE_TIMEOUT_MS', type: 'integer', default: 120_000, doc: 'How long a gRPC connection may stay without a call before it is closed (GOAWAY; clients reconnect when they next export). Pings do not count as calls.', schema: { minimum: 100, maximum: 86_400_000 } },
   { path: 'grpc.messageTimeoutMs', env: 'SLUICE_GRPC_MESSAGE_TIMEOUT_MS', type: 'integer', default: 30_000, doc: 'How long a gRPC call may take to send its whole request message (from its headers on; a shorter grpc-timeout of the client wins); past it the call ends with DEADLINE_EXCEEDED and its memory is freed.', schema: { minimum: 100, maximum: 600_000 } },
   { path: 'limits.maxBodyBytes', env: 'SLUICE_MAX_BODY_BYTES', type: 'integer', default: 10 * MiB, doc: 'Cap on the compressed and on the decompressed request body, in bytes (10 MiB).', schema: { minimum: 1024 } },
-  { path: 'limits.maxInFlightBytes', env: 'SLUICE_MAX_INFLIGHT_BYTES', type: 'integer', default: 256 * MiB, doc: 'Memory budget of a front end for requests in flight, in bytes: bodies being read and decoded, rows until the bus made them durable (the local log or JetStream); when it is used up, requests get 503 + Retry-After. Keep it several times the body cap.', schema: { minimum: MiB } },
+  { path: 'limits.maxInFlightBytes', env: 'SLUICE_MAX_INFLIGHT_BYTES', type: 'integer', default: 256 * MiB, doc: 'Memory budget of a front end for requests in flight, in bytes: bodies as their bytes arrive and while they are decoded, rows until the bus made them durable (the local log or JetStream); when it is used up, requests get 503 + Retry-After. Keep it several times the body cap.', schema: { minimum: MiB } },
+  { path: 'limits.bodyTimeoutMs', env: 'SLUICE_BODY_TIMEOUT_MS', type: 'integer', default: 10_000, doc: 'How long a request body may take to arrive once Sluice reads it (after the rate limit and key check), plus one second per SLUICE_BODY_MIN_BYTES_PER_SECOND bytes received; a slower body gets 408 and its connection is closed.', schema: { minimum: 100 } },
+  { path: 'limits.bodyMinBytesPerSecond', env: 'SLUICE_BODY_MIN_BYTES_PER_SECOND', type: 'integer', default: 64 * 1024, doc: 'The rate a long body must keep up on average: each such many bytes received give it one more second (see SLUICE_BODY_TIMEOUT_MS).', schema: { minimum: 1 } },
   { path: 'limits.ratePerMinute', env: 'SLUICE_RATE_LIMIT_PER_MINUTE', type: 'integer', default: 600, doc: 'Ingestion requests per minute per source IP (token bucket refill rate).', schema: { minimum: 1 } },
   { path: 'limits.rateBurst', env: 'SLUICE_RATE_LIMIT_BURST', type: 'integer', default: 600, doc: 'Token bucket size: the burst a source IP may send at once.', schema: { minimum: 1 } },
   { path: 'limits.trustedProxies', env: 'SLUICE_TRUSTED_PROXIES', type: 'list', default: [], doc: 'Comma-separated proxy IPs whose X-Forwarded-For is trusted for the client IP (none by default).', schema: { items: { type: 'string', minLength: 1 } } },

@@ -33,10 +33,12 @@ export const ERROR_CODES = {
   unauthorized: { http: 401, grpc: GrpcCode.UNAUTHENTICATED, retryable: false, doc: 'The API key is missing, unknown or revoked.' },
   not_found: { http: 404, grpc: GrpcCode.NOT_FOUND, retryable: false, doc: 'No such path.' },
   method_not_allowed: { http: 405, grpc: GrpcCode.UNIMPLEMENTED, retryable: false, doc: 'The path exists but not for this method.' },
+  request_timeout: { http: 408, grpc: GrpcCode.DEADLINE_EXCEEDED, retryable: true, doc: 'The body did not arrive in time (SLUICE_BODY_TIMEOUT_MS, plus a second per SLUICE_BODY_MIN_BYTES_PER_SECOND bytes received); nothing of it was stored, and the connection is closed.' },
   payload_too_large: { http: 413, grpc: GrpcCode.RESOURCE_EXHAUSTED, retryable: false, doc: 'The body is over 10 MiB, compressed or decompressed.' },
   unsupported_media_type: { http: 415, grpc: GrpcCode.INVALID_ARGUMENT, retryable: false, doc: 'Content-Type or Content-Encoding is not supported.' },
   rate_limited: { http: 429, grpc: GrpcCode.UNAVAILABLE, retryable: true, doc: 'The source IP used up its token bucket; retry after Retry-After seconds.' },
   unavailable: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryable: true, doc: 'Storage or the bus is down or cannot keep up, or the gateway\'s in-flight memory budget is used up; nothing of the request was stored; retry after Retry-After seconds.' },
+  aborted: { http: 499, grpc: GrpcCode.CANCELLED, retryable: true, doc: 'The client closed the connection before its answer (never sent: counted as `status="aborted"` in `sluice_requests_total`, logged at debug).' },
   internal: { http: 500, grpc: GrpcCode.INTERNAL, retryable: false, doc: 'A bug: the request failed in a way Sluice did not expect (logged with its cause); not known to succeed if sent again.' },
 } as const satisfies Record<string, ErrorSpec>;
 

@@ -31,7 +31,7 @@ export class SluiceMetrics {
 
   readonly requests = new Counter({
     name: 'sluice_requests_total',
-    help: 'Ingestion requests by protocol, signal and response status (HTTP status or gRPC code name).',
+    help: 'Ingestion requests by protocol, signal and response status (HTTP status or gRPC code name; `aborted`: the client closed the connection before its answer).',
     labelNames: ['protocol', 'signal', 'status'] as const,
     registers: [this.registry],
   });
@@ -179,7 +179,7 @@ export class SluiceMetrics {
   /** The relay's public endpoints: one count per answer. */
   readonly relayRequests = new Counter({
     name: 'sluice_relay_requests_total',
-    help: 'Requests to the relay\'s public endpoints by endpoint (submissions, notifications, tenant-discovery) and response status.',
+    help: 'Requests to the relay\'s public endpoints by endpoint (submissions, notifications, tenant-discovery) and response status (`aborted`: the client closed the connection before its answer).',
     labelNames: ['endpoint', 'status'] as const,
     registers: [this.registry],
   });

@@ -16,7 +16,7 @@ import { etagMatches, type AgentConfigs } from './agent-configs.ts';
 import { MANIFEST_CONTENT_TYPES, MANIFEST_FORMATS, renderManifest, type ManifestFormat } from './agent-manifest.ts';
 import type { HttpRequest, HttpResponse } from './http/adapter.ts';
 import type { InstallTokens } from './install-tokens.ts';
-import { admit, rateLimit, type IngestGuards } from './otlp-http.ts';
+import { admit, rateLimit, statusLabel, type IngestGuards } from './otlp-http.ts';
 
 export interface AgentHttpDeps extends IngestGuards {
   ingest: IngestService;
@@ -53,7 +53,7 @@ function counted(signal: string, deps: AgentHttpDeps, handler: Handler): Handler
     } catch (err) {
       response = agentErrorResponse(err, deps.log);
     }
-    deps.metrics.requests.inc({ protocol: 'http', signal, status: String(response.status) });
+    deps.metrics.requests.inc({ protocol: 'http', signal, status: statusLabel(request, response) });
     return response;
   };
 }

@@ -31,7 +31,7 @@ function errorResponses(...codes: Array<keyof typeof ERROR_CODES>): Json {
 }
 
 const KEYED = [{ apiKey: [] }, { bearer: [] }];
-const INGEST_ERRORS = ['bad_request', 'unauthorized', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'unavailable'] as const;
+const INGEST_ERRORS = ['bad_request', 'unauthorized', 'request_timeout', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'unavailable'] as const;
 const CONTENT_ENCODING = {
   name: 'Content-Encoding',
   in: 'header',

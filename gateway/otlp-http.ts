@@ -87,9 +87,14 @@ export function otlpHttpHandler(signal: Signal, deps: OtlpHttpDeps): (request: H
     } catch (err) {
       response = errorResponse(err, format ?? 'json', deps.log);
     }
-    deps.metrics.requests.inc({ protocol: 'http', signal, status: String(response.status) });
+    deps.metrics.requests.inc({ protocol: 'http', signal, status: statusLabel(request, response) });
     return response;
   };
+}
+
+/** The `status` label of sluice_requests_total: the HTTP status, or `aborted` when the client left before its answer. */
+export function statusLabel(request: HttpRequest, response: HttpResponse): string {
+  return request.aborted ? 'aborted' : String(response.status);
 }
 
 /** The one mapping of an error to an OTLP/HTTP response. */

@@ -100,7 +100,7 @@ export interface PublicRelayParts {
   idempotencyLeaseMs: number;
   /** Where users sign in, for tenant discovery emails (known once the port is bound). */
   signInUrl: () => string;
-  onAnswer?: (endpoint: string, status: number) => void;
+  onAnswer?: (endpoint: string, status: number | 'aborted') => void;
   log: Logger;
 }
 

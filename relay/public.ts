@@ -60,8 +60,8 @@ export interface PublicRelayDeps {
   budget: ByteBudget;
   /** Where a user signs in, written into tenant discovery emails. */
   signInUrl: () => string;
-  /** Counts each answer (for /metrics). */
-  onAnswer?: (endpoint: string, status: number) => void;
+  /** Counts each answer (for /metrics): its status, or `aborted` when the client left before it. */
+  onAnswer?: (endpoint: string, status: number | 'aborted') => void;
   log: Logger;
 }
 
@@ -102,7 +102,7 @@ export class PublicRelay {
   routes(): Record<string, HttpHandler> {
     const counted = (endpoint: string, handle: HttpHandler): HttpHandler => async (request) => {
       const response = await handle(request);
-      this.deps.onAnswer?.(endpoint, response.status);
+      this.deps.onAnswer?.(endpoint, request.aborted ? 'aborted' : response.status);
       return response;
     };
     return {

@@ -57,14 +57,15 @@ function exportGrpc(body: Uint8Array): Promise<{ code: number; trailers?: grpc.M
 
 describe('the in-flight byte budget', () => {
   it('refuses with 503 + Retry-After (HTTP) and UNAVAILABLE + RetryInfo (gRPC) while it is used up, and takes requests again once freed', async () => {
-    // A slow client announces a body as large as the whole budget and sends 1 KiB of it.
+    // A slow client announces more than the whole budget and sends the budget's worth of it
+    // (a body takes budget as its bytes arrive, not its Content-Length).
     const slow = connect(sluice.httpPort, '127.0.0.1');
     slow.on('error', () => {});
     slow.write(
       `POST /v1/traces HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/x-protobuf\r\n` +
-        `x-api-key: ${sluice.apiKey}\r\ncontent-length: ${BUDGET}\r\n\r\n`,
+        `x-api-key: ${sluice.apiKey}\r\ncontent-length: ${BUDGET + MiB}\r\n\r\n`,
     );
-    slow.write(Buffer.alloc(1024));
+    slow.write(Buffer.alloc(BUDGET));
     await eventually(async () => (await inUse()) === BUDGET);
 
     const small = encodeTraces(traceRequest({ spans: 5, name: 'refused' }));

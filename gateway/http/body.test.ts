@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { SluiceError } from '../../core/errors.ts';
 import { BodyCollector, READ_AHEAD_BYTES } from './body.ts';
 
@@ -42,16 +42,36 @@ describe('BodyCollector', () => {
     expect([...(await body)]).toEqual([7, 7, 8, 8]);
   });
 
-  it('allocates nothing for an announced length before the body is taken (a refusal at the door costs nothing)', async () => {
+  it('holds what arrived, never the announced length (a client that announces 10 MiB and sends a trickle holds a trickle)', async () => {
     const collector = new BodyCollector(10 * 1024 * 1024, 10 * 1024 * 1024);
     expect(collector.heldBytes).toBe(0);
     collector.push(bytes(1000, 5), false);
-    expect(collector.heldBytes).toBe(1000); // what the client sent so far, as it came
     const body = collector.take();
-    expect(collector.heldBytes).toBe(10 * 1024 * 1024);
+    expect(collector.heldBytes).toBe(READ_AHEAD_BYTES); // one block like the read-ahead
     collector.push(bytes(10 * 1024 * 1024 - 1000, 6), true);
     const taken = await body;
     expect([taken[0], taken[999], taken[1000], taken.byteLength]).toEqual([5, 5, 6, 10 * 1024 * 1024]);
+    expect([taken.byteOffset, taken.buffer.byteLength]).toEqual([0, 10 * 1024 * 1024]); // its own memory
+  });
+
+  it('cuts a body that does not keep up: timeoutMs from when it is taken, plus a second per minBytesPerSecond received', async () => {
+    vi.useFakeTimers();
+    try {
+      const brake = flow();
+      const collector = new BodyCollector(1024 * 1024, 100_000, brake, { timeoutMs: 1000, minBytesPerSecond: 1000 });
+      collector.push(bytes(2000), false); // arrived before it was taken: no clock yet
+      await vi.advanceTimersByTimeAsync(60_000);
+      const body = collector.take();
+      collector.push(bytes(3000), false); // 5,000 bytes: 1 s + 5 s
+      await vi.advanceTimersByTimeAsync(5900);
+      expect(collector.isSettled).toBe(false);
+      await vi.advanceTimersByTimeAsync(200);
+      await expect(body).rejects.toMatchObject({ code: 'request_timeout' });
+      expect(collector.canDrain).toBe(false); // its connection is closed
+      expect(collector.heldBytes).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('hands over a body that arrived whole before it was taken', async () => {
@@ -83,16 +103,18 @@ describe('BodyCollector', () => {
     expect(collector.isComplete).toBe(true);
   });
 
-  it('takes the announced length from the allowance, and refuses the body when it cannot have it', async () => {
+  it('takes an announced body from the allowance as it arrives, and refuses it when it cannot grow', async () => {
     const budget = allowance(50);
-    const fits = new BodyCollector(100, 40);
-    fits.take(budget);
-    expect(budget.asked).toEqual([40]);
-    const refused = new BodyCollector(100, 60);
-    refused.push(bytes(10), false);
-    await expect(refused.take(budget)).rejects.toMatchObject({ code: 'unavailable', retryAfterSeconds: 3 });
-    expect(refused.heldBytes).toBe(0);
-    expect(refused.push(bytes(10), false)).toBe(false); // the engine stops reading
+    const collector = new BodyCollector(100, 60);
+    collector.push(bytes(10), false);
+    const body = collector.take(budget);
+    expect(budget.asked).toEqual([10]); // the read-ahead, not the 60 announced
+    expect(collector.push(bytes(30), false)).toBe(true);
+    expect(collector.push(bytes(20), false)).toBe(false); // the engine stops reading
+    expect(budget.asked).toEqual([10, 40]);
+    await expect(body).rejects.toMatchObject({ code: 'unavailable', retryAfterSeconds: 3 });
+    expect(collector.heldBytes).toBe(0);
+    expect(collector.canDrain).toBe(true); // the rest can still be read and dropped for the answer
   });
 
   it('grows the allowance with a body of unannounced length, and refuses it when it cannot grow', async () => {

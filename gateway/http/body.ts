@@ -1,18 +1,26 @@
 /**
- * BodyCollector: gathers a request body as it streams in, under a hard cap. Nothing is
- * allocated for the body until the handler takes it (after admission: rate limit, key check,
- * a byte-budget reservation): bytes that arrive before are kept as they come, and past a small
- * read-ahead the engine stops reading, so a request that is refused at the door costs no more
- * than what its client sent in the meantime. When the length is announced, take() allocates
- * exactly that once; otherwise the chunks are kept (the reservation growing with them) and
- * joined at the end. Either way the result owns its ArrayBuffer (allocUnsafeSlow: never a
- * slice of Node's shared pool), so it can be transferred to a worker thread without a copy.
+ * BodyCollector: gathers a request body as it streams in, under a hard cap and a deadline.
+ * Nothing is allocated for the body until the handler takes it (after admission: rate limit,
+ * key check): bytes that arrive before are kept as they come, and past a small read-ahead the
+ * engine stops reading, so a request that is refused at the door costs no more than what its
+ * client sent in the meantime. Once taken, the body's bytes are taken from the allowance (the
+ * byte budget) as they arrive, never its announced length up front: a client that announces
+ * 10 MiB and sends a trickle holds a trickle, and the deadline cuts it. What arrives is copied
+ * into blocks of memory of their own (see store) and joined at the end (a body that fits one
+ * block is that block), so the result owns its ArrayBuffer and can be transferred to a worker
+ * thread without a copy; what is dropped (a body refused, cut or abandoned) is freed at once.
  */
+import { MessageChannel } from 'node:worker_threads';
 import { SluiceError } from '../../core/errors.ts';
-import type { BodyAllowance } from './adapter.ts';
+import type { BodyAllowance, BodyDeadline } from './adapter.ts';
 
 export function payloadTooLarge(maxBytes: number): SluiceError {
   return new SluiceError('payload_too_large', `request body exceeds ${formatBytes(maxBytes)}`);
+}
+
+/** What body() rejects with once the client closed the connection: nobody is left to answer. */
+export function clientGone(): SluiceError {
+  return new SluiceError('aborted', 'the client closed the connection before its answer');
 }
 
 export function formatBytes(bytes: number): string {
@@ -28,6 +36,13 @@ export interface FlowControl {
 /** Bytes read before the handler takes the body; past it the engine pauses the socket. */
 export const READ_AHEAD_BYTES = 64 * 1024;
 
+/**
+ * The largest block a body is kept in while it arrives. Large enough that glibc maps each from
+ * the kernel and gives it back when freed (with MALLOC_MMAP_THRESHOLD_ set, see README: Memory),
+ * where many small copies would leave holes in its heap that it never returns.
+ */
+const BLOCK_BYTES = 1024 * 1024;
+
 export class BodyCollector {
   private readonly done: Promise<Buffer>;
   private resolve!: (body: Buffer) => void;
@@ -37,19 +52,25 @@ export class BodyCollector {
   /** The client sent its last chunk (possibly before the body was taken). */
   private ended = false;
   private paused = false;
-  /** The body broke the framing (over the cap, or longer than announced): the connection cannot be reused. */
+  /** The body broke the framing (over the cap, longer than announced, too slow): the connection cannot be reused. */
   private malformed = false;
   /** Set by drain(): the rest of the body is read and dropped. */
   private draining: { resolve: () => void; reject: (err: unknown) => void } | undefined;
   private allowance: BodyAllowance | undefined;
-  private chunks: Buffer[] = [];
-  private preallocated: Buffer | undefined;
+  /** What arrived, copied into blocks that own their ArrayBuffers; the last one may have room left. */
+  private blocks: Buffer[] = [];
+  /** Bytes used in the last block. */
+  private lastBlockUsed = 0;
   private received = 0;
+  /** When reading for real began (take or drain): the deadline counts from there. */
+  private readingSince: number | undefined;
+  private deadlineTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly maxBytes: number,
     private readonly declaredLength: number | undefined,
     private readonly flow?: FlowControl,
+    private readonly deadline?: BodyDeadline,
   ) {
     this.done = new Promise((resolve, reject) => {
       this.resolve = resolve;
@@ -72,6 +93,11 @@ export class BodyCollector {
     return this.ended;
   }
 
+  /** The client announced the body's length (Content-Length): the engine knows where it ends without reading it. */
+  get isAnnounced(): boolean {
+    return this.declaredLength !== undefined;
+  }
+
   /**
    * After an answer decided without the whole body (a refusal at the door): the rest can be
    * read and dropped — so the client can finish sending and read its answer, and send its next
@@ -84,8 +110,8 @@ export class BodyCollector {
 
   /**
    * Reads the rest of the body and drops it (nothing is kept); a body not taken yet is refused.
-   * Resolves once the client sent it all; rejects if it cannot be drained (see canDrain) or the
-   * client went away.
+   * Resolves once the client sent it all; rejects if it cannot be drained (see canDrain), the
+   * client went away or the deadline passed.
    */
   drain(): Promise<void> {
     if (this.ended) return Promise.resolve();
@@ -94,40 +120,33 @@ export class BodyCollector {
     return new Promise((resolve, reject) => {
       this.draining = { resolve, reject };
       this.setPaused(false);
+      this.startDeadline();
     });
   }
 
-  /** Bytes of body this collector holds now (chunks kept, or the allocation). */
+  /** Bytes of memory this collector holds now (its blocks). */
   get heldBytes(): number {
-    return this.preallocated ? this.preallocated.byteLength : this.chunks.reduce((sum, chunk) => sum + chunk.byteLength, 0);
+    return this.blocks.reduce((sum, block) => sum + block.byteLength, 0);
   }
 
   /**
-   * The handler asks for the body: its bytes are taken from `allowance` (the Content-Length,
-   * or as they arrive), then allocated. Rejects with the allowance's refusal (503 when the
-   * budget is used up), payload_too_large past the cap, or bad_request.
+   * The handler asks for the body: its bytes are taken from `allowance` as they arrive (those
+   * read ahead at once). Rejects with the allowance's refusal (503 when the budget is used up),
+   * payload_too_large past the cap, request_timeout past the deadline, or bad_request.
    */
   take(allowance?: BodyAllowance): Promise<Buffer> {
     if (this.taken || this.settled) return this.done;
     this.taken = true;
     this.allowance = allowance;
     try {
-      allowance?.resize(this.declaredLength ?? this.received);
+      allowance?.resize(this.received);
     } catch (err) {
       this.fail(err);
       return this.done;
     }
-    if (this.declaredLength !== undefined) {
-      this.preallocated = Buffer.allocUnsafeSlow(this.declaredLength);
-      let offset = 0;
-      for (const chunk of this.chunks) {
-        this.preallocated.set(chunk, offset);
-        offset += chunk.byteLength;
-      }
-      this.chunks = [];
-    }
     this.setPaused(false);
     if (this.ended) this.finish();
+    else this.startDeadline();
     return this.done;
   }
 
@@ -147,19 +166,15 @@ export class BodyCollector {
       this.refuse(new SluiceError('bad_request', 'body is longer than its Content-Length'));
       return false;
     }
-    if (this.preallocated) {
-      this.preallocated.set(chunk, this.received);
-    } else {
-      if (this.taken && chunk.byteLength > 0) {
-        try {
-          this.allowance?.resize(received);
-        } catch (err) {
-          this.fail(err);
-          return false;
-        }
+    if (this.taken && chunk.byteLength > 0) {
+      try {
+        this.allowance?.resize(received);
+      } catch (err) {
+        this.fail(err);
+        return false;
       }
-      if (chunk.byteLength > 0) this.chunks.push(Buffer.from(chunk));
     }
+    this.store(chunk);
     this.received = received;
     if (isLast) this.ended = true;
     // Paused past the read-ahead until taken; never once the body ended (the engine may have
@@ -170,12 +185,14 @@ export class BodyCollector {
   }
 
   fail(err: unknown): void {
+    clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = undefined;
     this.draining?.reject(err);
     this.draining = undefined;
     if (this.settled) return;
     this.settled = true;
-    this.chunks = [];
-    this.preallocated = undefined;
+    freeNow(this.blocks);
+    this.blocks = [];
     this.reject(err);
     // Whatever comes next (an answer, a drain, a close) needs the socket read again.
     this.setPaused(false);
@@ -208,25 +225,83 @@ export class BodyCollector {
     else this.flow.resume();
   }
 
-  private finish(): void {
-    this.settled = true;
-    if (this.preallocated) {
-      // A short body under a larger Content-Length: the parser would have failed the connection.
-      this.resolve(this.received === this.preallocated.byteLength ? this.preallocated : this.copyOut([this.preallocated.subarray(0, this.received)]));
-    } else {
-      this.resolve(this.copyOut(this.chunks));
-    }
-    this.chunks = [];
-    this.preallocated = undefined;
+  /**
+   * From now on the body must keep arriving: `timeoutMs`, plus a second per `minBytesPerSecond`
+   * received. (Not before: until the body is taken, the engine is paused by us, not the client.)
+   */
+  private startDeadline(): void {
+    if (!this.deadline || this.deadlineTimer) return;
+    this.readingSince ??= Date.now();
+    this.checkDeadline();
   }
 
-  private copyOut(parts: Buffer[]): Buffer {
-    const out = Buffer.allocUnsafeSlow(this.received);
-    let offset = 0;
-    for (const part of parts) {
-      out.set(part, offset);
-      offset += part.byteLength;
+  private checkDeadline(): void {
+    this.deadlineTimer = undefined;
+    const reading = (this.taken && !this.settled) || this.draining !== undefined;
+    if (!reading || this.ended) return;
+    const { timeoutMs, minBytesPerSecond } = this.deadline!;
+    const elapsed = Date.now() - this.readingSince!;
+    const allowed = timeoutMs + (this.received / minBytesPerSecond) * 1000;
+    if (elapsed < allowed) {
+      this.deadlineTimer = setTimeout(() => this.checkDeadline(), allowed - elapsed).unref();
+      return;
     }
-    return out;
+    this.malformed = true;
+    this.fail(new SluiceError('request_timeout', `the request body did not arrive in time (${this.received} bytes in ${(elapsed / 1000).toFixed(1)} s)`));
   }
+
+  /**
+   * Copies a chunk into the blocks. An announced body gets a first block like the read-ahead (or
+   * its whole length when smaller: such a body is that one block, handed over as it is), then
+   * blocks of BLOCK_BYTES (or what is left); a body of unknown length gets blocks as large as
+   * what arrived so far (doubling) up to BLOCK_BYTES. Either way it holds at most a block more than
+   * it was sent, and its bulk lives in blocks the allocator gives back to the kernel when freed.
+   */
+  private store(chunk: Uint8Array): void {
+    for (let offset = 0; offset < chunk.byteLength; ) {
+      let block = this.blocks.at(-1);
+      if (!block || this.lastBlockUsed === block.byteLength) {
+        const stored = this.received + offset;
+        const pending = chunk.byteLength - offset;
+        const left = this.declaredLength === undefined ? Infinity : this.declaredLength - stored;
+        const wanted = this.declaredLength === undefined ? Math.max(pending, stored) : stored === 0 ? Math.max(pending, READ_AHEAD_BYTES) : BLOCK_BYTES;
+        block = Buffer.allocUnsafeSlow(Math.min(BLOCK_BYTES, left, wanted));
+        this.blocks.push(block);
+        this.lastBlockUsed = 0;
+      }
+      const bytes = Math.min(block.byteLength - this.lastBlockUsed, chunk.byteLength - offset);
+      block.set(chunk.subarray(offset, offset + bytes), this.lastBlockUsed);
+      this.lastBlockUsed += bytes;
+      offset += bytes;
+    }
+  }
+
+  private finish(): void {
+    this.settled = true;
+    const blocks = this.blocks;
+    this.blocks = [];
+    if (blocks.length === 1 && this.lastBlockUsed === blocks[0]!.byteLength) return this.resolve(blocks[0]!);
+    const body = Buffer.allocUnsafeSlow(this.received);
+    let offset = 0;
+    for (const block of blocks) {
+      const used = block.subarray(0, Math.min(block.byteLength, this.received - offset));
+      body.set(used, offset);
+      offset += used.byteLength;
+    }
+    freeNow(blocks);
+    this.resolve(body);
+  }
+}
+
+/**
+ * Frees the memory of buffers this collector owns, now: their ArrayBuffers are moved into a
+ * message that is never delivered. Otherwise a dropped body waits for V8's next full collection,
+ * which a process that goes quiet after a burst of abandoned uploads may not run for a long time.
+ */
+function freeNow(buffers: Buffer[]): void {
+  if (buffers.length === 0) return;
+  const { port1, port2 } = new MessageChannel();
+  port1.postMessage(null, buffers.map((buffer) => buffer.buffer as ArrayBuffer));
+  port1.close();
+  port2.close();
 }

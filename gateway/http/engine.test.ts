@@ -5,7 +5,7 @@
 import { createRequire } from 'node:module';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../core/log.ts';
-import type { HttpHandler, HttpServer } from './adapter.ts';
+import type { HttpHandler, HttpServer, HttpServerOptions } from './adapter.ts';
 import { createHttpServer } from './index.ts';
 import { probeNativeUws, type UwsTarget } from './uws.ts';
 
@@ -13,6 +13,7 @@ const HERE: UwsTarget = { platform: process.platform, arch: process.arch, module
 /** Node 24's ABI: the package has no binary for it and would answer with its emulation. */
 const NODE_24: UwsTarget = { ...HERE, modules: '137', node: '24.21.0' };
 
+const OPTIONS: HttpServerOptions = { maxBodyBytes: 1024, bodyDeadline: { timeoutMs: 10_000, minBytesPerSecond: 65_536 }, maxConnections: 100 };
 const handler: HttpHandler = async (request) => ({ status: 200, body: `hello ${request.path}` });
 
 function capturedLog() {
@@ -22,7 +23,7 @@ function capturedLog() {
 
 const servers: HttpServer[] = [];
 afterEach(async () => {
-  for (const server of servers.splice(0)) await server.close();
+  for (const server of servers.splice(0)) await server.close(0);
 });
 
 describe('probeNativeUws', () => {
@@ -52,7 +53,7 @@ describe('probeNativeUws', () => {
 describe('createHttpServer', () => {
   it('serves with uWebSockets.js where its native engine runs, without a warning', async () => {
     const { log, lines } = capturedLog();
-    const server = createHttpServer('uws', handler, { maxBodyBytes: 1024 }, log);
+    const server = createHttpServer('uws', handler, OPTIONS, log);
     servers.push(server);
     expect(server.engine).toBe('uws');
     const port = await server.listen('127.0.0.1', 0);
@@ -63,8 +64,8 @@ describe('createHttpServer', () => {
   it('falls back to node:http where only the emulation exists, and says so once per process', async () => {
     const { log, lines } = capturedLog();
     const probe = probeNativeUws(NODE_24);
-    const ingest = createHttpServer('uws', handler, { maxBodyBytes: 1024 }, log, probe);
-    const relay = createHttpServer('uws', handler, { maxBodyBytes: 1024 }, log, probe);
+    const ingest = createHttpServer('uws', handler, OPTIONS, log, probe);
+    const relay = createHttpServer('uws', handler, OPTIONS, log, probe);
     servers.push(ingest, relay);
     expect([ingest.engine, relay.engine]).toEqual(['node', 'node']);
     const port = await ingest.listen('127.0.0.1', 0);
@@ -75,7 +76,7 @@ describe('createHttpServer', () => {
 
   it('does not warn when node:http is what was configured', () => {
     const { log, lines } = capturedLog();
-    const server = createHttpServer('node', handler, { maxBodyBytes: 1024 }, log, probeNativeUws(NODE_24));
+    const server = createHttpServer('node', handler, OPTIONS, log, probeNativeUws(NODE_24));
     expect(server.engine).toBe('node');
     expect(lines).toEqual([]);
   });

@@ -14,6 +14,7 @@ const announced = new WeakSet<UwsProbe>();
  * node:http, said once in a warning. `uws` is this process's probe; tests pass their own.
  */
 export function createHttpServer(engine: 'uws' | 'node', handler: HttpHandler, options: HttpServerOptions, log: Logger, uws: UwsProbe = nativeUws()): HttpServer {
+  options = { ...options, log };
   if (engine === 'uws') {
     if (uws.uws) return new UwsHttpServer(handler, options, uws.uws);
     if (!announced.has(uws)) {

@@ -4,7 +4,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { BodyCollector } from './body.ts';
+import { BodyCollector, clientGone } from './body.ts';
 import type { HttpHandler, HttpRequest, HttpResponse, HttpServer, HttpServerOptions } from './adapter.ts';
 
 /** Marks the end of a body; never handed out (a body may be transferred to a worker, detaching it). */
@@ -13,14 +13,31 @@ const END = new Uint8Array(0);
 /** How long a connection whose body we refused stays open for the client to read the answer. */
 const LINGER_MS = 5000;
 
+/**
+ * Timeouts set here rather than left to Node's defaults (which changed between versions):
+ * a request head must arrive within 10 s (checked every 2 s), an idle keep-alive connection is
+ * closed after 10 s (as uWebSockets.js does). Bodies have the BodyDeadline of their own instead
+ * of Node's requestTimeout, which would cut a long upload at any rate.
+ */
+const HEADERS_TIMEOUT_MS = 10_000;
+const KEEP_ALIVE_TIMEOUT_MS = 10_000;
+const TIMEOUT_CHECK_INTERVAL_MS = 2_000;
+
 export class NodeHttpServer implements HttpServer {
   readonly engine = 'node';
   private server: Server | undefined;
+  private closing = false;
 
   constructor(private readonly handler: HttpHandler, private readonly options: HttpServerOptions) {}
 
   listen(host: string, port: number): Promise<number> {
-    const server = createServer({ keepAlive: true }, (req, res) => this.onRequest(req, res));
+    const server = createServer(
+      { keepAlive: true, headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: 0, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS },
+      (req, res) => this.onRequest(req, res),
+    );
+    server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+    // Past it, node:http closes new connections as soon as they are accepted.
+    server.maxConnections = this.options.maxConnections;
     this.server = server;
     return new Promise((resolve, reject) => {
       server.once('error', reject);
@@ -28,19 +45,23 @@ export class NodeHttpServer implements HttpServer {
     });
   }
 
-  async close(): Promise<void> {
+  async close(graceMs: number): Promise<void> {
     const server = this.server;
     this.server = undefined;
     if (!server) return;
-    await new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeAllConnections();
-    });
+    this.closing = true;
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeIdleConnections();
+    const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+    await closed;
+    clearTimeout(timer);
   }
 
   private onRequest(req: IncomingMessage, res: ServerResponse): void {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
+    const method = (req.method ?? 'GET').toUpperCase();
+    const path = q < 0 ? url : url.slice(0, q);
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(req.headers)) {
       if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
@@ -49,24 +70,33 @@ export class NodeHttpServer implements HttpServer {
     const hasBody = headers['transfer-encoding'] !== undefined || (length !== undefined && length > 0);
     let collector: BodyCollector | undefined;
     let answered = false;
+    let aborted = false;
+    res.on('close', () => {
+      if (res.writableFinished) return;
+      aborted = true;
+      collector?.fail(clientGone());
+      this.options.log?.debug({ method, path }, 'request aborted: the client closed the connection before its answer');
+    });
     if (hasBody) {
       // Reading pauses until the handler takes the body (after admission).
       const flow = { pause: () => req.pause(), resume: () => req.resume() };
-      collector = new BodyCollector(this.options.maxBodyBytes, Number.isSafeInteger(length) ? length : undefined, flow);
+      collector = new BodyCollector(this.options.maxBodyBytes, Number.isSafeInteger(length) ? length : undefined, flow, this.options.bodyDeadline);
       req.on('data', (chunk: Buffer) => {
         // Once answered, the rest of a refused body is read and dropped (see lingerOnClose).
         if (!collector!.push(chunk, false) && !answered) req.pause();
       });
       req.on('end', () => collector!.push(END, true));
       req.on('error', (err) => collector!.fail(err));
-      req.on('aborted', () => collector!.fail(new Error('client went away')));
     }
     const request: HttpRequest = {
-      method: (req.method ?? 'GET').toUpperCase(),
-      path: q < 0 ? url : url.slice(0, q),
+      method,
+      path,
       query: q < 0 ? '' : url.slice(q + 1),
       headers,
       remoteAddress: req.socket.remoteAddress ?? '',
+      get aborted() {
+        return aborted;
+      },
       // Each request its own empty body: the pipeline may transfer (detach) what it gets.
       body: (allowance) => (collector ? collector.take(allowance) : Promise.resolve(Buffer.allocUnsafeSlow(0))),
     };
@@ -79,13 +109,19 @@ export class NodeHttpServer implements HttpServer {
         // anything else is closed.
         const unread = collector !== undefined && !collector.isComplete;
         const close = unread && collector?.canDrain !== true;
-        if (unread && !close) collector!.drain().catch(() => req.socket.destroy());
-        else collector?.fail(new Error('response already sent'));
+        if (unread && !close) {
+          collector!.drain().catch(() => req.socket.destroy());
+          req.resume(); // paused when the body was refused (see the 'data' handler)
+        } else {
+          collector?.fail(new Error('response already sent'));
+        }
         if (res.destroyed) return;
         answered = true;
         if (close) {
           res.shouldKeepAlive = false; // `Connection: close`
           lingerOnClose(req);
+        } else if (this.closing) {
+          res.shouldKeepAlive = false; // the server is stopping: no next request on this connection
         }
         res.writeHead(response.status, response.headers);
         res.end(response.body);

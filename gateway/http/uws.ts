@@ -12,7 +12,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { BodyCollector } from './body.ts';
+import { BodyCollector, clientGone } from './body.ts';
 import { STATUS_TEXT, type HttpHandler, type HttpRequest, type HttpResponse, type HttpServer, type HttpServerOptions } from './adapter.ts';
 
 export type Uws = typeof import('uWebSockets.js');
@@ -66,28 +66,76 @@ export function nativeUws(): UwsProbe {
 
 const decoder = new TextDecoder();
 
+/** LIBUS_LISTEN_EXCLUSIVE_PORT: without it uSockets binds with SO_REUSEPORT, and a second process on the port shares it silently. */
+const EXCLUSIVE_PORT = 1;
+
+type UwsApp = import('uWebSockets.js').TemplatedApp & {
+  /** listen(host, port, options, cb): in the binary, missing from the package's typings. */
+  listen(host: string, port: number, options: number, cb: (socket: unknown) => void): unknown;
+  /** Closes the listen sockets and every connection (in the binary, missing from the typings). */
+  close(): void;
+};
+
+/**
+ * How the answer goes out: `keep` the connection; `announced-close`: with `Connection: close`,
+ * uWS reading and dropping the rest of the announced body (ending the connection under a client
+ * still writing resets it, and the reset loses the answer), the client closing once it read it;
+ * `close` right after the answer (a body of unknown length could go on forever).
+ */
+type Ending = 'keep' | 'announced-close' | 'close';
+
+/**
+ * Hands a body over on the next turn of the event loop, unless its request was aborted by then.
+ * uWS parses every request of a read before it returns, and closes the connection when one
+ * arrives while the one before is unanswered (it refuses async pipelining): that one's answer
+ * is lost, so it must not be stored either (its client will send it again).
+ */
+function afterThisRead(body: Buffer, aborted: () => boolean): Promise<Buffer> {
+  return new Promise((resolve, reject) => setImmediate(() => (aborted() ? reject(clientGone()) : resolve(body))));
+}
+
 export class UwsHttpServer implements HttpServer {
   readonly engine = 'uws';
+  private app: UwsApp | undefined;
   private listenSocket: unknown;
+  /** Requests not answered yet (close() waits for them). */
+  private readonly unanswered = new Set<UwsResponse>();
+  private closing = false;
+  private allAnswered: (() => void) | undefined;
 
   /** `uws`: the native module (probeNativeUws), never the package's emulation. */
   constructor(private readonly handler: HttpHandler, private readonly options: HttpServerOptions, private readonly uws: Uws) {}
 
   listen(host: string, port: number): Promise<number> {
-    const app = this.uws.App();
+    const app = this.uws.App() as UwsApp;
     app.any('/*', (res, req) => this.onRequest(res, req));
     return new Promise((resolve, reject) => {
-      app.listen(host, port, (socket) => {
+      app.listen(host, port, EXCLUSIVE_PORT, (socket) => {
         if (!socket) return reject(new Error(`cannot listen on ${host}:${port}`));
+        this.app = app;
         this.listenSocket = socket;
-        resolve(this.uws.us_socket_local_port(socket));
+        resolve(this.uws.us_socket_local_port(socket as never));
       });
     });
   }
 
-  async close(): Promise<void> {
-    if (this.listenSocket) this.uws.us_listen_socket_close(this.listenSocket as never);
-    this.listenSocket = undefined;
+  async close(graceMs: number): Promise<void> {
+    const app = this.app;
+    if (!app) return;
+    this.app = undefined;
+    this.closing = true;
+    this.uws.us_listen_socket_close(this.listenSocket as never);
+    if (this.unanswered.size > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, graceMs);
+        this.allAnswered = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+    // Idle keep-alive connections, and whatever is still unanswered (aborted).
+    app.close();
   }
 
   private onRequest(res: UwsResponse, req: import('uWebSockets.js').HttpRequest): void {
@@ -99,12 +147,15 @@ export class UwsHttpServer implements HttpServer {
     const path = req.getUrl();
     const query = req.getQuery() ?? '';
     const remoteAddress = decoder.decode(res.getRemoteAddressAsText());
+    this.unanswered.add(res);
 
     let aborted = false;
     let collector: BodyCollector | undefined;
     res.onAborted(() => {
       aborted = true;
-      collector?.fail(new Error('client went away'));
+      this.answered(res);
+      collector?.fail(clientGone());
+      this.options.log?.debug({ method, path }, 'request aborted: the client closed the connection before its answer');
     });
 
     // uWS calls onData only when a body is coming: attach it only then, or body() would hang.
@@ -115,8 +166,10 @@ export class UwsHttpServer implements HttpServer {
       // response. Only what was paused is resumed: res.resume() on a response uWS was not
       // pausing lost the connection's next request (the client got a reset after the idle timeout).
       const flow = { pause: () => !aborted && res.pause(), resume: () => !aborted && res.resume() };
-      collector = new BodyCollector(this.options.maxBodyBytes, Number.isSafeInteger(length) ? length : undefined, flow);
-      if (!collector.isSettled) res.onData((chunk, isLast) => collector!.push(new Uint8Array(chunk), isLast));
+      collector = new BodyCollector(this.options.maxBodyBytes, Number.isSafeInteger(length) ? length : undefined, flow, this.options.bodyDeadline);
+      // Even for a body refused at once (over the cap): uWS closes a connection whose body
+      // bytes find no handler, before the answer could go out.
+      res.onData((chunk, isLast) => collector!.push(new Uint8Array(chunk), isLast));
     }
 
     const request: HttpRequest = {
@@ -125,8 +178,11 @@ export class UwsHttpServer implements HttpServer {
       query,
       headers,
       remoteAddress,
+      get aborted() {
+        return aborted;
+      },
       // Each request its own empty body: the pipeline may transfer (detach) what it gets.
-      body: (allowance) => (collector ? collector.take(allowance) : Promise.resolve(Buffer.allocUnsafeSlow(0))),
+      body: (allowance) => (collector ? collector.take(allowance).then((body) => afterThisRead(body, () => aborted)) : Promise.resolve(Buffer.allocUnsafeSlow(0))),
     };
 
     this.handler(request).then(
@@ -136,27 +192,38 @@ export class UwsHttpServer implements HttpServer {
   }
 
   /**
-   * A body left unread (a refusal at the door) is drained first when its length is announced,
-   * and the answer goes out once the client has sent it all: closing under a client still
-   * writing makes it fail with EPIPE instead of seeing the answer. Otherwise the connection is
-   * closed after the answer.
+   * A body left unread (a refusal at the door) is drained first when its length is announced
+   * and within the cap, and the answer goes out once the client has sent it all: the connection
+   * stays usable. A body that cannot be drained (over the cap, too slow) gets its answer at once
+   * with `Connection: close` while uWS drops the rest of its announced length; a body of unknown
+   * length is answered and the connection closed.
    */
   private answer(res: UwsResponse, response: HttpResponse, collector: BodyCollector | undefined, aborted: () => boolean): void {
     if (aborted()) return;
-    if (!collector || collector.isComplete) return this.send(res, response, collector, false);
-    if (!collector.canDrain) return this.send(res, response, collector, true);
+    if (!collector || collector.isComplete) return this.send(res, response, collector, 'keep');
+    const unreadEnding: Ending = collector.isAnnounced ? 'announced-close' : 'close';
+    if (!collector.canDrain) return this.send(res, response, collector, unreadEnding);
     collector.drain().then(
-      () => !aborted() && this.send(res, response, collector, false),
-      () => !aborted() && this.send(res, response, collector, true),
+      () => !aborted() && this.send(res, response, collector, 'keep'),
+      () => !aborted() && this.send(res, response, collector, unreadEnding),
     );
   }
 
-  private send(res: UwsResponse, response: HttpResponse, collector: BodyCollector | undefined, closeConnection: boolean): void {
+  private send(res: UwsResponse, response: HttpResponse, collector: BodyCollector | undefined, ending: Ending): void {
     collector?.fail(new Error('response already sent'));
+    this.answered(res);
+    // While closing, every answer ends its connection.
+    const close = ending === 'close' || (this.closing && ending === 'keep');
     res.cork(() => {
       res.writeStatus(`${response.status} ${STATUS_TEXT[response.status] ?? ''}`);
       for (const [name, value] of Object.entries(response.headers ?? {})) res.writeHeader(name, value);
-      res.end(response.body ?? '', closeConnection);
+      if (ending === 'announced-close') res.writeHeader('connection', 'close');
+      res.end(response.body ?? '', close);
     });
+  }
+
+  private answered(res: UwsResponse): void {
+    this.unanswered.delete(res);
+    if (this.unanswered.size === 0) this.allAnswered?.();
   }
 }
