@@ -32,7 +32,6 @@ import { MAX_RELAY_BODY_BYTES, openPublicRelay, relayHttpHandler, type Relay } f
 
 export type Role = 'serve' | 'gateway' | 'consume' | 'deliver';
 
-
 /** The relay as served by a front end: its module and its port. */
 export interface RunningRelay extends Relay {
   port: number;
