@@ -155,5 +155,7 @@ function idle(port: number, host: string, holdMs: number): Promise<HostileOutcom
     };
     socket.on('error', closed);
     socket.on('close', closed);
+    // Reading, so the server's FIN is seen (a paused socket never hears it).
+    socket.resume();
   });
 }
