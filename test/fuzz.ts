@@ -11,7 +11,10 @@
  *   SLUICE_FUZZ_PATH     with the seed: replay that counterexample alone
  */
 import fc from 'fast-check';
-import { SluiceError } from '../core/errors.ts';
+import { valueSymbol } from 'piscina';
+import { expect } from 'vitest';
+import { ERROR_CODES, SluiceError } from '../core/errors.ts';
+import { runTask, type PipelineTask, type TaskResult } from '../pipeline/tasks.ts';
 
 const env = process.env;
 const runs = Number(env.SLUICE_FUZZ_RUNS ?? 300);
@@ -70,4 +73,19 @@ export function mutated(valid: fc.Arbitrary<Uint8Array>): fc.Arbitrary<Uint8Arra
     }
     return Uint8Array.from(cut === undefined ? out : out.slice(0, cut % (out.length + 1)));
   });
+}
+
+/** A worker task run in this thread, as the pool would answer it (piscina's transfer wrapper taken off). */
+export async function runTaskHere(task: PipelineTask): Promise<TaskResult> {
+  const answer = (await runTask(task)) as { [valueSymbol]?: TaskResult } & TaskResult;
+  return answer[valueSymbol] ?? answer;
+}
+
+/** The property of every input a decoder is given: rows, or a refusal with a 4xx status and a message. */
+export function rowsOrRefusal(result: TaskResult): void {
+  if (result.ok) return;
+  const status = ERROR_CODES[result.code].http;
+  expect(status, `${result.code}: ${result.message}${result.detail ? `\n${result.detail}` : ''}`).toBeGreaterThanOrEqual(400);
+  expect(status, `${result.code}: ${result.message}`).toBeLessThan(500);
+  expect(result.message.length).toBeGreaterThan(0);
 }

@@ -4,26 +4,16 @@
  * an internal error. Settings and replay: test/fuzz.ts.
  */
 import fc from 'fast-check';
-import { valueSymbol } from 'piscina';
 import { describe, expect, it } from 'vitest';
-import { ERROR_CODES } from '../../core/errors.ts';
-import { FUZZ_TEST_TIMEOUT_MS, fuzzParameters, mutated } from '../../test/fuzz.ts';
-import { runTask, type TaskResult } from '../tasks.ts';
+import { FUZZ_TEST_TIMEOUT_MS, fuzzParameters, mutated, rowsOrRefusal, runTaskHere } from '../../test/fuzz.ts';
+import type { TaskResult } from '../tasks.ts';
 import type { AgentKind } from './schemas.ts';
 
 const RECEIVED = 1_795_000_000_000_000_000n;
 const KINDS: AgentKind[] = ['logs', 'metrics', 'heartbeat', 'deploy'];
 
-async function transcode(payload: AgentKind, body: Uint8Array): Promise<TaskResult> {
-  const answer = (await runTask({ kind: 'agent', payload, encoding: 'identity', body, sourceId: 'src', maxBytes: 16 << 20, maxChunkBytes: Infinity, receivedAt: String(RECEIVED) })) as { [valueSymbol]?: TaskResult } & TaskResult;
-  return answer[valueSymbol] ?? answer;
-}
-
-function rowsOrRefusal(result: TaskResult): void {
-  if (result.ok) return;
-  const status = ERROR_CODES[result.code].http;
-  expect(status, `${result.code}: ${result.message}${result.detail ? `\n${result.detail}` : ''}`).toBeGreaterThanOrEqual(400);
-  expect(status, `${result.code}: ${result.message}`).toBeLessThan(500);
+function transcode(payload: AgentKind, body: Uint8Array): Promise<TaskResult> {
+  return runTaskHere({ kind: 'agent', payload, encoding: 'identity', body, sourceId: 'src', maxBytes: 16 << 20, maxChunkBytes: Infinity, receivedAt: String(RECEIVED) });
 }
 
 // ---- valid payloads --------------------------------------------------------------------------

@@ -5,30 +5,18 @@
  * OTLP/JSON. Settings and replay: test/fuzz.ts.
  */
 import fc from 'fast-check';
-import { valueSymbol } from 'piscina';
 import { describe, expect, it } from 'vitest';
-import { ERROR_CODES } from '../../core/errors.ts';
 import { encodeTraces, traceRequest } from '../../test/otlp-fixtures.ts';
-import { FUZZ_TEST_TIMEOUT_MS, fuzzParameters, mutated } from '../../test/fuzz.ts';
-import { runTask, type TaskResult } from '../tasks.ts';
+import { FUZZ_TEST_TIMEOUT_MS, fuzzParameters, mutated, rowsOrRefusal, runTaskHere } from '../../test/fuzz.ts';
+import type { TaskResult } from '../tasks.ts';
 import { otlpJson, validRequest } from './arbitraries.ts';
 import type { Signal } from './index.ts';
 import { encodeRequest } from './testing.ts';
 
 const SIGNALS: Signal[] = ['traces', 'logs', 'metrics'];
 
-async function transcode(signal: Signal, format: 'protobuf' | 'json', body: Uint8Array): Promise<TaskResult> {
-  const answer = (await runTask({ kind: 'otlp', signal, format, encoding: 'identity', body, sourceId: 'src', maxBytes: 16 << 20, maxChunkBytes: Infinity })) as { [valueSymbol]?: TaskResult } & TaskResult;
-  return answer[valueSymbol] ?? answer;
-}
-
-/** The property of every input: rows, or a refusal with a 4xx status and a message. */
-function rowsOrRefusal(result: TaskResult): void {
-  if (result.ok) return;
-  const status = ERROR_CODES[result.code].http;
-  expect(status, `${result.code}: ${result.message}${result.detail ? `\n${result.detail}` : ''}`).toBeGreaterThanOrEqual(400);
-  expect(status, `${result.code}: ${result.message}`).toBeLessThan(500);
-  expect(result.message.length).toBeGreaterThan(0);
+function transcode(signal: Signal, format: 'protobuf' | 'json', body: Uint8Array): Promise<TaskResult> {
+  return runTaskHere({ kind: 'otlp', signal, format, encoding: 'identity', body, sourceId: 'src', maxBytes: 16 << 20, maxChunkBytes: Infinity });
 }
 
 const rowsOf = (result: TaskResult) => (result.ok ? Buffer.concat(result.tables.map((t) => t.data)) : Buffer.alloc(0));
