@@ -4,9 +4,9 @@
  * says how the server answered. None needs anything but the target's ports and a valid key.
  */
 import { randomBytes } from 'node:crypto';
-import { connect as connectHttp2 } from 'node:http2';
 import { connect as connectTcp, type Socket } from 'node:net';
 import { gzipSync } from 'node:zlib';
+import { h2Connect, partialCall, silentConnection } from '../test/grpc-raw.ts';
 
 export interface HostileTarget {
   host: string;
@@ -19,8 +19,6 @@ export interface HostileTarget {
 export type HostileOutcome = string;
 
 export type HostileKind = (target: HostileTarget, holdMs: number) => Promise<HostileOutcome>;
-
-const GRPC_TRACES = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
 
 /** Decompresses to 100 MiB of zeros (about 100 KiB on the wire). */
 const BOMB = gzipSync(Buffer.alloc(100 * 1024 * 1024));
@@ -57,40 +55,29 @@ function post(target: HostileTarget, path: string, headers: Record<string, strin
   return `POST ${path} HTTP/1.1\r\n${lines.join('\r\n')}\r\n\r\n`;
 }
 
-/** A gRPC Export on its own HTTP/2 connection: headers, then `message` written and the stream left open. */
-function grpcStream(target: HostileTarget, holdMs: number, metadata: Record<string, string>, message: Buffer): Promise<HostileOutcome> {
-  return new Promise((resolve) => {
-    const session = connectHttp2(`http://${target.host}:${target.grpcPort}`);
-    let settled = false;
-    const finish = (outcome: HostileOutcome) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      session.destroy();
-      resolve(outcome);
-    };
-    const timer = setTimeout(() => finish('held'), holdMs);
-    session.on('error', () => finish('closed'));
-    session.on('close', () => finish('closed'));
-    const stream = session.request({ ':method': 'POST', ':path': GRPC_TRACES, 'content-type': 'application/grpc', te: 'trailers', ...metadata });
-    stream.on('error', () => finish('closed'));
-    let status: string | undefined;
-    const onHeaders = (headers: Record<string, unknown>) => {
-      if (headers['grpc-status'] !== undefined) status = String(headers['grpc-status']);
-    };
-    stream.on('response', onHeaders);
-    stream.on('trailers', onHeaders);
-    stream.on('close', () => finish(status === undefined ? 'closed' : `answered:grpc-${status}`));
-    stream.resume();
-    stream.write(message);
-  });
+/** `outcome`, or `held` once `holdMs` passed; `release` ends the client's connection either way. */
+async function atMost(outcome: Promise<HostileOutcome>, holdMs: number, release: () => void): Promise<HostileOutcome> {
+  let timer: NodeJS.Timeout | undefined;
+  const held = new Promise<HostileOutcome>((resolve) => (timer = setTimeout(() => resolve('held'), holdMs)));
+  try {
+    return await Promise.race([outcome, held]);
+  } finally {
+    clearTimeout(timer);
+    release();
+  }
 }
 
-/** A gRPC length prefix announcing `length` bytes, and `sent` of them. */
-function stalledMessage(length: number, sent: number): Buffer {
-  const message = Buffer.alloc(5 + sent);
-  message.writeUInt32BE(length, 1);
-  return message;
+/** A gRPC Export on its own connection announcing a ~10 MiB message, 64 KiB of it sent, then nothing. */
+function grpcStall(target: HostileTarget, holdMs: number, apiKey?: string): Promise<HostileOutcome> {
+  const session = h2Connect(`${target.host}:${target.grpcPort}`);
+  const call = partialCall(session, { apiKey, declared: 10 * 1024 * 1024 - 16, send: 64 * 1024 });
+  return atMost(call.then(({ status }) => (status === undefined ? 'closed' : `answered:grpc-${status}`)), holdMs, () => session.destroy());
+}
+
+/** A TCP connection that never says anything. */
+function idle(port: number, holdMs: number): Promise<HostileOutcome> {
+  const connection = silentConnection(port);
+  return atMost(connection.closed.then(() => 'closed'), holdMs, () => connection.socket.destroy());
 }
 
 export const HOSTILE_KINDS: Record<string, HostileKind> = {
@@ -101,13 +88,13 @@ export const HOSTILE_KINDS: Record<string, HostileKind> = {
       return () => clearInterval(drip);
     }),
   /** No key: a gRPC message announced at ~10 MiB, 64 KiB of it sent, then nothing. */
-  grpcStallWithoutKey: (target, holdMs) => grpcStream(target, holdMs, {}, stalledMessage(10 * 1024 * 1024 - 16, 64 * 1024)),
+  grpcStallWithoutKey: (target, holdMs) => grpcStall(target, holdMs),
   /** A valid key: the same stall. */
-  grpcStallWithKey: (target, holdMs) => grpcStream(target, holdMs, { 'x-api-key': target.apiKey }, stalledMessage(10 * 1024 * 1024 - 16, 64 * 1024)),
+  grpcStallWithKey: (target, holdMs) => grpcStall(target, holdMs, target.apiKey),
   /** A TCP connection to the gRPC port that never says anything. */
-  idleGrpc: (target, holdMs) => idle(target.grpcPort, target.host, holdMs),
+  idleGrpc: (target, holdMs) => idle(target.grpcPort, holdMs),
   /** A TCP connection to the HTTP port that never says anything. */
-  idleHttp: (target, holdMs) => idle(target.httpPort, target.host, holdMs),
+  idleHttp: (target, holdMs) => idle(target.httpPort, holdMs),
   /** Random bytes as a protobuf body: a 400, never a 5xx. */
   garbage: (target, holdMs) => {
     const body = randomBytes(2048);
@@ -141,21 +128,3 @@ export const HOSTILE_KINDS: Record<string, HostileKind> = {
       socket.on('error', () => resolve('closed'));
     }),
 };
-
-function idle(port: number, host: string, holdMs: number): Promise<HostileOutcome> {
-  return new Promise((resolve) => {
-    const socket = connectTcp(port, host);
-    const timer = setTimeout(() => {
-      socket.destroy();
-      resolve('held');
-    }, holdMs);
-    const closed = () => {
-      clearTimeout(timer);
-      resolve('closed');
-    };
-    socket.on('error', closed);
-    socket.on('close', closed);
-    // Reading, so the server's FIN is seen (a paused socket never hears it).
-    socket.resume();
-  });
-}

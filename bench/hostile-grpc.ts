@@ -12,7 +12,6 @@
  * connections than it has descriptors to spare.
  */
 import * as grpc from '@grpc/grpc-js';
-import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,7 +21,8 @@ import { gunzipSync } from 'node:zlib';
 import { H2_PREFACE, h2Connect, partialCall, silentConnection, TRACES_PATH, type CallOutcome } from '../test/grpc-raw.ts';
 import { runSluice, startSluiceProcess, type SluiceProcess } from '../test/sluice-processes.ts';
 import { loadTraceTypes, traceBodies } from './payload.ts';
-import { cpuSeconds } from './target.ts';
+import { quantile } from './open-loop.ts';
+import { cpuSeconds, rssMiB } from './target.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -40,13 +40,7 @@ const handshakeTimeoutMs = Number(process.env.SLUICE_GRPC_HANDSHAKE_TIMEOUT_MS ?
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function rssMiB(pid: number): number {
-  return Number(/^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
-}
 
-function percentile(sorted: number[], p: number): number {
-  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]! : NaN;
-}
 
 /** Calls of ordinary grpc-js clients, each one call at a time (at most one per `intervalMs`), until stopped. */
 class OrdinaryClients {
@@ -87,7 +81,7 @@ class OrdinaryClients {
   /** Figures since the last call, then starts counting anew. */
   take(): { calls: number; ok: number; p50Ms: number; p99Ms: number } {
     const sorted = this.latencies.splice(0).sort((a, b) => a - b);
-    const figures = { calls: this.ok + this.failed, ok: this.ok, p50Ms: round(percentile(sorted, 0.5)), p99Ms: round(percentile(sorted, 0.99)) };
+    const figures = { calls: this.ok + this.failed, ok: this.ok, p50Ms: round(quantile(sorted, 0.5)), p99Ms: round(quantile(sorted, 0.99)) };
     this.ok = 0;
     this.failed = 0;
     return figures;

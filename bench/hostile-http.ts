@@ -11,10 +11,9 @@
  * Every SLUICE_* in the environment reaches the server (SLUICE_BODY_READ_TIMEOUT_MS...).
  */
 import { connect, type Socket } from 'node:net';
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { quantile } from './open-loop.ts';
-import { startTarget } from './target.ts';
+import { rssMiB, startTarget } from './target.ts';
 
 const { values } = parseArgs({
   options: {
@@ -34,10 +33,6 @@ const heldBytes = bodyBytes - 1024;
 const chunked = values.framing === 'chunked';
 const endpoint = values.endpoint!;
 
-function rssMiB(pid: number): number {
-  const kib = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
-  return Number(kib) / 1024;
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

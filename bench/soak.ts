@@ -13,12 +13,13 @@
  *   --rate      OTLP trace requests per second (logs and agent logs at half of it, relay submissions at a tenth)
  *   --hostile   hostile clients at once once the quiet phase (a tenth of the run, at least 30 s) is over
  */
-import { readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
 import { HOSTILE_KINDS, type HostileTarget } from './hostile-clients.ts';
-import { startTarget, type RunningTarget } from './target.ts';
+import { quantile } from './open-loop.ts';
+import { rssMiB, startTarget, type RunningTarget } from './target.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -71,10 +72,9 @@ interface Sample {
 const newWindow = (): Window => ({ sent: 0, ok: 0, failed: {}, latencies: [] });
 const count = (into: Record<string, number>, key: string) => void (into[key] = (into[key] ?? 0) + 1);
 
+/** The p-th percentile (0–100) of unsorted values; 0 for none. */
 function percentile(values: number[], p: number): number {
-  if (values.length === 0) return 0;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+  return values.length === 0 ? 0 : quantile([...values].sort((a, b) => a - b), p / 100);
 }
 
 const median = (values: number[]) => percentile(values, 50);
@@ -94,10 +94,6 @@ function descriptors(pid: number): { sockets: number; files: number } {
   return { sockets, files };
 }
 
-function rssMiB(pid: number): number {
-  const kib = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
-  return Number(kib) / 1024;
-}
 
 async function eventLoopLagP99Ms(url: string): Promise<number> {
   const metrics = await (await fetch(`${url}/metrics`)).text();

@@ -96,10 +96,19 @@ export function cpuWindow(processes: BenchProcess[]): { add(p: BenchProcess): vo
   };
 }
 
-/** VmHWM of /proc/<pid>/status in MiB (NaN once the process is gone). */
+/** VmHWM of /proc/<pid>/status in MiB: the highest resident set since start (NaN once the process is gone). */
 export function peakRssMiB(pid: number): number {
+  return statusMiB(pid, 'VmHWM');
+}
+
+/** VmRSS of /proc/<pid>/status in MiB: the resident set now (NaN once the process is gone). */
+export function rssMiB(pid: number): number {
+  return statusMiB(pid, 'VmRSS');
+}
+
+function statusMiB(pid: number, field: 'VmHWM' | 'VmRSS'): number {
   try {
-    const kib = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    const kib = new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
     return kib === undefined ? NaN : Number(kib) / 1024;
   } catch {
     return NaN;

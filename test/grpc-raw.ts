@@ -1,7 +1,7 @@
 /**
  * OTLP/gRPC by hand over node:http2, for what no real client does: a message declared and
  * never finished, a connection that never speaks HTTP/2, or speaks it and then nothing. Used by
- * test/grpc-hostile.test.ts and bench/hostile-grpc.ts (loopback only).
+ * test/grpc-hostile.test.ts, bench/hostile-grpc.ts and the soak's bench/hostile-clients.ts (loopback only).
  */
 import { connect, type ClientHttp2Session } from 'node:http2';
 import { connect as connectTcp, type Socket } from 'node:net';
