@@ -5,7 +5,7 @@
  * Prints the server's RSS (quiet, peak under attack, after the attackers left), the ordinary
  * client's statuses and latency quantiles, and how the attackers' connections ended.
  *
- * usage: node --import tsx bench/hostile-http.ts [--engine uws|node] [--clients 250]
+ * usage: node --import tsx bench/hostile-http.ts [--engine node|uws] [--clients 250]
  *   [--body-mib 10] [--framing length|chunked] [--endpoint traces|agent|relay]
  *   [--hold 20] [--after 15]
  * Every SLUICE_* in the environment reaches the server (SLUICE_BODY_READ_TIMEOUT_MS...).
@@ -17,7 +17,7 @@ import { rssMiB, startTarget } from './target.ts';
 
 const { values } = parseArgs({
   options: {
-    engine: { type: 'string', default: 'uws' },
+    engine: { type: 'string', default: 'node' },
     clients: { type: 'string', default: '250' },
     'body-mib': { type: 'string', default: '10' },
     framing: { type: 'string', default: 'length' },
@@ -36,7 +36,7 @@ const endpoint = values.endpoint!;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-const target = await startTarget(values.engine === 'node' ? 'sluice-node' : 'sluice');
+const target = await startTarget(values.engine === 'uws' ? 'sluice-uws' : 'sluice');
 try {
   const ingest = new URL(target.url);
   const relay = new URL(target.relayUrl);

@@ -221,7 +221,7 @@ export async function openLoopRun(
 export const unanswered = (open: OpenRun | undefined) => Object.values(open?.result.errors ?? {}).reduce((sum, n) => sum + n, 0);
 
 /**
- * sluice, sluice-node, naive: one process each. Warm-up, the closed-loop run until everything is
+ * sluice, sluice-uws, naive: one process each. Warm-up, the closed-loop run until everything is
  * stored, then (latency mode) the open-loop run at a fraction of that stored rate; the stored
  * count is checked after each.
  */

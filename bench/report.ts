@@ -116,10 +116,10 @@ function notes(rows: Row[], unit: string, pool: number): string[] {
   const lines: string[] = [];
   const naive = rows.find((r) => r.target === 'naive' && !r.error);
   for (const r of rows.filter((row) => !row.error)) {
-    if (naive && (r.target === 'sluice' || r.target === 'sluice-node')) {
+    if (naive && (r.target === 'sluice' || r.target === 'sluice-uws')) {
       lines.push(`- ${r.target}: ${fixed(naive.cpuSecondsPerItems / r.cpuSecondsPerItems, 2)}× the ${unit} per CPU-second of naive, ${fixed(r.itemsPerSec / naive.itemsPerSec, 2)}× its ${unit}/s.`);
     }
-    if ((r.target === 'sluice' || r.target === 'sluice-node') && r.tailSeconds !== undefined) {
+    if ((r.target === 'sluice' || r.target === 'sluice-uws') && r.tailSeconds !== undefined) {
       lines.push(`- ${r.target}: acknowledged ${fixed(r.ackedPerSec)} ${unit}/s during the closed-loop load (into its local log); all of it was in chDB ${fixed(r.tailSeconds, 1)} s after the load ended ` +
         `(${unit}/s and CPU cover the load and that tail)` + (r.open?.tailSeconds !== undefined ? `; after the open-loop load, ${fixed(r.open.tailSeconds, 1)} s.` : '.'));
     }

@@ -4,10 +4,10 @@
  * fraction of that rate (bench/open-loop.ts) — reads every process's CPU time around each run,
  * checks that what was acknowledged was stored, and writes a report to bench/results/.
  *
- * usage: tsx bench/run.ts [--scenario otlp-http-protobuf-gzip] [--targets sluice,sluice-node,naive]
+ * usage: tsx bench/run.ts [--scenario otlp-http-protobuf-gzip] [--targets sluice,sluice-uws,naive]
  *                         [--duration 20] [--warmup 3] [--connections 32] [--load-fraction 0.7]
  *                         [--open-connections 256] [--delivery-timeout 120]
- *   targets: sluice, sluice-node, naive, cluster-gateway, cluster-consumer, cluster
+ *   targets: sluice, sluice-uws, naive, cluster-gateway, cluster-consumer, cluster
  */
 import { parseArgs } from 'node:util';
 import { measureCluster, measureGatewayThenConsumer } from './measure-cluster.ts';

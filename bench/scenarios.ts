@@ -66,7 +66,7 @@ export const SCENARIOS: Record<string, () => Scenario> = {
     unit: 'submissions',
     table: 'relay_submissions',
     cpuPer: 1000,
-    targets: ['sluice', 'sluice-node'],
+    targets: ['sluice', 'sluice-uws'],
     description: 'relay POST /api/v1/submissions from an allowed Origin, no CAPTCHA, a contact form of 5 fields (~0.6 KB JSON); each stored with 3 delivery jobs (2 recipients, 1 webhook)',
   }),
   'relay-webhooks': () => ({
@@ -114,7 +114,7 @@ export const SCENARIOS: Record<string, () => Scenario> = {
     unit: 'notifications',
     table: 'relay_submissions',
     cpuPer: 1000,
-    targets: ['sluice', 'sluice-node'],
+    targets: ['sluice', 'sluice-uws'],
     description: 'relay POST /api/v1/notifications with an API key and a fresh Idempotency-Key per request, one named recipient, subject and HTML body sanitised (~0.4 KB JSON); each stored with 1 delivery job',
   }),
   'agent-log-json-gzip': () => {
@@ -127,7 +127,7 @@ export const SCENARIOS: Record<string, () => Scenario> = {
       unit: 'entries',
       table: 'agent_logs',
       // The naive receiver speaks OTLP traces only.
-      targets: ['sluice', 'sluice-node', 'cluster-gateway', 'cluster-consumer', 'cluster'],
+      targets: ['sluice', 'sluice-uws', 'cluster-gateway', 'cluster-consumer', 'cluster'],
       description:
         `agent API POST /api/v1/ingest, JSON + gzip, ${payload.entriesPerRequest} log entries × 5 attributes per request, ` +
         `${payload.bodies.length} distinct bodies, ${(payload.rawBytes / 1024).toFixed(1)} KB JSON / ` +

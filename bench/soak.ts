@@ -9,7 +9,7 @@
  * trend of RSS or descriptors after the warm-up, or when a hostile client holds a connection
  * for HOSTILE_HOLD_MS (45 s) without the server cutting it off.
  *
- * usage: npm run soak -- [--minutes 10] [--rate 40] [--hostile 12] [--engine uws|node] [--out soak.json]
+ * usage: npm run soak -- [--minutes 10] [--rate 40] [--hostile 12] [--engine node|uws] [--out soak.json]
  *   --rate      OTLP trace requests per second (logs and agent logs at half of it, relay submissions at a tenth)
  *   --hostile   hostile clients at once once the quiet phase (a tenth of the run, at least 30 s) is over
  */
@@ -26,7 +26,7 @@ const { values: args } = parseArgs({
     minutes: { type: 'string', default: '10' },
     rate: { type: 'string', default: '40' },
     hostile: { type: 'string', default: '12' },
-    engine: { type: 'string', default: 'uws' },
+    engine: { type: 'string', default: 'node' },
     out: { type: 'string' },
   },
 });
@@ -143,7 +143,7 @@ function streams(target: RunningTarget, siteKey: string): Stream[] {
 
 async function main(): Promise<void> {
   // As `npm start` runs it (glibc gives freed body blocks back to the system).
-  const target = await startTarget(args.engine === 'node' ? 'sluice-node' : 'sluice', { SLUICE_RELAY_SUBMISSIONS_PER_MINUTE: '100000000', MALLOC_MMAP_THRESHOLD_: '131072' });
+  const target = await startTarget(args.engine === 'uws' ? 'sluice-uws' : 'sluice', { SLUICE_RELAY_SUBMISSIONS_PER_MINUTE: '100000000', MALLOC_MMAP_THRESHOLD_: '131072' });
   const stopAt = performance.now() + MINUTES * 60_000;
   const quietUntil = performance.now() + Math.max(30_000, (MINUTES * 60_000) / 10);
   const acknowledged = new Map<string, Set<string>>();

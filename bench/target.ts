@@ -152,7 +152,7 @@ export interface RunningTarget {
 }
 
 /** Targets of one process each, started by startTarget. */
-export const TARGETS = ['sluice', 'sluice-node', 'naive'] as const;
+export const TARGETS = ['sluice', 'sluice-uws', 'naive'] as const;
 /** The cluster roles on NATS (bench/cluster.ts). */
 export const CLUSTER_TARGETS = ['cluster-gateway', 'cluster-consumer', 'cluster'] as const;
 export type EmbeddedTarget = (typeof TARGETS)[number];
@@ -231,7 +231,7 @@ export async function startTarget(name: EmbeddedTarget, extraEnv: Record<string,
       SLUICE_OTLP_HTTP_PORT: String(port),
       SLUICE_OTLP_GRPC_PORT: String(grpcPort),
       SLUICE_RELAY_PORT: String(relayPort),
-      SLUICE_HTTP_ENGINE: name === 'sluice-node' ? 'node' : 'uws',
+      SLUICE_HTTP_ENGINE: name === 'sluice-uws' ? 'uws' : 'node',
       // The default limits per IP (600 ingestion requests, 10 submissions, 300 notifications a
       // minute) would throttle the bench, which sends everything from one address.
       SLUICE_RATE_LIMIT_PER_MINUTE: '100000000',

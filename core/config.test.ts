@@ -19,6 +19,8 @@ describe('loadConfig', () => {
     expect(config.host).toBe('127.0.0.1');
     expect(config.http.port).toBe(4318);
     expect(config.grpc.port).toBe(4317);
+    // node:http answers HTTP/1.0 (nginx's default proxy_pass), a missing Host and bare LF; uWebSockets.js does not (test/http-hostile.test.ts).
+    expect(config.http.engine).toBe('node');
     expect(config.limits.maxBodyBytes).toBe(10 * 1024 * 1024);
     expect(config.limits.ratePerMinute).toBe(600);
     expect(Object.isFrozen(config.limits)).toBe(true);

@@ -39,7 +39,7 @@ export function testConfig(dataDir: string, overrides: Record<string, unknown> =
     {
       dataDir,
       logLevel: process.env.SLUICE_TEST_LOG_LEVEL ?? 'silent',
-      'http.engine': process.env.SLUICE_TEST_HTTP_ENGINE ?? 'uws',
+      'http.engine': process.env.SLUICE_TEST_HTTP_ENGINE ?? 'node',
       'http.port': 0,
       'grpc.port': 0,
       'relay.port': 0,

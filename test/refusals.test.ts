@@ -189,7 +189,7 @@ describe('health and metrics', () => {
     const response = await fetch(sluice.baseUrl + '/api/v1/health');
     // uWebSockets.js marks every response with this header; node:http does not.
     expect(response.headers.has('uwebsockets')).toBe(sluice.config.http.engine === 'uws');
-    expect(sluice.config.http.engine).toBe(process.env.SLUICE_TEST_HTTP_ENGINE ?? 'uws');
+    expect(sluice.config.http.engine).toBe(process.env.SLUICE_TEST_HTTP_ENGINE ?? 'node');
   });
 
   it('GET /metrics counts accepted items and refusals per signal', async () => {
