@@ -123,7 +123,8 @@ export const OPERATOR_COMMANDS: Record<string, Operation> = {
 };
 
 export async function runOperatorCommand(admin: RelayAdmin, store: RelayStore, command: string, input: OperatorInput): Promise<unknown> {
-  const operation = OPERATOR_COMMANDS[command];
-  if (!operation) throw new Error(`unknown relay command: ${command}`);
+  // Own keys only: the command name comes from the control socket, and `constructor` is no command.
+  if (!Object.hasOwn(OPERATOR_COMMANDS, command)) throw new Error(`unknown relay command: ${command}`);
+  const operation = OPERATOR_COMMANDS[command]!;
   return operation(admin, () => actorFor(store, input), input);
 }
