@@ -130,7 +130,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
           log,
         });
         graph.onStop('relay background work', () => publicRelay.shutdown());
-        const relayHandler = relayHttpHandler(opened, { signInLimiter: await graph.limiter('sign-in'), clientIp: guards.clientIp, operatorToken: config.relay.operatorToken, publicRelay, log });
+        const relayHandler = relayHttpHandler(opened, { signInLimiter: await graph.limiter('sign-in'), clientIp: guards.clientIp, operatorToken: config.relay.operatorToken, publicRelay, budget, log });
         const server = createHttpServer(config.http.engine, relayHandler, httpServerOptions(config, MAX_RELAY_BODY_BYTES), log);
         relayPort = await listenOn(server, config.host, config.relay.port, 'relay port (SLUICE_RELAY_PORT)');
         relay = { ...opened, port: relayPort };

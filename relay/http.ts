@@ -5,6 +5,7 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import { renderApiDocs } from '../core/api-docs.ts';
+import type { ByteBudget } from '../core/byte-budget.ts';
 import { SluiceError } from '../core/errors.ts';
 import { nestedDeeperThan } from '../core/json-depth.ts';
 import type { Logger } from '../core/log.ts';
@@ -26,6 +27,8 @@ export interface RelayHttpDeps {
   /** SLUICE_RELAY_OPERATOR_TOKEN: enables POST /api/v1/admin/tenants when set. */
   operatorToken: string;
   openApi: () => unknown;
+  /** The process's in-flight byte budget: an admin body takes its bytes from it as they arrive. */
+  budget: ByteBudget;
   /** The public endpoints by `METHOD path` (relay/public.ts): they answer for themselves. */
   publicRoutes: Record<string, HttpHandler>;
   log: Logger;
@@ -190,7 +193,7 @@ export function relayHandler(deps: RelayHttpDeps): HttpHandler {
       const { route } = found;
       const params = found.params!;
       const actor = await admit(deps, route.access, request);
-      const body = ['POST', 'PUT', 'PATCH'].includes(route.method) ? await jsonBody(request) : undefined;
+      const body = ['POST', 'PUT', 'PATCH'].includes(route.method) ? await jsonBody(request, deps.budget) : undefined;
       const result = await route.run({ request, params, body }, actor);
       const status = successStatus(route);
       if (status === 204) return { status: 204 };
@@ -231,9 +234,19 @@ function checkOperator(configured: string, presented: string | undefined): void 
   if (a.length !== b.length || !timingSafeEqual(a, b)) throw new RelayError(401, 'Invalid operator token');
 }
 
-/** The JSON body; undefined for an empty body without a Content-Type (a POST that takes none). */
-async function jsonBody(request: HttpRequest): Promise<unknown> {
-  const raw = await request.body();
+/**
+ * The JSON body; undefined for an empty body without a Content-Type (a POST that takes none).
+ * Its bytes count in the byte budget while they arrive (503 + Retry-After when it is used up),
+ * as the public endpoints' do; the parsed value is small beside the held uploads the budget is for.
+ */
+async function jsonBody(request: HttpRequest, budget: ByteBudget): Promise<unknown> {
+  const reservation = budget.reserve(0);
+  let raw: Buffer;
+  try {
+    raw = await request.body(reservation);
+  } finally {
+    reservation.release();
+  }
   const contentType = request.headers['content-type'];
   if (raw.length === 0 && !contentType) return undefined;
   if (contentType?.split(';')[0]?.trim().toLowerCase() !== JSON_TYPE) throw new RelayError(415, 'Content-Type must be application/json');

@@ -132,6 +132,7 @@ export interface RelayHttpParts {
   operatorToken: string;
   /** The public endpoints. */
   publicRelay: PublicRelay;
+  budget: ByteBudget;
   log: Logger;
 }
 

@@ -96,6 +96,37 @@ describe('the in-flight byte budget', () => {
     expect([Number(row!.refused), Number(row!.taken)]).toEqual([0, 10]);
   });
 
+  it('counts a relay admin body too: held, it takes budget as it arrives; with the budget used up, the admin API answers 503 + Retry-After', async () => {
+    const heldBytes = 512 * 1024;
+    const held = connect(sluice.relay!.port, '127.0.0.1');
+    held.on('error', () => {});
+    held.write(`POST /api/v1/admin/login HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: ${heldBytes + 1024}\r\n\r\n`);
+    held.write(Buffer.alloc(heldBytes, 0x20));
+    await eventually(async () => (await inUse()) === heldBytes);
+    const slow = connect(sluice.httpPort, '127.0.0.1');
+    slow.on('error', () => {});
+    slow.write(
+      `POST /v1/traces HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/x-protobuf\r\n` +
+        `x-api-key: ${sluice.apiKey}\r\ncontent-length: ${BUDGET}\r\n\r\n`,
+    );
+    slow.write(Buffer.alloc(BUDGET - heldBytes));
+    await eventually(async () => (await inUse()) === BUDGET);
+
+    const login = () =>
+      fetch(`http://127.0.0.1:${sluice.relay!.port}/api/v1/admin/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: 'nobody@example.com', password: 'wrong password' }),
+      });
+    const refused = await login();
+    expect([refused.status, refused.headers.get('retry-after')]).toEqual([503, '5']);
+
+    held.destroy();
+    slow.destroy();
+    await eventually(async () => (await inUse()) === 0);
+    expect((await login()).status).toBe(401);
+  });
+
   it('comes back whole when the pipeline refuses the payload or the bus refuses the rows', async () => {
     const garbage = await postTraces(new Uint8Array([0x0a, 0xff, 0xff, 0x01]));
     expect(garbage.status).toBe(400);
