@@ -8,7 +8,7 @@
  *   a. baseline;
  *   b. a consumer SIGKILLed while its insert is committed but unanswered (the redelivered
  *      batch is inserted again with the same deduplication token);
- *   c. storage answering 503 for 30 s (consumers back off, then drain; nothing dead-lettered);
+ *   c. storage answering 503 for 12 s (consumers back off, then drain; nothing dead-lettered);
  *   d. Redis killed (gateways fall back to local buckets and keep answering 200);
  *   e. a backlog drained by two fresh consumers (timed; figures printed).
  * Streams and buckets carry a prefix of this run's own and are removed at the end; each
@@ -264,17 +264,18 @@ describe('cluster processes: 2 gateways, 2 consumers, storage behind the ClickHo
     figures.push(`b. consumer SIGKILL: ${redelivered} messages redelivered, ${repeatedTokens} batch(es) inserted again under their token`);
   }, 90_000);
 
-  it('c. storage down for 30 s under traffic: consumers back off, then drain; nothing dead-lettered', async () => {
+  it('c. storage down for 12 s under traffic: consumers back off, then drain; nothing dead-lettered', async () => {
     const traffic = new Traffic('storage-down');
     await sleep(1000);
     await facade!.fault({ down: true });
-    await sleep(30_000);
+    // Long enough for the consumers' backoff to grow past a few seconds (250 ms doubling).
+    await sleep(12_000);
     const state = await facade!.fault({ down: false });
     await sleep(1000);
     await traffic.stop();
     expect(state.refused, 'requests refused by the storage outage').toBeGreaterThan(0);
-    await expectExactlyOnce('c. storage down 30 s', traffic, 60_000);
-    figures.push(`c. storage down: ${state.refused} storage requests answered 503 during the 30 s outage`);
+    await expectExactlyOnce('c. storage down 12 s', traffic, 60_000);
+    figures.push(`c. storage down: ${state.refused} storage requests answered 503 during the 12 s outage`);
     const failures = (await Promise.all(consumers.map(async (c) => figure(await c.metrics(), 'failures')))).reduce((a, b) => a + b);
     expect(failures, 'batches that failed and were retried').toBeGreaterThan(0);
     const deadLetters = await jsm.streams.info(deadLetterOf(prefix).stream);
