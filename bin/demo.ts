@@ -1,0 +1,222 @@
+/**
+ * `sluice demo`: realistic sample telemetry sent through the real OTLP/HTTP path, so a new user
+ * sees data before instrumenting anything. A small shop — frontend → checkout → payment,
+ * inventory — over the last `minutes`: traces with errors and slow calls, logs tied to their
+ * spans, request-duration histograms and order counters, and the deploy marker of the release
+ * that made payment slow. OTLP/JSON, as any SDK may send it; nothing bypasses the front door.
+ */
+import { randomBytes } from 'node:crypto';
+
+export interface DemoOptions {
+  /** The ingest port's base URL, e.g. http://127.0.0.1:4318. */
+  url: string;
+  apiKey: string;
+  /** How far back the sample reaches (minutes before now). */
+  minutes: number;
+  /** Checkout requests in all. */
+  requests: number;
+  now?: number;
+  /** Random numbers in [0, 1): a seeded generator in tests. */
+  random?: () => number;
+}
+
+export interface DemoSent {
+  spans: number;
+  logs: number;
+  metricPoints: number;
+  deploys: number;
+}
+
+const NS = 1_000_000n;
+const SERVICES = ['frontend', 'checkout', 'payment', 'inventory'] as const;
+type Service = (typeof SERVICES)[number];
+const VERSIONS: Record<Service, string> = { frontend: '3.1.4', checkout: '2.4.0', payment: '1.9.2', inventory: '5.0.1' };
+/** payment 1.9.2 went out halfway through the sample: its calls got slower and failed more. */
+const SLOW_RELEASE_AT = 0.5;
+
+type Attr = { key: string; value: Record<string, unknown> };
+const attr = (key: string, value: string | number | boolean): Attr => ({
+  key,
+  value: typeof value === 'string' ? { stringValue: value } : typeof value === 'boolean' ? { boolValue: value } : Number.isInteger(value) ? { intValue: String(value) } : { doubleValue: value },
+});
+const resource = (service: Service) => ({
+  attributes: [attr('service.name', service), attr('service.version', VERSIONS[service]), attr('deployment.environment', 'demo'), attr('host.name', `${service}-7f9c`)],
+});
+const SCOPE = { name: 'sluice-demo', version: '1' };
+
+interface Span {
+  service: Service;
+  traceId: string;
+  spanId: string;
+  parentSpanId: string;
+  name: string;
+  kind: number;
+  start: bigint;
+  end: bigint;
+  error: boolean;
+  attributes: Attr[];
+}
+
+interface LogLine {
+  service: Service;
+  at: bigint;
+  severity: 'INFO' | 'WARN' | 'ERROR';
+  body: string;
+  traceId: string;
+  spanId: string;
+  attributes: Attr[];
+}
+
+/** Duration histogram buckets (milliseconds), as OpenTelemetry's defaults for HTTP servers. */
+const BOUNDS = [5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500];
+
+/** The sample: spans, logs and per-service durations, from one pass over the requests. */
+export function demoTelemetry({ minutes, requests, now = Date.now(), random = Math.random }: Omit<DemoOptions, 'url' | 'apiKey'>) {
+  const hex = (bytes: number) => Array.from({ length: bytes }, () => Math.floor(random() * 256).toString(16).padStart(2, '0')).join('');
+  const pick = <T>(items: readonly T[]) => items[Math.floor(random() * items.length)]!;
+  const spans: Span[] = [];
+  const logs: LogLine[] = [];
+  const durations = new Map<Service, number[]>(SERVICES.map((s) => [s, []]));
+  const from = now - minutes * 60_000;
+  let orders = 0;
+
+  for (let i = 0; i < requests; i++) {
+    const share = (i + random()) / requests;
+    const startMs = from + share * minutes * 60_000;
+    const afterRelease = share >= SLOW_RELEASE_AT;
+    const traceId = hex(16);
+    const start = BigInt(Math.floor(startMs)) * NS;
+    const items = 1 + Math.floor(random() * 4);
+    const child = (service: Service, parent: Span, name: string, kind: number, offsetMs: number, ms: number, error: boolean, attributes: Attr[]): Span => {
+      const span: Span = { service, traceId, spanId: hex(8), parentSpanId: parent.spanId, name, kind, start: parent.start + BigInt(Math.round(offsetMs * 1e6)), end: 0n, error, attributes };
+      span.end = span.start + BigInt(Math.round(ms * 1e6));
+      spans.push(span);
+      durations.get(service)!.push(ms);
+      return span;
+    };
+
+    const inventoryMs = 4 + random() * 20;
+    const paymentMs = afterRelease ? 180 + random() * 420 : 40 + random() * 90;
+    const paymentFails = random() < (afterRelease ? 0.12 : 0.02);
+    const outOfStock = random() < 0.03;
+    const checkoutMs = 3 + inventoryMs + (outOfStock ? 0 : paymentMs) + random() * 10;
+    const totalMs = checkoutMs + 5 + random() * 15;
+    const root: Span = {
+      service: 'frontend', traceId, spanId: hex(8), parentSpanId: '', name: 'POST /api/checkout', kind: 2, start, end: start + BigInt(Math.round(totalMs * 1e6)),
+      error: paymentFails, attributes: [attr('http.request.method', 'POST'), attr('http.route', '/api/checkout'), attr('http.response.status_code', paymentFails ? 502 : outOfStock ? 409 : 200), attr('user_agent.original', pick(['Mozilla/5.0 (Macintosh)', 'Mozilla/5.0 (iPhone)', 'Mozilla/5.0 (Windows NT 10.0)']))],
+    };
+    spans.push(root);
+    durations.get('frontend')!.push(totalMs);
+    const checkout = child('checkout', root, 'PlaceOrder', 2, 2, checkoutMs, paymentFails, [attr('app.cart.items', items), attr('rpc.system', 'grpc')]);
+    const inventory = child('inventory', checkout, 'ReserveItems', 2, 1, inventoryMs, false, [attr('app.cart.items', items), attr('db.system', 'postgresql')]);
+    child('inventory', inventory, 'SELECT stock', 3, 1, inventoryMs * 0.6, false, [attr('db.system', 'postgresql'), attr('db.operation.name', 'SELECT')]);
+    if (outOfStock) {
+      logs.push({ service: 'inventory', at: inventory.end, severity: 'WARN', body: `item out of stock, order refused (${items} items)`, traceId, spanId: inventory.spanId, attributes: [attr('app.cart.items', items)] });
+      continue;
+    }
+    const amount = Math.round((10 + random() * 240) * 100) / 100;
+    const payment = child('payment', checkout, 'Charge', 2, 2 + inventoryMs, paymentMs, paymentFails, [attr('app.payment.amount', amount), attr('app.payment.currency', 'EUR'), attr('app.payment.provider', pick(['cards', 'wallet']))]);
+    if (paymentFails) {
+      logs.push({ service: 'payment', at: payment.end, severity: 'ERROR', body: 'charge failed: card processor timed out after 3 retries', traceId, spanId: payment.spanId, attributes: [attr('app.payment.amount', amount), attr('exception.type', 'ProcessorTimeout')] });
+      logs.push({ service: 'frontend', at: root.end, severity: 'ERROR', body: 'checkout failed: upstream payment error (502)', traceId, spanId: root.spanId, attributes: [attr('http.response.status_code', 502)] });
+    } else {
+      orders++;
+      if (paymentMs > 400) logs.push({ service: 'payment', at: payment.end, severity: 'WARN', body: `slow charge: ${Math.round(paymentMs)} ms`, traceId, spanId: payment.spanId, attributes: [attr('app.payment.amount', amount)] });
+      logs.push({ service: 'checkout', at: checkout.end, severity: 'INFO', body: `order placed: ${items} items, ${amount.toFixed(2)} EUR`, traceId, spanId: checkout.spanId, attributes: [attr('app.cart.items', items), attr('app.payment.amount', amount)] });
+    }
+  }
+  return { spans, logs, durations, orders, from, now, releaseAt: from + SLOW_RELEASE_AT * minutes * 60_000 };
+}
+
+function tracesBody(spans: Span[]) {
+  return {
+    resourceSpans: SERVICES.map((service) => ({
+      resource: resource(service),
+      scopeSpans: [{
+        scope: SCOPE,
+        spans: spans.filter((s) => s.service === service).map((s) => ({
+          traceId: s.traceId, spanId: s.spanId, ...(s.parentSpanId ? { parentSpanId: s.parentSpanId } : {}), name: s.name, kind: s.kind,
+          startTimeUnixNano: String(s.start), endTimeUnixNano: String(s.end), attributes: s.attributes,
+          status: s.error ? { code: 2, message: 'upstream error' } : { code: 0 },
+        })),
+      }],
+    })).filter((r) => r.scopeSpans[0]!.spans.length > 0),
+  };
+}
+
+const SEVERITY_NUMBER = { INFO: 9, WARN: 13, ERROR: 17 } as const;
+
+function logsBody(logs: LogLine[]) {
+  return {
+    resourceLogs: SERVICES.map((service) => ({
+      resource: resource(service),
+      scopeLogs: [{
+        scope: SCOPE,
+        logRecords: logs.filter((l) => l.service === service).map((l) => ({
+          timeUnixNano: String(l.at), observedTimeUnixNano: String(l.at), severityNumber: SEVERITY_NUMBER[l.severity], severityText: l.severity,
+          body: { stringValue: l.body }, attributes: l.attributes, traceId: l.traceId, spanId: l.spanId,
+        })),
+      }],
+    })).filter((r) => r.scopeLogs[0]!.logRecords.length > 0),
+  };
+}
+
+/** One cumulative histogram point per service and a counter of orders, as an SDK exports at the end. */
+function metricsBody(durations: Map<Service, number[]>, orders: number, from: number, now: number) {
+  const start = String(BigInt(Math.floor(from)) * NS);
+  const time = String(BigInt(Math.floor(now)) * NS);
+  const histogram = (values: number[]) => {
+    const counts = new Array<number>(BOUNDS.length + 1).fill(0);
+    for (const v of values) {
+      const bucket = BOUNDS.findIndex((bound) => v <= bound);
+      counts[bucket === -1 ? BOUNDS.length : bucket]!++;
+    }
+    return {
+      startTimeUnixNano: start, timeUnixNano: time, count: String(values.length), sum: values.reduce((a, b) => a + b, 0),
+      min: Math.min(...values), max: Math.max(...values), bucketCounts: counts.map(String), explicitBounds: BOUNDS,
+    };
+  };
+  return {
+    resourceMetrics: SERVICES.filter((s) => durations.get(s)!.length > 0).map((service) => ({
+      resource: resource(service),
+      scopeMetrics: [{
+        scope: SCOPE,
+        metrics: [
+          { name: 'http.server.request.duration', unit: 'ms', description: 'Duration of server requests', histogram: { aggregationTemporality: 2, dataPoints: [histogram(durations.get(service)!)] } },
+          ...(service === 'checkout'
+            ? [{ name: 'app.orders.placed', unit: '{order}', description: 'Orders placed', sum: { aggregationTemporality: 2, isMonotonic: true, dataPoints: [{ startTimeUnixNano: start, timeUnixNano: time, asInt: String(orders) }] } }]
+            : []),
+        ],
+      }],
+    })),
+  };
+}
+
+/** Sends the sample; throws with the gateway's answer when a request is refused. */
+export async function sendDemo(options: DemoOptions): Promise<DemoSent> {
+  const sample = demoTelemetry(options);
+  const post = async (path: string, body: unknown) => {
+    const response = await fetch(new URL(path, options.url), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': options.apiKey },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(30_000),
+    });
+    if (!response.ok) throw new Error(`POST ${path}: ${response.status} ${(await response.text()).slice(0, 300)}`);
+  };
+  // A few hundred spans per request, as an SDK's batch processor sends them.
+  for (let i = 0; i < sample.spans.length; i += 500) await post('/v1/traces', tracesBody(sample.spans.slice(i, i + 500)));
+  for (let i = 0; i < sample.logs.length; i += 500) await post('/v1/logs', logsBody(sample.logs.slice(i, i + 500)));
+  const metrics = metricsBody(sample.durations, sample.orders, sample.from, sample.now);
+  await post('/v1/metrics', metrics);
+  await post('/api/v1/webhooks/deploy', {
+    service: 'payment', version: VERSIONS.payment, environment: 'demo', commit: randomBytes(4).toString('hex'), deployedBy: 'sluice demo',
+    description: 'payment 1.9.2: new card processor client', timestamp: new Date(sample.releaseAt).toISOString(),
+  });
+  return {
+    spans: sample.spans.length,
+    logs: sample.logs.length,
+    metricPoints: metrics.resourceMetrics.reduce((n, r) => n + r.scopeMetrics[0]!.metrics.length, 0),
+    deploys: 1,
+  };
+}
