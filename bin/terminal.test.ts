@@ -1,0 +1,39 @@
+import { PassThrough } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { humanLogLine, humanLogStream, servingSummary } from './terminal.ts';
+
+const SERVE = { role: 'serve', host: '127.0.0.1', httpPort: 4318, grpcPort: 4317, relayPort: 8080, dataDir: './data', cluster: false };
+
+describe('servingSummary', () => {
+  it('says which port takes which protocol, and what to do next', () => {
+    const text = servingSummary(SERVE);
+    expect(text).toContain('embedded: chDB and state under ./data');
+    expect(text).toMatch(/OTLP\/HTTP\s+http:\/\/127\.0\.0\.1:4318\s+OTEL_EXPORTER_OTLP_ENDPOINT for http\/protobuf/);
+    expect(text).toMatch(/OTLP\/gRPC\s+http:\/\/127\.0\.0\.1:4317\s+.*OTEL_EXPORTER_OTLP_PROTOCOL=grpc/);
+    expect(text).toMatch(/Relay\s+http:\/\/127\.0\.0\.1:8080/);
+    expect(text).toContain('npx sluice demo');
+  });
+
+  it('shows an address to type for a wildcard host, and no next steps for a cluster role', () => {
+    const text = servingSummary({ ...SERVE, role: 'gateway', host: '0.0.0.0', relayPort: 0, cluster: true });
+    expect(text).toContain('http://127.0.0.1:4318');
+    expect(text).not.toContain('Relay');
+    expect(text).not.toContain('npx sluice demo');
+    expect(servingSummary({ ...SERVE, host: '::1' })).toContain('http://[::1]:4318');
+  });
+});
+
+describe('human log lines', () => {
+  it('turn a pino line into time, level, message and fields', () => {
+    const time = Date.UTC(2026, 10, 24, 9, 5, 7);
+    const line = humanLogLine(JSON.stringify({ level: 40, time, pid: 1, hostname: 'h', service: 'sluice', msg: 'storage is slow', table: 'otel_traces', detail: 'took 3 s', err: { message: 'timed out', stack: '…' } }));
+    expect(line).toBe(`${new Date(time).toTimeString().slice(0, 8)} WARN  storage is slow table=otel_traces detail="took 3 s" err="timed out"`);
+    expect(humanLogLine('not json')).toBe('not json');
+  });
+
+  it('are written one per line, whatever the chunks', () => {
+    const out = new PassThrough();
+    humanLogStream(out).write(`${JSON.stringify({ level: 30, time: 0, msg: 'a' })}\n${JSON.stringify({ level: 50, time: 0, msg: 'b' })}\n`);
+    expect(String(out.read()).split('\n').map((l) => l.slice(9))).toEqual(['INFO  a', 'ERROR b', '']);
+  });
+});
