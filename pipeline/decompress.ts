@@ -4,14 +4,16 @@
  * A compression bomb must be refused without allocating much more than the cap:
  * - gzip: inflated into a buffer of at most the cap plus one byte (gunzip.ts), refused when
  *   it fills.
- * - zstd: @mongodb-js/zstd has no output limit (it streams into a growing buffer), so we
- *   walk the frame and block headers first (RFC 8878) and refuse when a sound upper bound of
- *   the output exceeds the cap, before decompressing anything.
+ * - zstd: we walk the frame and block headers first (RFC 8878) and refuse when a sound upper
+ *   bound of the output exceeds the cap, before decompressing anything. Then Node's own zstd
+ *   (Node 22.15+, 23.8+) decompresses with `maxOutputLength` at the cap, so the cap holds even
+ *   if the walk were wrong; on older Node, @mongodb-js/zstd, which has no output limit.
  *
  * Runs in a pipeline worker thread: the synchronous gunzip blocks that thread, not the event
  * loop.
  */
 import { decompress as zstdDecompress } from '@mongodb-js/zstd';
+import * as zlib from 'node:zlib';
 import { SluiceError, badRequest } from '../core/errors.ts';
 import { GzipInflater } from './gunzip.ts';
 
@@ -51,13 +53,37 @@ export function decompressSync(encoding: 'identity' | 'gzip', body: Uint8Array, 
   return out;
 }
 
+type ZstdDecompressSync = (body: Uint8Array, options: { maxOutputLength: number }) => Buffer;
+/** Node's built-in zstd, where this runtime has it (not on Node 20). */
+const builtinZstd = (zlib as { zstdDecompressSync?: ZstdDecompressSync }).zstdDecompressSync;
+
+/**
+ * Node's zstd stops at the end of the first frame (Node 24.21: the rest of the body is
+ * ignored, a leading skippable frame gives nothing), so each data frame the walk found is
+ * decompressed on its own, with what is left of the cap as its limit.
+ */
+function builtinZstdFrames(decompressFrame: ZstdDecompressSync, body: Uint8Array, frames: ZstdBounds['frames'], maxBytes: number): Uint8Array {
+  const parts: Buffer[] = [];
+  let total = 0;
+  for (const { start, end } of frames) {
+    const part = decompressFrame(body.subarray(start, end), { maxOutputLength: Math.max(1, maxBytes - total) });
+    total += part.byteLength;
+    if (total > maxBytes) throw tooLarge('decompressed body', maxBytes);
+    parts.push(part);
+  }
+  return parts.length === 1 ? parts[0]! : Buffer.concat(parts, total);
+}
+
 async function zstdCapped(body: Uint8Array, maxBytes: number): Promise<Uint8Array> {
-  zstdCheckBounds(body, maxBytes);
+  const { frames } = zstdCheckBounds(body, maxBytes);
   let out: Uint8Array;
   try {
     // A view on the same memory: the binding wants a Buffer.
-    out = await zstdDecompress(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+    out = builtinZstd
+      ? builtinZstdFrames(builtinZstd, body, frames, maxBytes)
+      : await zstdDecompress(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
   } catch (err) {
+    if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge('decompressed body', maxBytes);
     // Everything libzstd reports here is about the data (corruption, size mismatch, checksum).
     throw badRequest('invalid zstd data', err);
   }
@@ -86,6 +112,8 @@ export interface ZstdBounds {
   output: number;
   /** The largest decoder buffer any frame asks libzstd for: min(content size, window). */
   window: number;
+  /** Where each frame that holds data starts and ends in the body (skippable frames left out). */
+  frames: { start: number; end: number }[];
 }
 
 /**
@@ -98,8 +126,9 @@ export function zstdCheckBounds(body: Uint8Array, maxBytes: number): ZstdBounds 
   if (body.byteLength === 0) throw invalidZstd('empty body');
   const reader = new HeaderReader(body);
   const maxWindow = Math.max(maxBytes, MAX_HTTP_WINDOW);
-  const bounds: ZstdBounds = { output: 0, window: 0 };
+  const bounds: ZstdBounds = { output: 0, window: 0, frames: [] };
   while (!reader.done()) {
+    const start = reader.position();
     const magic = reader.u32();
     if ((magic & 0xfffffff0) >>> 0 === SKIPPABLE_MAGIC) {
       reader.skip(reader.u32()); // Frame_Size, then that many user bytes
@@ -119,6 +148,7 @@ export function zstdCheckBounds(body: Uint8Array, maxBytes: number): ZstdBounds 
     if (window > maxWindow) throw tooLarge('zstd window', maxWindow);
     bounds.window = Math.max(bounds.window, window);
     bounds.output += walkBlocks(reader, header, budget, maxBytes);
+    bounds.frames.push({ start, end: reader.position() });
   }
   return bounds;
 }
@@ -210,6 +240,10 @@ class HeaderReader {
 
   done(): boolean {
     return this.pos >= this.bytes.byteLength;
+  }
+
+  position(): number {
+    return this.pos;
   }
 
   u8(): number {
