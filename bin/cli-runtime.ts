@@ -1,0 +1,126 @@
+/**
+ * What the `sluice` commands run once their command line is parsed: the server roles and the
+ * admin operations. bin/cli.ts imports this module only then, so `sluice --help` or a usage
+ * mistake loads none of it (configuration, chDB, NATS, storage, the relay).
+ */
+import { loadConfig, type SluiceConfig } from '../core/config.ts';
+import { createLogger } from '../core/log.ts';
+import type { Admin } from './admin.ts';
+import { startSluice, type Role, type RunningSluice } from './app.ts';
+import { migrate } from '../storage/migrate.ts';
+import { publicUrl, schemaOptions } from './components.ts';
+import { SluiceGraph } from './graph.ts';
+import { controlSocketAlive, controlSocketPath, remoteAdmin } from './control.ts';
+
+/** The work behind the commands (a fake in the parser's tests). */
+export interface CliRuntime {
+  /** Runs a server role until SIGINT or SIGTERM. */
+  serve(role: Role): Promise<void>;
+  /** Runs fn against the admin operations and prints what it returns. */
+  admin(fn: (admin: Admin) => Promise<unknown>): Promise<void>;
+  /** Creates or upgrades the storage schema and prints the report. */
+  migrate(): Promise<void>;
+}
+
+/**
+ * What Sluice writes holds secrets (relay-master.key, key hashes, the pid file, the control
+ * socket, chDB's parts and insert files): none of it is for other users, whatever the shell's umask.
+ */
+const PRIVATE_FILES_UMASK = 0o077;
+
+/** Output for machines (JSON, JSONEachRow) goes to stdout; logs and errors go to stderr. */
+function print(value: unknown): void {
+  process.stdout.write(typeof value === 'string' ? value : JSON.stringify(value, null, 2) + '\n');
+}
+
+/** The configuration from the environment, read when a command runs (never for `--help`). */
+function configure(): Readonly<SluiceConfig> {
+  process.umask(PRIVATE_FILES_UMASK);
+  return loadConfig();
+}
+
+export const runtime: CliRuntime = {
+  serve: (role) => runRole(role, configure()),
+  admin: async (fn) => print(await withAdmin(configure(), fn)),
+  migrate: async () => print(await migrateStorage(configure())),
+};
+
+/**
+ * Runs fn against the running server's control socket, or builds the parts it needs itself
+ * from the same component graph the server uses: the data dir (embedded), or NATS KV and the
+ * configured storage (cluster).
+ */
+async function withAdmin<T>(config: Readonly<SluiceConfig>, fn: (admin: Admin) => Promise<T>): Promise<T> {
+  const socket = controlSocketPath(config.dataDir);
+  if (await controlSocketAlive(socket)) return fn(remoteAdmin(socket));
+  const graph = new SluiceGraph(config, createLogger('warn', 'stderr'));
+  try {
+    // chDB and the local state store live in the data dir, which one process owns at a time.
+    if (!config.nats.url || !config.clickhouse.url) await graph.lockDataDir();
+    // `sluice migrate` is the one place a server's schema is created: no migration on open.
+    return await fn(await graph.admin(publicUrl(config), () => graph.storage(false)));
+  } finally {
+    await graph.shutdown();
+  }
+}
+
+/**
+ * `sluice migrate` opens the storage and nothing else: in a cluster it must not wait for NATS
+ * (a JetStream cluster starting beside it may have no leader yet, and the schema does not need
+ * one). On the data dir it behaves like every admin command: through the running server's
+ * control socket, or with the data dir locked while chDB is open.
+ */
+async function migrateStorage(config: Readonly<SluiceConfig>): Promise<unknown> {
+  const socket = controlSocketPath(config.dataDir);
+  if (await controlSocketAlive(socket)) return remoteAdmin(socket).migrate();
+  const graph = new SluiceGraph(config, createLogger('warn', 'stderr'));
+  try {
+    if (!config.clickhouse.url) await graph.lockDataDir();
+    return await migrate(await graph.storage(false), config.storage.database, schemaOptions(config));
+  } finally {
+    await graph.shutdown();
+  }
+}
+
+/** Past the shutdown deadline, the time steps get to notice it before the process exits anyway. */
+const SHUTDOWN_EXIT_MARGIN_MS = 1000;
+
+async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void> {
+  const log = createLogger(config.logLevel);
+  let app: RunningSluice | undefined;
+  // A rejection nobody handled is a bug: logged with its cause and counted, never a silent
+  // exit of a gateway that is otherwise serving. An exception nobody caught leaves the
+  // process in an unknown state: logged, then the process exits for its supervisor to restart.
+  process.on('unhandledRejection', (reason) => {
+    log.error({ err: reason }, 'unhandled promise rejection (a bug); the process keeps serving');
+    app?.metrics.unhandledRejections.inc();
+  });
+  process.on('uncaughtException', (err) => {
+    log.fatal({ err }, 'uncaught exception (a bug); exiting');
+    log.flush(() => process.exit(1));
+  });
+  app = await startSluice(role, config, log);
+  let stopping = false;
+  const exit = (code: number) => log.flush(() => process.exit(code));
+  const stop = async (signal: string) => {
+    if (stopping) {
+      log.warn({ signal, step: app!.stopping() }, 'second signal: exiting without finishing the shutdown');
+      return exit(1);
+    }
+    stopping = true;
+    log.info({ signal, timeoutMs: config.shutdownTimeoutMs }, 'shutting down');
+    const deadline = Date.now() + config.shutdownTimeoutMs;
+    // Whatever a step waits for (a client holding a stream, a storage insert), the process goes
+    // at the deadline: a restart must not find the data dir held by a process that is stopping.
+    // (Nothing acknowledged is lost: the local log or JetStream holds it for the next start;
+    // the data-dir lock of a process that is gone is taken over.)
+    setTimeout(() => {
+      log.error({ step: app!.stopping(), timeoutMs: config.shutdownTimeoutMs }, 'shutdown did not finish in time: exiting');
+      exit(1);
+    }, config.shutdownTimeoutMs + SHUTDOWN_EXIT_MARGIN_MS).unref();
+    await app!.shutdown(deadline);
+    exit(0);
+  };
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+}

@@ -1,0 +1,219 @@
+/**
+ * The `sluice` command line as parsed: help, version and usage mistakes, which must do nothing
+ * else, and what each command hands to its implementation. In process with a recording
+ * runtime, except a few runs of the executable itself on a data dir that must not appear.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { OPERATOR_COMMANDS } from '../relay/operator.ts';
+import type { Admin } from './admin.ts';
+import type { SluiceCommand } from './cli-command.ts';
+import { cliReference, README, readmeBlock } from './cli-reference.ts';
+import type { CliRuntime } from './cli-runtime.ts';
+import { leaves, main, sluiceProgram } from './cli.ts';
+
+const VERSION = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
+
+interface Call { method: string; args: unknown[] }
+
+/** Parses argv with a runtime that records what the command asked of it. */
+async function sluice(...argv: string[]) {
+  let stdout = '';
+  let stderr = '';
+  let loaded = false;
+  const calls: Call[] = [];
+  const admin = new Proxy({}, { get: (_target, method) => async (...args: unknown[]) => calls.push({ method: String(method), args }) }) as Admin;
+  const runtime: CliRuntime = {
+    serve: async (role) => void calls.push({ method: 'serve', args: [role] }),
+    migrate: async () => void calls.push({ method: 'migrate', args: [] }),
+    admin: async (fn) => void (await fn(admin)),
+  };
+  const program = sluiceProgram({
+    load: async () => {
+      loaded = true;
+      return runtime;
+    },
+    output: { writeOut: (text) => (stdout += text), writeErr: (text) => (stderr += text) },
+  });
+  const code = await main(argv, program);
+  return { code, stdout, stderr, loaded, calls };
+}
+
+const everyCommand = (command: SluiceCommand): SluiceCommand[] => [command, ...(command.commands as SluiceCommand[]).flatMap(everyCommand)];
+const words = (command: SluiceCommand) => command.path().split(' ').slice(1);
+const program = sluiceProgram();
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'sluice-cli-parse-'));
+});
+afterAll(() => rm(dir, { recursive: true, force: true }));
+
+describe('help', () => {
+  const cases = everyCommand(program).flatMap((command) => [
+    { argv: [...words(command), '--help'], command },
+    { argv: [...words(command), '-h'], command },
+    { argv: ['help', ...words(command)], command },
+  ]);
+
+  it.each(cases)('$argv prints the help of its command to stdout and does nothing else', async ({ argv, command }) => {
+    const result = await sluice(...argv);
+    expect(result).toMatchObject({ code: 0, stderr: '', loaded: false });
+    expect(result.stdout.split('\n')[0]).toBe(`Usage: ${command.synopsis()}`);
+    expect(result.stdout.replace(/\s+/g, ' ')).toContain(command.description()); // as wrapped for the terminal
+  });
+
+  it('asks for help even where a value was expected: `--name --help` names nothing "--help"', async () => {
+    const result = await sluice('sources', 'create', '--name', '--help');
+    expect(result).toMatchObject({ code: 2, loaded: false, stderr: "sluice sources create: --name needs a value, not '--help' (see `sluice sources create --help`)\n" });
+  });
+
+  it('prints the help to stderr with exit code 2 when no command is given', async () => {
+    for (const argv of [[], ['relay', 'sites']]) {
+      const result = await sluice(...argv);
+      expect(result).toMatchObject({ code: 2, stdout: '', loaded: false });
+      expect(result.stderr).toMatch(/^Usage: sluice/);
+    }
+  });
+
+  it('prints the version', async () => {
+    expect(await sluice('--version')).toMatchObject({ code: 0, stdout: `${VERSION}\n`, stderr: '', loaded: false });
+    expect(VERSION).toMatch(/^\d+\.\d+\.\d+/);
+  });
+});
+
+describe('usage mistakes: one line on stderr naming the command and its help, exit code 2, nothing run', () => {
+  const mistakes: [string[], string][] = [
+    [['sources', 'create', '--nmae', 'web'], "sluice sources create: unknown option '--nmae'; did you mean --name? (see `sluice sources create --help`)"],
+    [['sources', 'create', '--name', 'a', '--name', 'b'], 'sluice sources create: --name given twice (see `sluice sources create --help`)'],
+    [['deploys', 'list', '--limit=5', '--limit', '6'], 'sluice deploys list: --limit given twice (see `sluice deploys list --help`)'],
+    [['sources', 'create'], 'sluice sources create: missing --name (see `sluice sources create --help`)'],
+    [['sources', 'create', '--name', ''], 'sluice sources create: missing --name (see `sluice sources create --help`)'],
+    [['sources', 'create', '--name'], "sluice sources create: option '--name <NAME>' argument missing (see `sluice sources create --help`)"],
+    [['query'], "sluice query: missing required argument 'sql' (see `sluice query --help`)"],
+    [['query', 'SELECT 1', 'SELECT 2'], "sluice query: too many arguments for 'query'. Expected 1 argument but got 2. (see `sluice query --help`)"],
+    [['servee'], "sluice: unknown command 'servee'; did you mean serve? (see `sluice --help`)"],
+    [['relay', 'recipients', 'update', '--site', 's', '--form', 'f', '--recipient', 'r'], 'sluice relay recipients update: missing --active (see `sluice relay recipients update --help`)'],
+    [['relay', 'users', 'list', '--site', 's'], "sluice relay users list: unknown option '--site' (see `sluice relay users list --help`)"],
+    [['deploys', 'list', '--limit', '0'], 'sluice deploys list: --limit: a whole number >= 1 (see `sluice deploys list --help`)'],
+    [['deploys', 'list', '--since', 'last week'], 'sluice deploys list: --since: not RFC 3339, epoch nanoseconds or a duration like 24h (see `sluice deploys list --help`)'],
+  ];
+
+  it.each(mistakes)('%j', async (argv, line) => {
+    const result = await sluice(...argv);
+    expect(result).toMatchObject({ code: 2, stdout: '', stderr: `${line}\n`, calls: [] });
+  });
+
+  it('refuses a file that is not JSON', async () => {
+    const file = join(dir, 'not-json');
+    await writeFile(file, '{ nope');
+    const result = await sluice('agent-config', 'set', '--source', 's', '--file', file);
+    expect(result).toMatchObject({ code: 2, calls: [] });
+    expect(result.stderr).toMatch(/^sluice agent-config set: .*not-json is not JSON: .*\(see `sluice agent-config set --help`\)\n$/);
+  });
+});
+
+describe('what each command runs', () => {
+  it('runs every command given only its required options and arguments', async () => {
+    const values: Record<string, string> = { '--active': 'true', '--secret-file': join(dir, 'secret'), '--file': join(dir, 'config.json') };
+    await writeFile(values['--secret-file']!, 'shh\n');
+    await writeFile(values['--file']!, '{}');
+    for (const command of leaves(program)) {
+      const argv = [...words(command), ...command.registeredArguments.map(() => 'x')];
+      for (const option of command.options.filter((option) => command.isRequired(option))) argv.push(option.long!, values[option.long!] ?? 'x');
+      const result = await sluice(...argv);
+      expect({ argv, ...result }).toMatchObject({ argv, code: 0, stderr: '', loaded: true, calls: [expect.anything()] });
+    }
+  });
+
+  it('hands the parsed values over', async () => {
+    expect((await sluice('serve')).calls).toEqual([{ method: 'serve', args: ['serve'] }]);
+    expect((await sluice('deliver')).calls).toEqual([{ method: 'serve', args: ['deliver'] }]);
+    expect((await sluice('migrate')).calls).toEqual([{ method: 'migrate', args: [] }]);
+    expect((await sluice('sources', 'create', '--name=web')).calls).toEqual([{ method: 'createSource', args: ['web'] }]);
+    expect((await sluice('query', 'SELECT 1')).calls).toEqual([{ method: 'query', args: ['SELECT 1'] }]);
+    expect((await sluice('agents', 'list')).calls).toEqual([{ method: 'listAgents', args: [undefined] }]);
+
+    const file = join(dir, 'agent.json');
+    await writeFile(file, '{"logLevel": "debug"}');
+    expect((await sluice('agent-config', 'set', '--file', file, '--source', 's1')).calls).toEqual([{ method: 'setAgentConfig', args: ['s1', { logLevel: 'debug' }] }]);
+
+    const before = Date.now();
+    const [deploys] = (await sluice('deploys', 'list', '--service', 'api', '--since', '1h', '--until', '2026-11-20T10:00:00Z', '--limit', '5')).calls;
+    expect(deploys).toMatchObject({ method: 'listDeploys', args: [{ service: 'api', untilNanos: '1795168800000000000', limit: 5 }] });
+    const sinceMs = Number(BigInt((deploys!.args[0] as { sinceNanos: string }).sinceNanos) / 1_000_000n);
+    expect(sinceMs).toBeGreaterThanOrEqual(before - 3600e3);
+    expect(sinceMs).toBeLessThanOrEqual(Date.now() - 3600e3);
+  });
+
+  it('hands relay commands their options by flag name, every --origin, and secrets read from their file', async () => {
+    const relayLeaves = leaves(program).filter((command) => words(command)[0] === 'relay').map((command) => words(command).slice(1).join(' '));
+    expect(relayLeaves.sort()).toEqual(Object.keys(OPERATOR_COMMANDS).sort());
+
+    const created = await sluice('relay', 'sites', 'create', '--tenant', 't', '--name', 'n', '--origin', 'https://a.test', '--origin', 'https://b.test');
+    expect(created.calls).toEqual([{ method: 'relay', args: ['sites create', { tenant: 't', name: 'n', origin: ['https://a.test', 'https://b.test'] }] }]);
+    const cleared = await sluice('relay', 'sites', 'update', '--site', 's', '--clear-origins', '--active', 'false');
+    expect(cleared.calls).toEqual([{ method: 'relay', args: ['sites update', { site: 's', 'clear-origins': true, active: 'false' }] }]);
+
+    const secretFile = join(dir, 'captcha-secret');
+    await writeFile(secretFile, 'captcha-secret\n');
+    const captcha = await sluice('relay', 'captcha', 'set', '--site', 's', '--provider', 'turnstile', '--site-key', 'k', '--secret-file', secretFile, '--score-threshold', '0.7');
+    expect(captcha.calls).toEqual([{ method: 'relay', args: ['captcha set', { site: 's', provider: 'turnstile', 'site-key': 'k', 'score-threshold': '0.7', secret: 'captcha-secret' }] }]);
+    // The loose values reach relay/operator.ts, which refuses them with its own message.
+    const loose = await sluice('relay', 'forms', 'update', '--site', 's', '--form', 'f', '--active', '');
+    expect(loose.calls).toEqual([{ method: 'relay', args: ['forms update', { site: 's', form: 'f', active: '' }] }]);
+  });
+
+  it('reports a command that failed on stderr with exit code 1', async () => {
+    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    try {
+      const program = sluiceProgram({ load: async () => ({ serve: async () => {}, migrate: async () => Promise.reject(new Error('cannot reach ClickHouse')), admin: async () => {} }) });
+      expect(await main(['migrate'], program)).toBe(1);
+      expect(stderr).toHaveBeenCalledWith('sluice: cannot reach ClickHouse\n');
+    } finally {
+      stderr.mockRestore();
+    }
+  });
+});
+
+it('README.md holds the reference the parser prints (npm run docs:cli -- --write)', () => {
+  expect(readmeBlock(readFileSync(README, 'utf8'))).toBe(cliReference());
+});
+
+describe('the sluice executable', () => {
+  const SLUICE = fileURLToPath(new URL('./sluice.mjs', import.meta.url));
+  /** A data dir that nothing may create: help and usage mistakes open no storage. */
+  const dataDir = join(tmpdir(), `sluice-cli-untouched-${process.pid}`);
+  const run = (...argv: string[]) =>
+    promisify(execFile)(process.execPath, [SLUICE, ...argv], { env: { ...process.env, SLUICE_DATA_DIR: dataDir }, timeout: 30_000 }).then(
+      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+      (err) => ({ code: err.code, stdout: err.stdout, stderr: err.stderr }),
+    );
+
+  // A server started by mistake would not exit: these would time out.
+  it.each([['serve', '--help'], ['migrate', '--help'], ['help', 'sources', 'create']])('%j prints help, exits 0, opens nothing', async (...argv) => {
+    const result = await run(...argv);
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(result.stdout).toContain(`Usage: sluice ${argv.filter((word) => word !== 'help' && word !== '--help').join(' ')}`);
+    expect(existsSync(dataDir)).toBe(false);
+  });
+
+  it('prints the version, and usage mistakes with exit code 2', async () => {
+    expect(await run('--version')).toEqual({ code: 0, stdout: `${VERSION}\n`, stderr: '' });
+    expect(await run('sources', 'create', '--nmae', 'web')).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: "sluice sources create: unknown option '--nmae'; did you mean --name? (see `sluice sources create --help`)\n",
+    });
+    const none = await run();
+    expect(none).toMatchObject({ code: 2, stdout: '' });
+    expect(none.stderr).toMatch(/^Usage: sluice <command>/);
+    expect(existsSync(dataDir)).toBe(false);
+  });
+});
