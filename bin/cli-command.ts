@@ -6,7 +6,7 @@
  */
 import { Command, CommanderError, Option, type ErrorOptions } from 'commander';
 
-/** The exit code of a usage mistake (as sysexits' EX_USAGE is for BSD tools, 2 for most shells' built-ins). */
+/** The exit code of a usage mistake, as for most Unix tools (grep, diff, ls) and the shell's builtins. */
 export const USAGE_EXIT_CODE = 2;
 
 export class SluiceCommand extends Command {
@@ -62,7 +62,10 @@ export class SluiceCommand extends Command {
       if (this.isRequired(option)) return option.flags;
       return `[${option.flags}${this.repeatable.has(option) ? '...' : ''}]`;
     });
-    const args = this.registeredArguments.map((arg) => (arg.required ? `<${arg.name()}${arg.variadic ? '...' : ''}>` : `[${arg.name()}${arg.variadic ? '...' : ''}]`));
+    const args = this.registeredArguments.map((arg) => {
+      const name = arg.name() + (arg.variadic ? '...' : '');
+      return arg.required ? `<${name}>` : `[${name}]`;
+    });
     return [this.name(), ...options, ...args].join(' ');
   }
 

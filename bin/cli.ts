@@ -161,7 +161,10 @@ async function readJsonFile(command: SluiceCommand, path: string): Promise<unkno
 /** A relay command's options as relay/operator.ts reads them: by flag name; a secret is read from its file. */
 async function relayInput(command: SluiceCommand): Promise<OperatorInput> {
   const input: OperatorInput = {};
-  for (const option of command.options) input[option.name()] = command.getOptionValue(option.attributeName());
+  for (const option of command.options) {
+    const value = command.getOptionValue(option.attributeName());
+    if (value !== undefined) input[option.name()] = value;
+  }
   const { 'secret-file': secretFile, ...rest } = input;
   return typeof secretFile === 'string' ? { ...rest, secret: (await readText(secretFile)).trim() } : rest;
 }
