@@ -40,7 +40,8 @@ export class NodeHttpServer implements HttpServer {
     server.maxConnections = this.options.maxConnections;
     this.server = server;
     return new Promise((resolve, reject) => {
-      server.once('error', reject);
+      // Worded as the uWebSockets.js engine's, with the reason (EADDRINUSE, EACCES) after it.
+      server.once('error', (err: NodeJS.ErrnoException) => reject(new Error(`cannot listen on ${host}:${port}: ${err.code ?? err.message}`, { cause: err })));
       server.listen(port, host, () => resolve((server.address() as AddressInfo).port));
     });
   }
