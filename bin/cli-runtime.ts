@@ -11,6 +11,8 @@ import { migrate } from '../storage/migrate.ts';
 import { publicUrl, schemaOptions } from './components.ts';
 import { SluiceGraph } from './graph.ts';
 import { controlSocketAlive, controlSocketPath, remoteAdmin } from './control.ts';
+import { sendDemo } from './demo.ts';
+import { humanLogStream, servingSummary } from './terminal.ts';
 
 /** The work behind the commands (a fake in the parser's tests). */
 export interface CliRuntime {
@@ -20,6 +22,17 @@ export interface CliRuntime {
   admin(fn: (admin: Admin) => Promise<unknown>): Promise<void>;
   /** Creates or upgrades the storage schema and prints the report. */
   migrate(): Promise<void>;
+  /** Sends the demo sample to a running Sluice and prints what was sent. */
+  demo(options: DemoCommand): Promise<void>;
+}
+
+export interface DemoCommand {
+  /** A source's API key; without one, a source named `demo` is created. */
+  key?: string;
+  /** The ingest port's base URL; default: this config's host and OTLP/HTTP port. */
+  url?: string;
+  minutes: number;
+  requests: number;
 }
 
 /**
@@ -43,7 +56,17 @@ export const runtime: CliRuntime = {
   serve: (role) => runRole(role, configure()),
   admin: async (fn) => print(await withAdmin(configure(), fn)),
   migrate: async () => print(await migrateStorage(configure())),
+  demo: async (options) => print(await runDemo(configure(), options)),
 };
+
+async function runDemo(config: Readonly<SluiceConfig>, { key, url, minutes, requests }: DemoCommand): Promise<unknown> {
+  const created = key ? undefined : ((await withAdmin(config, (admin) => admin.createSource('demo'))) as { id: string; name: string; apiKey: string });
+  const apiKey = key ?? created!.apiKey;
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host;
+  const base = url ?? `http://${host}:${config.http.port}`;
+  const sent = await sendDemo({ url: base, apiKey, minutes, requests });
+  return { url: base, ...(created ? { source: { id: created.id, name: created.name, apiKey } } : {}), sent };
+}
 
 /**
  * Runs fn against the running server's control socket, or builds the parts it needs itself
@@ -86,7 +109,9 @@ async function migrateStorage(config: Readonly<SluiceConfig>): Promise<unknown> 
 const SHUTDOWN_EXIT_MARGIN_MS = 1000;
 
 async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void> {
-  const log = createLogger(config.logLevel);
+  // A person at a terminal gets short text lines and a summary; anything else one JSON object a line.
+  const terminal = process.stdout.isTTY === true;
+  const log = createLogger(config.logLevel, terminal ? humanLogStream() : 'stdout');
   let app: RunningSluice | undefined;
   // A rejection nobody handled is a bug: logged with its cause and counted, never a silent
   // exit of a gateway that is otherwise serving. An exception nobody caught leaves the
@@ -100,6 +125,10 @@ async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void
     log.flush(() => process.exit(1));
   });
   app = await startSluice(role, config, log);
+  if (terminal) {
+    const cluster = role !== 'serve' || config.nats.url !== '';
+    process.stdout.write(servingSummary({ role, host: config.host, httpPort: app.httpPort, grpcPort: app.grpcPort, relayPort: app.relay?.port ?? 0, dataDir: config.dataDir, cluster }));
+  }
   let stopping = false;
   const exit = (code: number) => log.flush(() => process.exit(code));
   const stop = async (signal: string) => {

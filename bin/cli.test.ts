@@ -32,6 +32,7 @@ async function sluice(...argv: string[]) {
   const runtime: CliRuntime = {
     serve: async (role) => void calls.push({ method: 'serve', args: [role] }),
     migrate: async () => void calls.push({ method: 'migrate', args: [] }),
+    demo: async (options) => void calls.push({ method: 'demo', args: [options] }),
     admin: async (fn) => void (await fn(admin)),
   };
   const program = sluiceProgram({
@@ -102,6 +103,7 @@ describe('usage mistakes: one line on stderr naming the command and its help, ex
     [['relay', 'recipients', 'update', '--site', 's', '--form', 'f', '--recipient', 'r'], 'sluice relay recipients update: missing --active (see `sluice relay recipients update --help`)'],
     [['relay', 'users', 'list', '--site', 's'], "sluice relay users list: unknown option '--site' (see `sluice relay users list --help`)"],
     [['deploys', 'list', '--limit', '0'], 'sluice deploys list: --limit: a whole number >= 1 (see `sluice deploys list --help`)'],
+    [['demo', '--minutes', '0'], 'sluice demo: --minutes: a whole number from 1 to 10080 (see `sluice demo --help`)'],
     [['deploys', 'list', '--since', 'last week'], 'sluice deploys list: --since: not RFC 3339, epoch nanoseconds or a duration like 24h (see `sluice deploys list --help`)'],
   ];
 
@@ -136,6 +138,8 @@ describe('what each command runs', () => {
     expect((await sluice('serve')).calls).toEqual([{ method: 'serve', args: ['serve'] }]);
     expect((await sluice('deliver')).calls).toEqual([{ method: 'serve', args: ['deliver'] }]);
     expect((await sluice('migrate')).calls).toEqual([{ method: 'migrate', args: [] }]);
+    expect((await sluice('demo')).calls).toEqual([{ method: 'demo', args: [{ key: undefined, url: undefined, minutes: 15, requests: 300 }] }]);
+    expect((await sluice('demo', '--key', 'slk_x', '--minutes', '60')).calls).toEqual([{ method: 'demo', args: [{ key: 'slk_x', url: undefined, minutes: 60, requests: 300 }] }]);
     expect((await sluice('sources', 'create', '--name=web')).calls).toEqual([{ method: 'createSource', args: ['web'] }]);
     expect((await sluice('query', 'SELECT 1')).calls).toEqual([{ method: 'query', args: ['SELECT 1'] }]);
     expect((await sluice('agents', 'list')).calls).toEqual([{ method: 'listAgents', args: [undefined] }]);
@@ -173,7 +177,7 @@ describe('what each command runs', () => {
   it('reports a command that failed on stderr with exit code 1', async () => {
     const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
     try {
-      const program = sluiceProgram({ load: async () => ({ serve: async () => {}, migrate: async () => Promise.reject(new Error('cannot reach ClickHouse')), admin: async () => {} }) });
+      const program = sluiceProgram({ load: async () => ({ serve: async () => {}, migrate: async () => Promise.reject(new Error('cannot reach ClickHouse')), admin: async () => {}, demo: async () => {} }) });
       expect(await main(['migrate'], program)).toBe(1);
       expect(stderr).toHaveBeenCalledWith('sluice: cannot reach ClickHouse\n');
     } finally {

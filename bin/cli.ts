@@ -65,6 +65,21 @@ export function sluiceProgram({ load = loadRuntime, output = {} }: ProgramOption
     .value('--key <KEY_ID>', "the key's id, or the key itself", { required: true })
     .action(({ key }) => admin((a) => a.revokeKey(key)));
 
+  program.command('demo').description('send sample telemetry of a small shop (traces, logs tied to them, metrics, a deploy marker) through the OTLP/HTTP endpoint of a running Sluice; prints what was sent')
+    .value('--key <API_KEY>', "the source's API key to send with (default: create a source named demo and print its key)")
+    .value('--url <URL>', "the ingest port's base URL (default: http://127.0.0.1:$SLUICE_OTLP_HTTP_PORT)")
+    .value('--minutes <N>', 'how far back the sample reaches (default 15)')
+    .value('--requests <N>', 'checkout requests in the sample (default 300)')
+    .action(async (values, command: SluiceCommand) => {
+      const whole = (name: string, fallback: number, max: number) => {
+        const value = values[name] === undefined ? fallback : Number(values[name]);
+        if (!Number.isSafeInteger(value) || value < 1 || value > max) command.error(`--${name}: a whole number from 1 to ${max}`);
+        return value;
+      };
+      const options = { key: values.key, url: values.url, minutes: whole('minutes', 15, 10_080), requests: whole('requests', 300, 100_000) };
+      await (await load()).demo(options);
+    });
+
   program.command('query').description('run one read-only statement (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN, EXISTS); prints JSONEachRow')
     .argument('<sql>', 'the statement')
     .action((sql: string) => admin((a) => a.query(sql)));

@@ -38,6 +38,27 @@ describe('sluice CLI', { timeout: 240_000 }, () => {
     expect(created).toMatchObject({ name: 'web', id: expect.any(String), apiKey: expect.stringMatching(/^slk_/) });
   });
 
+  it('prints a summary for a person at a terminal: which port takes which protocol, what to do next, logs as text', async () => {
+    // `script` gives the server a pseudo-terminal as stdout, as a shell in a terminal does.
+    const terminalDir = await mkdtemp(join(tmpdir(), 'sluice-cli-tty-'));
+    const server = spawn('script', ['-qefc', `${process.execPath} ${SLUICE} serve`, '/dev/null'], { env: { ...env, SLUICE_DATA_DIR: terminalDir }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let screen = '';
+    server.stdout!.on('data', (chunk: Buffer) => (screen += chunk.toString()));
+    try {
+      await eventually(() => screen.includes('Logs follow.'), 60_000, 100);
+      expect(screen).toMatch(/OTLP\/HTTP\s+http:\/\/127\.0\.0\.1:\d+\s+OTEL_EXPORTER_OTLP_ENDPOINT/);
+      expect(screen).toMatch(/OTLP\/gRPC\s+http:\/\/127\.0\.0\.1:\d+\s+.*OTEL_EXPORTER_OTLP_PROTOCOL=grpc/);
+      expect(screen).toContain('npx sluice demo');
+      // Log lines as text, not JSON.
+      expect(screen).toMatch(/\d\d:\d\d:\d\d INFO  sluice is serving/);
+      expect(screen).not.toContain('{"level"');
+    } finally {
+      server.kill('SIGTERM');
+      await new Promise((resolve) => server.once('exit', resolve));
+      await rm(terminalDir, { recursive: true, force: true });
+    }
+  });
+
   it('reports every configuration problem and exits non-zero', async () => {
     const error = await sluice(['sources', 'list'], { SLUICE_OTLP_HTTP_PORT: 'http', SLUICE_LOG_LEVEL: 'chatty' }).catch((err) => err);
     expect(error.code).toBe(1);

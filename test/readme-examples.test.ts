@@ -1,0 +1,109 @@
+/**
+ * The README's shell examples run as written. Every ```sh block runs, in the README's order, in
+ * one bash session (variables set by one block serve the next), against `sluice serve` started
+ * as `npm start` starts it, from a directory where `npx sluice` finds Sluice as an installed
+ * package would. `set -euo pipefail`, and curl fails on an HTTP error status, so any command
+ * that does not work fails the test. The only change to the text: the default ports (4318, 4317,
+ * 8080) become the test server's, so the test can run beside others. A block right under
+ * `<!-- not run by test/readme-examples.test.ts: why -->` is skipped (installing, the test suite
+ * itself, a cluster). The server and the CLI load test/no-egress.mjs: the README's example
+ * addresses (hooks.acme.example …) are never looked up or connected to.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from './harness.ts';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const SKIP = /<!-- not run by test\/readme-examples\.test\.ts: [^>]+ -->\s*$/;
+
+/** The README's sh blocks in order, each with its line number; skipped ones left out. */
+export function shellExamples(readme: string): { line: number; text: string }[] {
+  const lines = readme.split('\n');
+  const blocks: { line: number; text: string }[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    if (lines[i] !== '```sh') continue;
+    const end = lines.indexOf('```', i + 1);
+    if (!SKIP.test(lines[i - 1] ?? '')) blocks.push({ line: i + 1, text: lines.slice(i + 1, end).join('\n') });
+    i = end;
+  }
+  return blocks;
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe('the README examples', { timeout: 300_000 }, () => {
+  let dir: string;
+  let server: ChildProcess;
+  const serverLog: string[] = [];
+  const ports = { http: 0, grpc: 0, relay: 0 };
+  let env: NodeJS.ProcessEnv;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'sluice-readme-'));
+    // `npx sluice` here finds node_modules/.bin/sluice, as in a project that installed Sluice.
+    await mkdir(join(dir, 'node_modules', '.bin'), { recursive: true });
+    await symlink(join(ROOT, 'bin', 'sluice.mjs'), join(dir, 'node_modules', '.bin', 'sluice'));
+    for (const name of Object.keys(ports) as (keyof typeof ports)[]) ports[name] = await freePort();
+    const inherited = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('SLUICE_') && key !== 'NODE_OPTIONS'));
+    env = {
+      ...inherited,
+      // This Node first (the suite runs on Node 20 and 24), npm never asks the registry.
+      PATH: `${dirname(process.execPath)}:${process.env.PATH}`,
+      npm_config_offline: 'true',
+      npm_config_update_notifier: 'false',
+      SLUICE_OTLP_HTTP_PORT: String(ports.http),
+      SLUICE_OTLP_GRPC_PORT: String(ports.grpc),
+      SLUICE_RELAY_PORT: String(ports.relay),
+      SLUICE_LOG_LEVEL: 'warn',
+      NODE_OPTIONS: `--import ${join(ROOT, 'test', 'no-egress.mjs')}`,
+    };
+    server = spawn(process.execPath, [join(ROOT, 'bin', 'sluice.mjs'), 'serve'], { cwd: dir, env: { ...env, SLUICE_LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    server.stdout!.on('data', (chunk: Buffer) => serverLog.push(chunk.toString()));
+    server.stderr!.on('data', (chunk: Buffer) => serverLog.push(chunk.toString()));
+    await eventually(() => serverLog.join('').includes('sluice is serving'), 60_000, 100).catch((err) => {
+      throw new Error(`sluice serve did not start:\n${serverLog.join('')}`, { cause: err });
+    });
+  });
+
+  afterAll(async () => {
+    if (server && server.exitCode === null) {
+      server.kill('SIGTERM');
+      await new Promise((resolve) => server.once('exit', resolve));
+    }
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('run as written, in order, in one shell', async () => {
+    const readme = await readFile(join(ROOT, 'README.md'), 'utf8');
+    const blocks = shellExamples(readme);
+    expect(blocks.length).toBeGreaterThan(8);
+    const script = [
+      'set -euo pipefail',
+      // An HTTP error status fails the example (curl -s alone would exit 0).
+      'curl() { command curl --fail-with-body --max-time 30 "$@"; }',
+      ...blocks.map(({ line, text }) =>
+        [`echo "=== README.md:${line}" >&2`, 'set -x', text.replaceAll('127.0.0.1:4318', `127.0.0.1:${ports.http}`).replaceAll('127.0.0.1:4317', `127.0.0.1:${ports.grpc}`).replaceAll('127.0.0.1:8080', `127.0.0.1:${ports.relay}`), 'set +x'].join('\n'),
+      ),
+    ].join('\n');
+    const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      execFile('bash', ['-c', script], { cwd: dir, env, timeout: 240_000, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) =>
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+    if (run.code !== 0) console.log(`stdout:\n${run.stdout}\nstderr:\n${run.stderr}\nserver:\n${serverLog.join('').slice(-5000)}`);
+    expect(run.code, run.stderr.split('\n').slice(-30).join('\n')).toBe(0);
+    // What the quick start says its query prints: one row per service of the demo.
+    expect(run.stdout).toMatch(/"ServiceName":"payment","spans":\d+,"errors":[1-9]\d*/);
+  });
+});
