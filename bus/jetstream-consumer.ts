@@ -51,7 +51,7 @@ import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { sleep, Supervisor, type LoopContext } from '../core/supervisor.ts';
 import { isDataError } from '../storage/errors.ts';
-import type { ChunkSink, TableChunk } from './bus.ts';
+import type { ChunkSink, ConsumerTotals, TableChunk } from './bus.ts';
 import { ManifestIndex, type Manifest } from './batch-manifests.ts';
 import { storeIsolating } from './isolate.ts';
 import { deadLetterOf, DURABLE, manifestBucketOf, PARTS_HEADER, streamOf } from './jetstream-names.ts';
@@ -82,7 +82,7 @@ export interface ConsumerTuning {
 
 export class JetStreamStorageConsumer {
   /** Figures for /metrics. */
-  readonly stats = { batches: 0, rows: 0, redelivered: 0, deadLettered: 0, failures: 0 };
+  readonly stats: Required<ConsumerTotals> = { batches: 0, rows: 0, redelivered: 0, deadLettered: 0, failures: 0 };
   private readonly js: JetStreamClient;
   private readonly supervisor: Supervisor;
   /** Each running table loop's manifest index (for its status). */

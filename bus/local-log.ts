@@ -21,7 +21,7 @@ import { SluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { isDataError } from '../storage/errors.ts';
-import { chunkBytes, type Bus, type BusFigures, type ChunkSink, type TableChunk } from './bus.ts';
+import { chunkBytes, type Bus, type BusFigures, type ChunkSink, type ConsumerTotals, type TableChunk } from './bus.ts';
 import { storeIsolating } from './isolate.ts';
 import { RowLog, type LogRecord } from './row-log.ts';
 
@@ -63,7 +63,7 @@ export class LocalLogBus implements Bus {
   private lastFailure: { at: number; message: string } | undefined;
   /** Once closed, when the applier stops even with rows left (epoch ms). */
   private stopBy = Infinity;
-  readonly totals = { batches: 0, rows: 0, deadLettered: 0, failures: 0 };
+  readonly totals: ConsumerTotals = { batches: 0, rows: 0, deadLettered: 0, failures: 0 };
 
   constructor(private readonly options: LocalLogBusOptions) {
     this.rowLog = new RowLog(options.dir, {
@@ -114,7 +114,7 @@ export class LocalLogBus implements Bus {
   }
 
   async figures(): Promise<BusFigures> {
-    return { backlogBytes: this.pendingBytes, consumer: { totals: { ...this.totals }, lag: {} } };
+    return { backlogBytes: this.pendingBytes, backlogLimitBytes: this.options.maxPendingBytes, consumer: { totals: { ...this.totals }, lag: {} } };
   }
 
   async publish(chunks: readonly TableChunk[]): Promise<void> {

@@ -115,8 +115,8 @@ describe('cluster mode', () => {
   it('the consumer answers health and metrics; a gateway refuses to start without NATS_URL', async () => {
     expect((await fetch(`http://127.0.0.1:${consumer.httpPort}/api/v1/health`)).status).toBe(200);
     const metrics = await (await fetch(`http://127.0.0.1:${consumer.httpPort}/metrics`)).text();
-    expect(metrics).toMatch(/sluice_consumer\{figure="lag",table="otel_traces"\} 0/);
-    expect(metrics).toMatch(/sluice_consumer\{figure="batches",table=""\} [1-9]/);
+    expect(metrics).toMatch(/^sluice_consumer_lag_messages\{table="otel_traces"\} 0$/m);
+    expect(metrics).toMatch(/^sluice_consumer_batches_total [1-9]/m);
     expect(metrics).toMatch(/sluice_storage_insert_seconds_count [1-9]/);
     const gatewayMetrics = await (await fetch(`http://127.0.0.1:${gateways[0]!.httpPort}/metrics`)).text();
     expect(gatewayMetrics).toMatch(/sluice_bus_publish_seconds_count [1-9]/);
