@@ -6,6 +6,7 @@
  * promises the client.
  */
 import type { Reservation } from '../core/byte-budget.ts';
+import type { ConsumerTotals } from '../core/metrics.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 
 /** RowBinary rows for one table. */
@@ -61,19 +62,6 @@ export interface BusFigures {
   timedOut?: { pending: number; withdrawn: number; notWithdrawn: number };
   /** This process's storage consumer: its totals since start, and messages waiting per table (shared bus; -1: unknown). */
   consumer?: { totals: ConsumerTotals; lag: Record<string, number> };
-}
-
-/** What a storage consumer counted since start. */
-export interface ConsumerTotals {
-  /** Batches committed to storage. */
-  batches: number;
-  rows: number;
-  /** Rows storage refused, set aside with the reason (files, or the dead-letter stream). */
-  deadLettered: number;
-  /** Batches whose insert failed (and were retried, or split). */
-  failures: number;
-  /** JetStream: messages delivered more than once. */
-  redelivered?: number;
 }
 
 export function chunkBytes(chunks: readonly TableChunk[]): number {

@@ -19,9 +19,10 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { SluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
+import type { ConsumerTotals } from '../core/metrics.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { isDataError } from '../storage/errors.ts';
-import { chunkBytes, type Bus, type BusFigures, type ChunkSink, type ConsumerTotals, type TableChunk } from './bus.ts';
+import { chunkBytes, type Bus, type BusFigures, type ChunkSink, type TableChunk } from './bus.ts';
 import { storeIsolating } from './isolate.ts';
 import { RowLog, type LogRecord } from './row-log.ts';
 

@@ -1,6 +1,6 @@
 /**
  * The gateway's own counters, exposed at GET /metrics in Prometheus text format.
- * Labels stay low-cardinality: signal, protocol, status, table — never a source or an IP.
+ * Labels stay low-cardinality: signal, transport, protocol, status, table — never a source or an IP.
  */
 import { createRequire } from 'node:module';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
@@ -12,13 +12,16 @@ export type SignalLabel = Signal | 'agent_logs' | 'agent_metrics' | 'heartbeats'
 export type Transport = 'http' | 'grpc';
 
 /** Sluice's version, read once from its package.json. */
-export const SLUICE_VERSION: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
+const SLUICE_VERSION: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
 
-/** A storage consumer's totals since start (bus/bus.ts ConsumerTotals has the same shape). */
-export interface ConsumerMetricTotals {
+/** What a storage consumer counted since start (the bus reports it; bus/bus.ts BusFigures). */
+export interface ConsumerTotals {
+  /** Batches committed to storage. */
   batches: number;
   rows: number;
+  /** Rows storage refused, set aside with the reason (files, or the dead-letter stream). */
   deadLettered: number;
+  /** Batches whose insert failed (and were retried, or split). */
   failures: number;
   /** JetStream only: messages delivered more than once. */
   redelivered?: number;
@@ -31,7 +34,7 @@ export interface BusMetricFigures {
   fullRefusals?: Record<string, number>;
   timedOut?: { pending: number; withdrawn: number; notWithdrawn: number };
   consumer?: {
-    totals: ConsumerMetricTotals;
+    totals: ConsumerTotals;
     /** Messages waiting per table stream (-1: could not be read). */
     lag: Record<string, number>;
   };
@@ -262,14 +265,14 @@ export class SluiceMetrics {
     },
   });
 
-  private consumerCounter(name: string, help: string, pick: (totals: ConsumerMetricTotals) => number | undefined): Counter {
+  private consumerCounter(name: string, help: string, pick: (totals: ConsumerTotals) => number | undefined): Counter {
     const counter: Counter = new Counter({
       name,
       help,
       registers: [this.registry],
       collect: async (): Promise<void> => {
-        const value = pick((await this.busFigures()).consumer?.totals ?? { batches: 0, rows: 0, deadLettered: 0, failures: 0 });
-        setTotals(counter, [[{}, value ?? 0]]);
+        const totals = (await this.busFigures()).consumer?.totals;
+        setTotals(counter, [[{}, (totals && pick(totals)) ?? 0]]);
       },
     });
     return counter;
