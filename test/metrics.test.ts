@@ -94,7 +94,7 @@ describe('GET /metrics', () => {
     expect(await promtool(['check', 'metrics'], relay)).toEqual({ code: 0, output: '' });
   });
 
-  it('is not a relay route for other methods', async () => {
+  it('answers GET only on the relay port (405 with Allow: GET)', async () => {
     const response = await fetch(`http://127.0.0.1:${sluice.relay!.port}/metrics`, { method: 'POST' });
     expect(response.status).toBe(405);
     expect(response.headers.get('allow')).toBe('GET');
