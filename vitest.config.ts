@@ -22,6 +22,7 @@ const HTTP_FACING = [
   'test/storage-backlog.test.ts',
   'test/storage-down.test.ts',
   'test/http-hostile.test.ts',
+  'test/metrics.test.ts',
 ];
 
 // As `npm start` and the image run Sluice: glibc's mmap threshold pinned, so freed request

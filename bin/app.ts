@@ -21,7 +21,7 @@ import type { StateStore } from '../state/store.ts';
 import { clientIpResolver } from '../gateway/client-ip.ts';
 import { OtlpGrpcServer } from '../gateway/grpc/server.ts';
 import { createHttpServer, listenOn } from '../gateway/http/index.ts';
-import { ingestRoutes, opsRoutes } from '../gateway/routes.ts';
+import { ingestRoutes, metricsHandler, opsRoutes } from '../gateway/routes.ts';
 import type { AgentConfigs } from '../gateway/agent-configs.ts';
 import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
@@ -130,7 +130,15 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
           log,
         });
         graph.onStop('relay background work', () => publicRelay.shutdown());
-        const relayHandler = relayHttpHandler(opened, { signInLimiter: await graph.limiter('sign-in'), clientIp: guards.clientIp, operatorToken: config.relay.operatorToken, publicRelay, budget, log });
+        const relayHandler = relayHttpHandler(opened, {
+          signInLimiter: await graph.limiter('sign-in'),
+          clientIp: guards.clientIp,
+          operatorToken: config.relay.operatorToken,
+          publicRelay,
+          budget,
+          metrics: metricsHandler(metrics),
+          log,
+        });
         const server = createHttpServer(config.http.engine, relayHandler, httpServerOptions(config, MAX_RELAY_BODY_BYTES), log);
         relayPort = await listenOn(server, config.host, config.relay.port, 'relay port (SLUICE_RELAY_PORT)');
         relay = { ...opened, port: relayPort };
@@ -144,6 +152,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     // Every role answers health, readiness and /metrics; the front end also takes ingestion.
     const http = createHttpServer(config.http.engine, handler, httpServerOptions(config, config.limits.maxBodyBytes), log);
     httpPort = await listenOn(http, config.host, config.http.port, 'HTTP port (SLUICE_OTLP_HTTP_PORT)');
+    metrics.recordBuild(http.engine);
     servers.push(http);
     graph.onStop('HTTP server', (deadline) => http.close(serverGraceMs(deadline)));
     // Stopping, every port stops taking connections at once and their requests in flight share

@@ -6,6 +6,7 @@
  * promises the client.
  */
 import type { Reservation } from '../core/byte-budget.ts';
+import type { ConsumerTotals } from '../core/metrics.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 
 /** RowBinary rows for one table. */
@@ -53,12 +54,14 @@ export interface Bus {
 export interface BusFigures {
   /** Row bytes acknowledged and not yet in storage (embedded: in the local log). */
   backlogBytes?: number;
+  /** The most backlog bytes before publishes are refused (embedded). */
+  backlogLimitBytes?: number;
   /** Publishes refused because the bus was full, per table. */
   fullRefusals?: Record<string, number>;
   /** Messages of publishes that timed out (their requests got 503): to withdraw, withdrawn, not withdrawn (may be stored). */
   timedOut?: { pending: number; withdrawn: number; notWithdrawn: number };
-  /** This process's storage consumer, when it runs one on a shared bus. */
-  consumer?: { totals: Record<string, number>; lag: Record<string, number> };
+  /** This process's storage consumer: its totals since start, and messages waiting per table (shared bus; -1: unknown). */
+  consumer?: { totals: ConsumerTotals; lag: Record<string, number> };
 }
 
 export function chunkBytes(chunks: readonly TableChunk[]): number {

@@ -48,6 +48,7 @@ import { Kvm, type KV } from '@nats-io/kv';
 import { pino } from 'pino';
 import { SluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
+import type { ConsumerTotals } from '../core/metrics.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { sleep, Supervisor, type LoopContext } from '../core/supervisor.ts';
 import { isDataError } from '../storage/errors.ts';
@@ -82,7 +83,7 @@ export interface ConsumerTuning {
 
 export class JetStreamStorageConsumer {
   /** Figures for /metrics. */
-  readonly stats = { batches: 0, rows: 0, redelivered: 0, deadLettered: 0, failures: 0 };
+  readonly stats: Required<ConsumerTotals> = { batches: 0, rows: 0, redelivered: 0, deadLettered: 0, failures: 0 };
   private readonly js: JetStreamClient;
   private readonly supervisor: Supervisor;
   /** Each running table loop's manifest index (for its status). */

@@ -185,7 +185,7 @@ export class JetStreamBus implements Bus {
   }
 
   /** Figures of this process's storage consumer (undefined if it does not consume). */
-  private async consumerFigures(): Promise<{ totals: Record<string, number>; lag: Record<string, number> } | undefined> {
+  private async consumerFigures(): Promise<BusFigures['consumer']> {
     const consumer = this.consumer;
     if (!consumer) return undefined;
     const lag: Record<string, number> = {};

@@ -19,6 +19,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { SluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
+import type { ConsumerTotals } from '../core/metrics.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { isDataError } from '../storage/errors.ts';
 import { chunkBytes, type Bus, type BusFigures, type ChunkSink, type TableChunk } from './bus.ts';
@@ -63,7 +64,7 @@ export class LocalLogBus implements Bus {
   private lastFailure: { at: number; message: string } | undefined;
   /** Once closed, when the applier stops even with rows left (epoch ms). */
   private stopBy = Infinity;
-  readonly totals = { batches: 0, rows: 0, deadLettered: 0, failures: 0 };
+  readonly totals: ConsumerTotals = { batches: 0, rows: 0, deadLettered: 0, failures: 0 };
 
   constructor(private readonly options: LocalLogBusOptions) {
     this.rowLog = new RowLog(options.dir, {
@@ -114,7 +115,7 @@ export class LocalLogBus implements Bus {
   }
 
   async figures(): Promise<BusFigures> {
-    return { backlogBytes: this.pendingBytes, consumer: { totals: { ...this.totals }, lag: {} } };
+    return { backlogBytes: this.pendingBytes, backlogLimitBytes: this.options.maxPendingBytes, consumer: { totals: { ...this.totals }, lag: {} } };
   }
 
   async publish(chunks: readonly TableChunk[]): Promise<void> {

@@ -1,23 +1,58 @@
 /**
  * The gateway's own counters, exposed at GET /metrics in Prometheus text format.
- * Labels stay low-cardinality: signal, protocol, status, table — never a source or an IP.
+ * Labels stay low-cardinality: signal, transport, protocol, status, table — never a source or an IP.
  */
+import { createRequire } from 'node:module';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 export type Signal = 'traces' | 'logs' | 'metrics';
 /** The `signal` label: an OTLP signal or an agent API payload. */
 export type SignalLabel = Signal | 'agent_logs' | 'agent_metrics' | 'heartbeats' | 'deploys';
+/** The `transport` label of the item counters: the port a request came in on (the agent API is HTTP). */
+export type Transport = 'http' | 'grpc';
+
+/** Sluice's version, read once from its package.json. */
+const SLUICE_VERSION: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
+
+/** What a storage consumer counted since start (the bus reports it; bus/bus.ts BusFigures). */
+export interface ConsumerTotals {
+  /** Batches committed to storage. */
+  batches: number;
+  rows: number;
+  /** Rows storage refused, set aside with the reason (files, or the dead-letter stream). */
+  deadLettered: number;
+  /** Batches whose insert failed (and were retried, or split). */
+  failures: number;
+  /** JetStream only: messages delivered more than once. */
+  redelivered?: number;
+}
 
 /** What the bus reports at scrape time (bus/bus.ts BusFigures has the same shape). */
 export interface BusMetricFigures {
   backlogBytes?: number;
+  backlogLimitBytes?: number;
   fullRefusals?: Record<string, number>;
   timedOut?: { pending: number; withdrawn: number; notWithdrawn: number };
   consumer?: {
-    totals: Record<string, number>;
-    /** Messages waiting per table stream. */
+    totals: ConsumerTotals;
+    /** Messages waiting per table stream (-1: could not be read). */
     lag: Record<string, number>;
   };
+}
+
+/** Callers while a read is in flight share it: the metrics that show one source's figures read it once per scrape. */
+function sharedRead<T>(read: () => Promise<T>): () => Promise<T> {
+  let inFlight: Promise<T> | undefined;
+  return () => (inFlight ??= read().finally(() => (inFlight = undefined)));
+}
+
+/**
+ * Sets a counter at scrape time to totals its source keeps since start: a counter still (it only
+ * grows, and starts again at 0 with the process, as Prometheus expects of one).
+ */
+function setTotals<L extends string>(counter: Counter<L>, totals: Iterable<[Partial<Record<L, string>>, number]>): void {
+  counter.reset();
+  for (const [labels, value] of totals) counter.inc(labels, value);
 }
 
 export class SluiceMetrics {
@@ -27,6 +62,22 @@ export class SluiceMetrics {
     // The process figures every Node dashboard expects: CPU, resident memory, open descriptors,
     // heap, GC, event-loop lag (nodejs_eventloop_lag_p99_seconds...).
     collectDefaultMetrics({ register: this.registry });
+    // Gauges named like counters (promtool refuses them); each is the sum of the same name without
+    // `_total`, by type (sum(nodejs_active_handles) is the same figure).
+    for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) this.registry.removeSingleMetric(name);
+  }
+
+  private readonly buildInfo = new Gauge({
+    name: 'sluice_build_info',
+    help: 'Always 1: the Sluice version, the Node.js version and the HTTP engine this process runs (uws or node).',
+    labelNames: ['version', 'node_version', 'http_engine'] as const,
+    registers: [this.registry],
+  });
+
+  /** Records what this process runs, once its HTTP engine is known (the composition root calls it). */
+  recordBuild(httpEngine: string): void {
+    this.buildInfo.reset();
+    this.buildInfo.set({ version: SLUICE_VERSION, node_version: process.version, http_engine: httpEngine }, 1);
   }
 
   readonly requests = new Counter({
@@ -52,29 +103,29 @@ export class SluiceMetrics {
   /** Items decoded from requests (spans, log records, metric data points). */
   readonly itemsReceived = new Counter({
     name: 'sluice_items_received_total',
-    help: 'Items decoded from ingestion requests.',
-    labelNames: ['signal'] as const,
+    help: 'Items decoded from ingestion requests, by signal and transport (http, grpc).',
+    labelNames: ['signal', 'transport'] as const,
     registers: [this.registry],
   });
 
   readonly itemsAccepted = new Counter({
     name: 'sluice_items_accepted_total',
-    help: 'Items committed to storage and acknowledged to the client.',
-    labelNames: ['signal'] as const,
+    help: 'Items made durable on the bus (the local log, or JetStream) and acknowledged to the client, by signal and transport (http, grpc).',
+    labelNames: ['signal', 'transport'] as const,
     registers: [this.registry],
   });
 
   readonly itemsRefused = new Counter({
     name: 'sluice_items_refused_total',
-    help: 'Items of requests refused after decoding (the client was told to retry; nothing of them was stored).',
-    labelNames: ['signal', 'reason'] as const,
+    help: 'Items of requests refused after decoding (the client was told to retry; nothing of them was stored), by signal, transport and reason (an error code).',
+    labelNames: ['signal', 'transport', 'reason'] as const,
     registers: [this.registry],
   });
 
   readonly itemsDropped = new Counter({
     name: 'sluice_items_dropped_total',
-    help: 'Invalid items skipped inside an accepted request and reported to the client in partial_success.',
-    labelNames: ['signal'] as const,
+    help: 'Invalid items skipped inside an accepted request and reported to the client in partial_success, by signal and transport.',
+    labelNames: ['signal', 'transport'] as const,
     registers: [this.registry],
   });
 
@@ -92,6 +143,15 @@ export class SluiceMetrics {
     registers: [this.registry],
   });
 
+  /** Rows per insert: how well the consumer batches (the Collector's batch send size). */
+  readonly insertBatchRows = new Histogram({
+    name: 'sluice_storage_insert_rows',
+    help: 'Rows in one storage insert, by table.',
+    labelNames: ['table'] as const,
+    buckets: [1, 10, 100, 1000, 10_000, 100_000, 1_000_000],
+    registers: [this.registry],
+  });
+
   readonly insertSeconds = new Histogram({
     name: 'sluice_storage_insert_seconds',
     help: 'Duration of one storage insert.',
@@ -101,21 +161,32 @@ export class SluiceMetrics {
 
   /** Reads the bus when Prometheus scrapes (set by the composition root). */
   busSource: () => Promise<BusMetricFigures> = async () => ({});
+  private readonly busFigures = sharedRead(() => this.busSource());
 
   readonly backlogBytes: Gauge = new Gauge({
     name: 'sluice_bus_backlog_bytes',
-    help: 'Row bytes accepted by the bus and not yet committed (embedded).',
+    help: 'Row bytes accepted by the bus and not yet committed to storage (embedded: in the local log).',
     registers: [this.registry],
-    collect: async (): Promise<void> => this.backlogBytes.set((await this.busSource()).backlogBytes ?? 0),
+    collect: async (): Promise<void> => this.backlogBytes.set((await this.busFigures()).backlogBytes ?? 0),
   });
 
-  readonly busFullRefusals: Gauge = new Gauge({
-    name: 'sluice_bus_full_refusals',
-    help: 'Publishes refused (503) because a JetStream stream was at its max_bytes, per table, since start.',
+  private readonly backlogLimitBytes: Gauge = new Gauge({
+    name: 'sluice_bus_backlog_limit_bytes',
+    help: 'The most row bytes the local log holds before it refuses requests with 503 (SLUICE_STORAGE_MAX_PENDING_BYTES; embedded only).',
+    registers: [this.registry],
+    collect: async (): Promise<void> => {
+      const limit = (await this.busFigures()).backlogLimitBytes;
+      if (limit !== undefined) this.backlogLimitBytes.set(limit);
+    },
+  });
+
+  private readonly busFullRefusals: Counter = new Counter({
+    name: 'sluice_bus_full_refusals_total',
+    help: 'Publishes refused (503) because a JetStream stream was at its max_bytes, per table.',
     labelNames: ['table'] as const,
     registers: [this.registry],
     collect: async (): Promise<void> => {
-      for (const [table, count] of Object.entries((await this.busSource()).fullRefusals ?? {})) this.busFullRefusals.set({ table }, count);
+      setTotals(this.busFullRefusals, Object.entries((await this.busFigures()).fullRefusals ?? {}).map(([table, count]) => [{ table }, count]));
     },
   });
 
@@ -141,17 +212,22 @@ export class SluiceMetrics {
     registers: [this.registry],
   });
 
-  readonly busTimedOut: Gauge = new Gauge({
-    name: 'sluice_bus_timed_out_messages',
-    help: 'Messages of JetStream publishes that got no PubAck in time (their requests got 503), since start: pending withdrawal, withdrawn, not withdrawn (a consumer may have stored them).',
+  private readonly busTimedOutPending: Gauge = new Gauge({
+    name: 'sluice_bus_timed_out_pending_messages',
+    help: 'Messages of JetStream publishes that got no PubAck in time (their requests got 503) and are still to be withdrawn.',
+    registers: [this.registry],
+    collect: async (): Promise<void> => this.busTimedOutPending.set((await this.busFigures()).timedOut?.pending ?? 0),
+  });
+
+  private readonly busTimedOut: Counter = new Counter({
+    name: 'sluice_bus_timed_out_messages_total',
+    help: 'Messages of JetStream publishes that got no PubAck in time (their requests got 503), by outcome: withdrawn, or not_withdrawn (a consumer may have stored them).',
     labelNames: ['outcome'] as const,
     registers: [this.registry],
     collect: async (): Promise<void> => {
-      const figures = (await this.busSource()).timedOut;
+      const figures = (await this.busFigures()).timedOut;
       if (!figures) return;
-      this.busTimedOut.set({ outcome: 'pending' }, figures.pending);
-      this.busTimedOut.set({ outcome: 'withdrawn' }, figures.withdrawn);
-      this.busTimedOut.set({ outcome: 'not_withdrawn' }, figures.notWithdrawn);
+      setTotals(this.busTimedOut, [[{ outcome: 'withdrawn' }, figures.withdrawn], [{ outcome: 'not_withdrawn' }, figures.notWithdrawn]]);
     },
   });
 
@@ -163,18 +239,44 @@ export class SluiceMetrics {
     registers: [this.registry],
   });
 
-  private readonly consumerGauge: Gauge = new Gauge({
-    name: 'sluice_consumer',
-    help: 'Storage consumer figures: lag (messages not yet stored, per table), batches, rows, redelivered and dead-lettered messages, failed batches (totals since start).',
-    labelNames: ['figure', 'table'] as const,
+  // The storage consumer of this process (embedded: the local log's; cluster: `consume`, `serve`).
+  private readonly consumerTotals = {
+    batches: this.consumerCounter('sluice_consumer_batches_total', 'Batches the storage consumer committed to storage.', (t) => t.batches),
+    rows: this.consumerCounter('sluice_consumer_rows_total', 'Rows the storage consumer committed to storage.', (t) => t.rows),
+    failures: this.consumerCounter('sluice_consumer_failed_batches_total', 'Batches whose insert failed (storage down or refusing): retried with backoff, or split and dead-lettered.', (t) => t.failures),
+    deadLettered: this.consumerCounter(
+      'sluice_consumer_dead_lettered_total',
+      'Rows storage refused, set aside with the reason (embedded: a logged request\'s rows in a file under <dataDir>/log/dead-letters; cluster: a message or one request\'s part of it in the dead-letter stream).',
+      (t) => t.deadLettered,
+    ),
+    redelivered: this.consumerCounter('sluice_consumer_redelivered_messages_total', 'Messages JetStream delivered to the consumer more than once (a consumer died or was slow to ack; cluster only).', (t) => t.redelivered),
+  };
+
+  private readonly consumerLag: Gauge = new Gauge({
+    name: 'sluice_consumer_lag_messages',
+    help: 'Messages waiting in each table\'s JetStream stream for the storage consumers, acknowledged ones not yet stored included (cluster only).',
+    labelNames: ['table'] as const,
     registers: [this.registry],
     collect: async (): Promise<void> => {
-      const figures = (await this.busSource()).consumer;
-      if (!figures) return;
-      for (const [figure, value] of Object.entries(figures.totals)) this.consumerGauge.set({ figure, table: '' }, value);
-      for (const [table, lag] of Object.entries(figures.lag)) this.consumerGauge.set({ figure: 'lag', table }, lag);
+      this.consumerLag.reset();
+      const lag = (await this.busFigures()).consumer?.lag ?? {};
+      // A stream whose figure could not be read has no sample rather than a made-up one.
+      for (const [table, messages] of Object.entries(lag)) if (messages >= 0) this.consumerLag.set({ table }, messages);
     },
   });
+
+  private consumerCounter(name: string, help: string, pick: (totals: ConsumerTotals) => number | undefined): Counter {
+    const counter: Counter = new Counter({
+      name,
+      help,
+      registers: [this.registry],
+      collect: async (): Promise<void> => {
+        const totals = (await this.busFigures()).consumer?.totals;
+        setTotals(counter, [[{}, (totals && pick(totals)) ?? 0]]);
+      },
+    });
+    return counter;
+  }
 
   /** The relay's public endpoints: one count per answer. */
   readonly relayRequests = new Counter({
@@ -202,18 +304,25 @@ export class SluiceMetrics {
 
   /** Read at scrape time (set by the composition root): jobs queued or being attempted, and history records lost. */
   deliverySource: (() => Promise<{ depth: number; historyLost: number }>) | undefined;
+  private readonly deliveryFigures = sharedRead(async () => this.deliverySource?.().catch(() => undefined));
 
-  private readonly deliveryGauge: Gauge = new Gauge({
-    name: 'sluice_delivery_queue',
-    help: 'Delivery queue figures: depth (jobs waiting or being attempted) and history_lost (attempt records that could not be written).',
-    labelNames: ['figure'] as const,
+  private readonly deliveryQueueDepth: Gauge = new Gauge({
+    name: 'sluice_delivery_queue_depth',
+    help: 'Delivery jobs waiting or being attempted.',
     registers: [this.registry],
     collect: async (): Promise<void> => {
-      if (!this.deliverySource) return;
-      const figures = await this.deliverySource().catch(() => undefined);
-      if (!figures) return;
-      this.deliveryGauge.set({ figure: 'depth' }, figures.depth);
-      this.deliveryGauge.set({ figure: 'history_lost' }, figures.historyLost);
+      const figures = await this.deliveryFigures();
+      if (figures) this.deliveryQueueDepth.set(figures.depth);
+    },
+  });
+
+  private readonly deliveryHistoryLost: Counter = new Counter({
+    name: 'sluice_delivery_history_lost_total',
+    help: 'Delivery attempt records that could not be written to the attempt history (the attempts themselves happened).',
+    registers: [this.registry],
+    collect: async (): Promise<void> => {
+      const figures = await this.deliveryFigures();
+      if (figures) setTotals(this.deliveryHistoryLost, [[{}, figures.historyLost]]);
     },
   });
 

@@ -8,6 +8,9 @@
 #   docker-compose: installed only; deploy/compose.test.ts validates docker-compose.yml with it.
 #   Chromium: installed only; the browser tests (test/relay-browser.test.ts) drive it with
 #   playwright-core (playwright's own browser download cannot work offline).
+#   promtool (Debian package prometheus): installed only; test/metrics.test.ts lints /metrics and
+#   the example alert rules with it. On a host run by systemd the package also starts a
+#   Prometheus server on :9090, which the tests do not use (`systemctl disable --now prometheus`).
 # Idempotent, and quick when all is there: an installed package is not reinstalled, a service
 # already answering is left alone. Missing packages are installed with apt-get when this runs
 # as root or with passwordless sudo; otherwise it stops with one line naming the command to run
@@ -45,10 +48,12 @@ binary() (
 )
 
 # --- Packages: install what is missing, if this may ------------------------------------
-# Package names are the binaries' names (Debian).
-missing=()
-for name in nats-server redis-server clickhouse-server docker-compose chromium openssl; do
-  [[ -n "$(binary "$name")" ]] || missing+=("$name")
+# package_of BINARY: the Debian package that installs it (the binary's own name, but for promtool).
+package_of() { if [[ "$1" == promtool ]]; then printf prometheus; else printf '%s' "$1"; fi; }
+binaries=(nats-server redis-server clickhouse-server docker-compose chromium openssl promtool)
+missing=() missing_binaries=()
+for name in "${binaries[@]}"; do
+  [[ -n "$(binary "$name")" ]] || { missing+=("$(package_of "$name")"); missing_binaries+=("$name"); }
 done
 if (( ${#missing[@]} > 0 )); then
   may_install=no
@@ -63,11 +68,11 @@ if (( ${#missing[@]} > 0 )); then
   "${ROOT[@]}" apt-get update -qq || fail "apt-get update did not work"
   "${ROOT[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
     || fail "apt-get install ${missing[*]} did not work"
-  for name in "${missing[@]}"; do
+  for name in "${missing_binaries[@]}"; do
     [[ -n "$(binary "$name")" ]] || fail "$name was installed but is not in $SEARCH_PATH"
   done
 fi
-say "installed: nats-server, redis-server, clickhouse-server, docker-compose, chromium, openssl"
+say "installed: nats-server, redis-server, clickhouse-server, docker-compose, chromium, openssl, promtool"
 
 # Where a started service keeps its state and log.
 if [[ $EUID -eq 0 ]]; then

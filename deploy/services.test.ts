@@ -127,16 +127,27 @@ describe('deploy/services.sh', () => {
     expect([await owner('nats/nats-server.pid'), await owner('redis/redis-server.pid')]).toEqual([uid, uid]);
   });
 
-  it('as an unprivileged user without sudo, names what is missing and the command to run as root, in one line', async () => {
-    // Every binary but clickhouse-server, as if its package were not installed.
+  // promtool comes with the prometheus package: the package is what the line names.
+  it.each([
+    ['clickhouse-server', 'clickhouse-server'],
+    ['promtool', 'prometheus'],
+  ])('as an unprivileged user without sudo, names what is missing (%s: package %s) and the command to run as root, in one line', async (absent, pkg) => {
+    // Every binary but one, as if its package were not installed.
     const bin = await directoryFor('sluice-services-bin-', false);
     cleanups.push(() => rm(bin, { recursive: true, force: true }));
-    for (const [name, path] of [['nats-server', '/usr/sbin/nats-server'], ['redis-server', '/usr/bin/redis-server'], ['docker-compose', '/usr/bin/docker-compose'], ['chromium', '/usr/bin/chromium'], ['openssl', '/usr/bin/openssl']]) {
-      await symlink(path!, join(bin, name!));
-    }
+    const binaries = {
+      'nats-server': '/usr/sbin/nats-server',
+      'redis-server': '/usr/bin/redis-server',
+      'clickhouse-server': '/usr/sbin/clickhouse-server',
+      'docker-compose': '/usr/bin/docker-compose',
+      chromium: '/usr/bin/chromium',
+      openssl: '/usr/bin/openssl',
+      promtool: '/usr/bin/promtool',
+    };
+    for (const [name, path] of Object.entries(binaries)) if (name !== absent) await symlink(path, join(bin, name));
     const outcome = await runUnprivileged({ SERVICES_PATH: bin, SERVICES_NATS_PORT: '1', SERVICES_REDIS_PORT: '1' });
     expect(outcome.code).toBe(1);
     expect(outcome.stdout).toBe('');
-    expect(outcome.stderr).toBe('services: FAILED: not installed: clickhouse-server; install them as root with: sudo bash deploy/services.sh\n');
+    expect(outcome.stderr).toBe(`services: FAILED: not installed: ${pkg}; install them as root with: sudo bash deploy/services.sh\n`);
   });
 });

@@ -75,7 +75,7 @@ export function otlpHttpHandler(signal: Signal, deps: OtlpHttpDeps): (request: H
       const reservation = deps.budget.reserve(0);
       try {
         const body = await request.body(reservation);
-        const outcome = await deps.ingest.ingestOtlp({ signal, format, encoding, body, sourceId, reservation });
+        const outcome = await deps.ingest.ingestOtlp({ signal, transport: 'http', format, encoding, body, sourceId, reservation });
         response = {
           status: 200,
           headers: { 'content-type': MEDIA_TYPE[format] },

@@ -38,10 +38,13 @@ function opsTable({ metrics, readiness }: OpsDeps): RouteTable {
         return { status: report.ready ? 200 : 503, headers: { 'content-type': 'application/json', 'cache-control': 'no-store' }, body };
       },
     },
-    '/metrics': {
-      GET: async () => ({ status: 200, headers: { 'content-type': metrics.contentType }, body: await metrics.render() }),
-    },
+    '/metrics': { GET: metricsHandler(metrics) },
   };
+}
+
+/** GET /metrics: the process's metrics in Prometheus text format (served on every HTTP port, without a key). */
+export function metricsHandler(metrics: SluiceMetrics): HttpHandler {
+  return async () => ({ status: 200, headers: { 'content-type': metrics.contentType }, body: await metrics.render() });
 }
 
 /** The ingest port of a front end: OTLP/HTTP, the agent API, its OpenAPI document, health and metrics. */

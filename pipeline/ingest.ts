@@ -9,7 +9,7 @@
  */
 import type { Reservation } from '../core/byte-budget.ts';
 import { SluiceError } from '../core/errors.ts';
-import type { SignalLabel, SluiceMetrics } from '../core/metrics.ts';
+import type { SignalLabel, SluiceMetrics, Transport } from '../core/metrics.ts';
 import { chunkBytes, type Bus } from '../bus/bus.ts';
 import type { ContentEncoding } from './decompress.ts';
 import type { Signal } from './otlp/index.ts';
@@ -19,6 +19,8 @@ import type { PipelineTask } from './tasks.ts';
 
 export interface OtlpIngestRequest {
   signal: Signal;
+  /** The port it came in on (the `transport` label of the item counters). */
+  transport: Transport;
   format: 'protobuf' | 'json';
   encoding: ContentEncoding;
   body: Uint8Array;
@@ -64,8 +66,9 @@ export class IngestService {
     private readonly onInternalError: (detail: string) => void = () => {},
   ) {}
 
-  ingestOtlp({ reservation, ...request }: OtlpIngestRequest): Promise<IngestOutcome> {
-    return this.run(request.signal, { kind: 'otlp', ...request, maxBytes: this.options.maxBodyBytes, maxChunkBytes: this.options.maxChunkBytes }, reservation);
+  ingestOtlp({ reservation, transport, ...request }: OtlpIngestRequest): Promise<IngestOutcome> {
+    const task: PipelineTask = { kind: 'otlp', ...request, maxBytes: this.options.maxBodyBytes, maxChunkBytes: this.options.maxChunkBytes };
+    return this.run({ signal: request.signal, transport }, task, reservation);
   }
 
   /** An agent API request: validated whole (a bad batch stores nothing), then published. */
@@ -77,16 +80,16 @@ export class IngestService {
       maxChunkBytes: this.options.maxChunkBytes,
       receivedAt: String(BigInt(Date.now()) * 1_000_000n),
     };
-    return this.run(AGENT_SIGNAL[request.payload], task, reservation);
+    return this.run({ signal: AGENT_SIGNAL[request.payload], transport: 'http' }, task, reservation);
   }
 
-  private async run(signal: SignalLabel, task: PipelineTask, reservation: Reservation): Promise<IngestOutcome> {
+  private async run(labels: { signal: SignalLabel; transport: Transport }, task: PipelineTask, reservation: Reservation): Promise<IngestOutcome> {
     const result = await this.pool.run(task);
     if (!result.ok) {
       if (result.detail) this.onInternalError(result.detail);
       throw new SluiceError(result.code, result.message);
     }
-    this.metrics.itemsReceived.inc({ signal }, result.accepted + result.rejected);
+    this.metrics.itemsReceived.inc(labels, result.accepted + result.rejected);
     const stopTimer = this.metrics.publishSeconds.startTimer();
     try {
       // The body went to the worker; the rows take its place until the bus settles them.
@@ -98,11 +101,11 @@ export class IngestService {
       this.pool.recycle(result.tables);
     } catch (err) {
       const reason = err instanceof SluiceError ? err.code : 'internal';
-      this.metrics.itemsRefused.inc({ signal, reason }, result.accepted + result.rejected);
+      this.metrics.itemsRefused.inc({ ...labels, reason }, result.accepted + result.rejected);
       throw err;
     }
-    this.metrics.itemsAccepted.inc({ signal }, result.accepted);
-    if (result.rejected > 0) this.metrics.itemsDropped.inc({ signal }, result.rejected);
+    this.metrics.itemsAccepted.inc(labels, result.accepted);
+    if (result.rejected > 0) this.metrics.itemsDropped.inc(labels, result.rejected);
     return { accepted: result.accepted, rejected: result.rejected, rejectMessage: result.rejectMessage };
   }
 }

@@ -133,11 +133,14 @@ export interface RelayHttpParts {
   /** The public endpoints. */
   publicRelay: PublicRelay;
   budget: ByteBudget;
+  /** GET /metrics of the process (the composition root's; the same on every HTTP port). */
+  metrics: HttpHandler;
   log: Logger;
 }
 
-/** The relay port's handler: the public endpoints, the admin API, the OpenAPI document and health. */
-export function relayHttpHandler(relay: Relay, { publicRelay, ...parts }: RelayHttpParts): HttpHandler {
+/** The relay port's handler: the public endpoints, the admin API, the OpenAPI document, health and /metrics. */
+export function relayHttpHandler(relay: Relay, { publicRelay, metrics, ...parts }: RelayHttpParts): HttpHandler {
   const openApi = relayOpenApiDocument();
-  return relayHandler({ ...parts, admin: relay.admin, sessions: relay.sessions, openApi: () => openApi, publicRoutes: publicRelay.routes() });
+  const publicRoutes = { ...publicRelay.routes(), 'GET /metrics': metrics };
+  return relayHandler({ ...parts, admin: relay.admin, sessions: relay.sessions, openApi: () => openApi, publicRoutes });
 }

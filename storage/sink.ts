@@ -35,6 +35,7 @@ export function storageSink(storage: Storage, metrics: SluiceMetrics): ChunkSink
         await storage.insert(batch);
         metrics.inserts.inc({ table: batch.table, outcome: 'ok' });
         metrics.insertRows.inc({ table: batch.table }, batch.rows);
+        metrics.insertBatchRows.observe({ table: batch.table }, batch.rows);
       } catch (err) {
         metrics.inserts.inc({ table: batch.table, outcome: 'failed' });
         throw err;

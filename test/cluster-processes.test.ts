@@ -214,9 +214,11 @@ async function until(what: string, fn: () => Promise<boolean>, timeoutMs: number
   }
 }
 
+/** A consumer counter's value (`sluice_consumer_<name>_total`; every process shows it). */
 function figure(metrics: string, name: string): number {
-  const match = new RegExp(`^sluice_consumer\\{figure="${name}",table=""\\} (\\d+)`, 'm').exec(metrics);
-  return match ? Number(match[1]) : 0;
+  const match = new RegExp(`^sluice_consumer_${name}_total (\\d+)$`, 'm').exec(metrics);
+  if (!match) throw new Error(`sluice_consumer_${name}_total is not in /metrics`);
+  return Number(match[1]);
 }
 
 describe('cluster processes: 2 gateways, 2 consumers, storage behind the ClickHouse facade', () => {
@@ -256,7 +258,7 @@ describe('cluster processes: 2 gateways, 2 consumers, storage behind the ClickHo
     await sleep(2000);
     // The dead consumer's batch comes back after the ack wait (ACK_WAIT_SECONDS) to a live one.
     await expectExactlyOnce('b. consumer SIGKILL', await traffic.stop(), 60_000);
-    const redelivered = (await Promise.all(consumers.map(async (c) => figure(await c.metrics(), 'redelivered')))).reduce((a, b) => a + b);
+    const redelivered = (await Promise.all(consumers.map(async (c) => figure(await c.metrics(), 'redelivered_messages')))).reduce((a, b) => a + b);
     expect(redelivered, 'messages of the killed consumer redelivered to the others').toBeGreaterThan(0);
     // Its committed batch was sent again under the same token, and storage kept one copy.
     const { repeatedTokens } = await facade!.state();
@@ -276,11 +278,11 @@ describe('cluster processes: 2 gateways, 2 consumers, storage behind the ClickHo
     expect(state.refused, 'requests refused by the storage outage').toBeGreaterThan(0);
     await expectExactlyOnce('c. storage down 12 s', traffic, 60_000);
     figures.push(`c. storage down: ${state.refused} storage requests answered 503 during the 12 s outage`);
-    const failures = (await Promise.all(consumers.map(async (c) => figure(await c.metrics(), 'failures')))).reduce((a, b) => a + b);
+    const failures = (await Promise.all(consumers.map(async (c) => figure(await c.metrics(), 'failed_batches')))).reduce((a, b) => a + b);
     expect(failures, 'batches that failed and were retried').toBeGreaterThan(0);
     const deadLetters = await jsm.streams.info(deadLetterOf(prefix).stream);
     expect(deadLetters.state.messages, 'dead-lettered messages').toBe(0);
-    for (const consumer of consumers) expect(figure(await consumer.metrics(), 'deadLettered')).toBe(0);
+    for (const consumer of consumers) expect(figure(await consumer.metrics(), 'dead_lettered')).toBe(0);
   }, 120_000);
 
   it('d. Redis killed under traffic: gateways fall back to local buckets and keep answering 200', async () => {

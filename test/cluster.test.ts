@@ -115,11 +115,17 @@ describe('cluster mode', () => {
   it('the consumer answers health and metrics; a gateway refuses to start without NATS_URL', async () => {
     expect((await fetch(`http://127.0.0.1:${consumer.httpPort}/api/v1/health`)).status).toBe(200);
     const metrics = await (await fetch(`http://127.0.0.1:${consumer.httpPort}/metrics`)).text();
-    expect(metrics).toMatch(/sluice_consumer\{figure="lag",table="otel_traces"\} 0/);
-    expect(metrics).toMatch(/sluice_consumer\{figure="batches",table=""\} [1-9]/);
+    expect(metrics).toMatch(/^sluice_consumer_lag_messages\{table="otel_traces"\} 0$/m);
+    expect(metrics).toMatch(/^sluice_consumer_batches_total [1-9]/m);
     expect(metrics).toMatch(/sluice_storage_insert_seconds_count [1-9]/);
     const gatewayMetrics = await (await fetch(`http://127.0.0.1:${gateways[0]!.httpPort}/metrics`)).text();
     expect(gatewayMetrics).toMatch(/sluice_bus_publish_seconds_count [1-9]/);
+    // Every role: what it runs, and the process and runtime figures.
+    for (const text of [metrics, gatewayMetrics]) {
+      expect(text).toMatch(/^sluice_build_info\{version="[^"]+",node_version="v[\d.]+",http_engine="(uws|node)"\} 1$/m);
+      expect(text).toMatch(/^process_cpu_seconds_total [\d.e+-]+$/m);
+      expect(text).toMatch(/^nodejs_eventloop_lag_p99_seconds [\d.e+-]+$/m);
+    }
     expect((await fetch(`http://127.0.0.1:${consumer.httpPort}/v1/traces`, { method: 'POST' })).status).toBe(404);
     await expect(startTestRole('gateway', dataDir)).rejects.toThrow(/set NATS_URL/);
   });

@@ -177,7 +177,7 @@ async function metric(running: SluiceProcess, sample: string): Promise<number | 
   return line ? Number(line.slice(sample.length + 1)) : undefined;
 }
 
-const DEPTH = 'sluice_delivery_queue{figure="depth"}';
+const DEPTH = 'sluice_delivery_queue_depth';
 const WEBHOOKS_DELIVERED = 'sluice_delivery_attempts_total{channel="webhook",outcome="delivered"}';
 
 describe('embedded default: `sluice serve` killed with SIGKILL and restarted on its data dir', () => {

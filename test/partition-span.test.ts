@@ -80,7 +80,7 @@ describe('the days one request may span', () => {
     // No insert was refused (and split), nothing was dead-lettered.
     const metrics = await (await fetch(sluice.baseUrl + '/metrics')).text();
     expect(metrics).not.toMatch(/sluice_storage_inserts_total\{[^}]*outcome="failed"[^}]*\} [1-9]/);
-    expect(metrics).toMatch(/sluice_consumer\{figure="deadLettered",table=""\} 0/);
+    expect(metrics).toMatch(/^sluice_consumer_dead_lettered_total 0$/m);
     expect(await readdir(join(sluice.dataDir, 'log', 'dead-letters')).catch(() => [])).toEqual([]);
   });
 });

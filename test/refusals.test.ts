@@ -194,7 +194,7 @@ describe('health and metrics', () => {
 
   it('GET /metrics counts accepted items and refusals per signal', async () => {
     const text = await (await fetch(sluice.baseUrl + '/metrics')).text();
-    expect(text).toMatch(/sluice_items_accepted_total\{signal="traces"\} \d+/);
+    expect(text).toMatch(/sluice_items_accepted_total\{signal="traces",transport="http"\} \d+/);
     expect(text).toMatch(/sluice_requests_total\{protocol="http",signal="traces",status="401"\} \d+/);
     expect(text).toMatch(/sluice_requests_total\{protocol="http",signal="traces",status="413"\} \d+/);
   });

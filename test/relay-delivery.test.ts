@@ -273,6 +273,6 @@ describe('delivery metrics', () => {
     expect(text).toMatch(/sluice_delivery_attempts_total\{channel="webhook",outcome="delivered"\} [1-9]/);
     expect(text).toMatch(/sluice_delivery_attempts_total\{channel="email",outcome="dead"\} [1-9]/);
     expect(text).toMatch(/sluice_delivery_attempt_seconds_count\{channel="email",outcome="delivered"\} [1-9]/);
-    expect(text).toMatch(/sluice_delivery_queue\{figure="depth"\} \d+/);
+    expect(text).toMatch(/^sluice_delivery_queue_depth \d+$/m);
   });
 });

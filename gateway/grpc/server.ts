@@ -139,7 +139,7 @@ export class OtlpGrpcServer {
       });
       clearTimeout(deadline);
       if (message.compressed && encoding === 'identity') throw new CallError({ code: GrpcCode.INTERNAL, message: 'a compressed message needs a grpc-encoding' });
-      const outcome = await deps.ingest.ingestOtlp({ signal, format: 'protobuf', encoding: message.compressed ? encoding : 'identity', body: message.body, sourceId, reservation: reservation! });
+      const outcome = await deps.ingest.ingestOtlp({ signal, transport: 'grpc', format: 'protobuf', encoding: message.compressed ? encoding : 'identity', body: message.body, sourceId, reservation: reservation! });
       call.answer(OK, encodeExportResponse(signal, 'protobuf', { rejected: outcome.rejected, message: outcome.rejectMessage }) as Uint8Array);
     } catch (err) {
       call.answer(this.statusOf(err));
