@@ -143,6 +143,7 @@ describe('deploy/services.sh', () => {
       chromium: '/usr/bin/chromium',
       openssl: '/usr/bin/openssl',
       promtool: '/usr/bin/promtool',
+      jq: '/usr/bin/jq',
     };
     for (const [name, path] of Object.entries(binaries)) if (name !== absent) await symlink(path, join(bin, name));
     const outcome = await runUnprivileged({ SERVICES_PATH: bin, SERVICES_NATS_PORT: '1', SERVICES_REDIS_PORT: '1' });
