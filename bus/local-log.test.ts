@@ -161,7 +161,8 @@ describe('LocalLogBus', () => {
       await storage.sink(chunks, token);
     });
     for (let i = 0; i < 5; i++) await bus.publish([chunk(`x${i}`)]);
-    await eventually(() => failures >= 2);
+    // The status is set once the failed insert's error came back to the bus, a moment after the throw.
+    await eventually(() => failures >= 2 && bus.statuses().bus?.ok === false);
     expect(bus.statuses().bus).toMatchObject({ ok: false, detail: expect.stringContaining('storage inserts are failing') });
     down = false;
     await eventually(() => storage.stored.otel_traces?.length === 5, 20_000);
