@@ -11,12 +11,12 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from './harness.ts';
+import { freePort } from './sluice-processes.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SKIP = /<!-- not run by test\/readme-examples\.test\.ts: [^>]+ -->\s*$/;
@@ -32,14 +32,6 @@ export function shellExamples(readme: string): { line: number; text: string }[] 
     i = end;
   }
   return blocks;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 describe('the README examples', { timeout: 300_000 }, () => {
