@@ -22,7 +22,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SKIP = /<!-- not run by test\/readme-examples\.test\.ts: [^>]+ -->\s*$/;
 
 /** The README's sh blocks in order, each with its line number; skipped ones left out. */
-export function shellExamples(readme: string): { line: number; text: string }[] {
+function shellExamples(readme: string): { line: number; text: string }[] {
   const lines = readme.split('\n');
   const blocks: { line: number; text: string }[] = [];
   for (let i = 0; i < lines.length; i++) {
