@@ -230,11 +230,11 @@ describe('GET /install/{token}', () => {
     const apiKey = documents[1].stringData['api-key'];
     expect(sluice.sources.authenticate(apiKey)).toBe(other.id);
     const collector = parseAllDocuments(documents[2].data['config.yaml'])[0]!.toJS();
-    expect(collector.exporters.otlphttp).toEqual({ endpoint: sluice.baseUrl.replace('127.0.0.1', 'localhost'), compression: 'gzip', headers: { 'X-API-Key': '${env:SLUICE_API_KEY}' } });
+    expect(collector.exporters.otlp_http).toEqual({ endpoint: sluice.baseUrl.replace('127.0.0.1', 'localhost'), compression: 'gzip', headers: { 'X-API-Key': '${env:SLUICE_API_KEY}' } });
     expect(documents[3].spec.template.spec.containers[0].env[0].valueFrom.secretKeyRef).toEqual({ name: 'sluice-agent', key: 'api-key' });
 
     const plain = parseAllDocuments(await (await fetch(`${sluice.baseUrl}/install/${issued.token}?format=otelcol`)).text())[0]!.toJS();
-    expect(plain.exporters.otlphttp.headers['X-API-Key']).toBe(apiKey);
+    expect(plain.exporters.otlp_http.headers['X-API-Key']).toBe(apiKey);
     const env = await (await fetch(`${sluice.baseUrl}/install/${issued.token}?format=env`)).text();
     expect(env).toContain(`SLUICE_API_KEY=${apiKey}\n`);
 
