@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate, type SqlRunner } from './migrate.ts';
 import { MIGRATIONS, TABLE_COLUMNS, validateSchemaOptions, type SchemaOptions } from './schema.ts';
 
+const TRACE_ID_TS_MIGRATION = MIGRATIONS.find((m) => m.version === 5)!;
+
 let dir: string;
 let session: Session;
 let runner: SqlRunner;
@@ -38,7 +40,7 @@ describe('storage schema', () => {
 
   it('puts SourceId first in every sort key (TenantId in the relay\'s)', async () => {
     await migrate(runner, 'telemetry_b');
-    for (const { name, sorting_key, primary_key } of rows("SELECT name, sorting_key, primary_key FROM system.tables WHERE database = 'telemetry_b' AND startsWith(name, 'otel_') AND engine = 'MergeTree'")) {
+    for (const { name, sorting_key, primary_key } of rows("SELECT name, sorting_key, primary_key FROM system.tables WHERE database = 'telemetry_b' AND startsWith(name, 'otel_') AND engine LIKE '%MergeTree'")) {
       expect(sorting_key, name).toMatch(/^SourceId, /);
       expect(primary_key, name).toMatch(/^SourceId(, |$)/);
     }
@@ -77,7 +79,7 @@ describe('storage schema', () => {
       'otel_logs.idx_trace_id', 'otel_logs.idx_log_attr_value', 'otel_logs.idx_lower_body',
       'otel_metrics_gauge.idx_attr_key', 'otel_metrics_summary.idx_time_minmax',
     ]));
-    for (const { name, partition_key, create_table_query } of rows("SELECT name, partition_key, create_table_query FROM system.tables WHERE database = 'telemetry_d' AND engine = 'MergeTree' AND startsWith(name, 'otel_')")) {
+    for (const { name, partition_key, create_table_query } of rows("SELECT name, partition_key, create_table_query FROM system.tables WHERE database = 'telemetry_d' AND engine LIKE '%MergeTree' AND startsWith(name, 'otel_')")) {
       expect(partition_key, name).toMatch(/^(toDate|toStartOfWeek)\(/);
       expect(create_table_query, name).not.toMatch(/\bTTL\b/);
     }
@@ -95,25 +97,30 @@ describe('schema options', () => {
   /** Every statement migrate() sends to an empty database, the ledger's included. */
   const sent = async (options: SchemaOptions) => {
     const statements: string[] = [];
-    await migrate({ query: async (sql) => (statements.push(sql), '') }, 'otel', options);
+    // This server answers every query with nothing: no tables, so nothing to verify either.
+    const unverified = MIGRATIONS.map(({ verify: _, ...migration }) => migration);
+    await migrate({ query: async (sql) => (statements.push(sql), '') }, 'otel', options, unverified);
     return statements.filter((sql) => sql.startsWith('CREATE'));
   };
-  const tableDdl = (statements: string[], table: string) => statements.find((sql) => sql.includes(`\`otel\`.\`${table}\` `))!;
+  /** The table's last CREATE: what a fresh database ends with. */
+  const tableDdl = (statements: string[], table: string) => statements.filter((sql) => sql.startsWith(`CREATE TABLE IF NOT EXISTS \`otel\`.\`${table}\` `)).at(-1)!;
   const TABLES = [...Object.keys(TABLE_COLUMNS), 'otel_traces_trace_id_ts', 'sluice_schema_migrations'];
 
   it('defaults to plain MergeTree on this server, without TTL', async () => {
     const statements = await sent({});
     expect(statements.join('\n')).not.toMatch(/ON CLUSTER|Replicated|\bTTL\b/);
     for (const table of TABLES) {
-      // Heartbeats keep the latest report per agent: a ReplacingMergeTree on LastSeen.
-      const engine = table === 'agent_heartbeats' ? /ENGINE = ReplacingMergeTree\(LastSeen\)\n/ : /ENGINE = MergeTree\b(?!\()/;
+      // Heartbeats keep the latest report per agent: a ReplacingMergeTree on LastSeen; the trace
+      // id lookup one row per trace, as the exporter's: an AggregatingMergeTree.
+      const engine = table === 'agent_heartbeats' ? /ENGINE = ReplacingMergeTree\(LastSeen\)\n/
+        : table === 'otel_traces_trace_id_ts' ? /ENGINE = AggregatingMergeTree\n/ : /ENGINE = MergeTree\b(?!\()/;
       expect(tableDdl(statements, table), table).toMatch(engine);
     }
   });
 
   it('adds ON CLUSTER to every CREATE, the database and the ledger included', async () => {
     const statements = await sent(CLUSTER);
-    expect(statements).toHaveLength(MIGRATIONS.reduce((n, m) => n + m.statements('otel', {}).length, 0) + 2);
+    expect(statements).toHaveLength(MIGRATIONS.reduce((n, m) => n + m.statements('otel', {}, new Map()).length, 0) + 2);
     for (const sql of statements) expect(sql).toMatch(/^CREATE (DATABASE|TABLE|MATERIALIZED VIEW) IF NOT EXISTS `otel`(\.`\w+`)? ON CLUSTER `prod`([ (\n]|$)/);
   });
 
@@ -121,9 +128,8 @@ describe('schema options', () => {
     const statements = await sent(REPLICATED);
     for (const table of TABLES) {
       const ddl = tableDdl(statements, table);
-      const engine = table === 'agent_heartbeats'
-        ? "ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}', LastSeen)"
-        : "ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')";
+      const family = { agent_heartbeats: 'ReplacingMergeTree', otel_traces_trace_id_ts: 'AggregatingMergeTree' }[table] ?? 'MergeTree';
+      const engine = `ENGINE = Replicated${family}('/clickhouse/tables/{shard}/{database}/{table}', '{replica}'${table === 'agent_heartbeats' ? ', LastSeen' : ''})`;
       expect(ddl, table).toContain(engine);
       expect(ddl, table).not.toContain('non_replicated_deduplication_window');
     }
@@ -135,7 +141,8 @@ describe('schema options', () => {
     expect(tableDdl(statements, 'otel_traces_trace_id_ts')).toContain('\nTTL toDateTime(Start) + toIntervalDay(7)\nSETTINGS');
     expect(tableDdl(statements, 'otel_logs')).toContain('\nTTL toDateTime(Timestamp) + toIntervalDay(3)\nSETTINGS');
     expect(tableDdl(statements, 'otel_metrics_gauge')).toContain('\nTTL TimeUnix + toIntervalDay(30)\nSETTINGS');
-    expect(statements.filter((sql) => /\bTTL\b/.test(sql))).toHaveLength(4);
+    // The lookup twice: created by migration 1, and again, aggregating, by migration 5.
+    expect(statements.filter((sql) => /\bTTL\b/.test(sql))).toHaveLength(5);
   });
 
   it('combines the options', async () => {
@@ -147,9 +154,21 @@ describe('schema options', () => {
   // chDB has no Keeper and no cluster, so Replicated and ON CLUSTER DDL cannot run here: the
   // engine's own parser checks that every combination is valid ClickHouse SQL.
   it('generates SQL that ClickHouse parses, for every combination', async () => {
+    // Migration 5 as it finds a database of before it: the lookup a MergeTree of its kind.
+    const converting = (options: SchemaOptions) =>
+      TRACE_ID_TS_MIGRATION.statements('otel', options, new Map([['otel_traces_trace_id_ts', options.replicated ? 'ReplicatedMergeTree' : 'MergeTree']]));
     for (const [name, options] of Object.entries(COMBINATIONS)) {
-      for (const sql of await sent(options)) expect(() => session.query(`EXPLAIN AST ${sql}`, 'TSV'), `${name}: ${sql.slice(0, 80)}`).not.toThrow();
+      for (const sql of [...await sent(options), ...converting(options)]) {
+        expect(() => session.query(`EXPLAIN AST ${sql}`, 'TSV'), `${name}: ${sql.slice(0, 80)}`).not.toThrow();
+      }
     }
+    const swap = converting({ ...CLUSTER, ...REPLICATED });
+    expect(swap.slice(1, 4)).toEqual([
+      'EXCHANGE TABLES `otel`.`otel_traces_trace_id_ts` AND `otel`.`otel_traces_trace_id_ts_swap` ON CLUSTER `prod`',
+      'ALTER TABLE `otel`.`otel_traces_trace_id_ts` ON CLUSTER `prod` ATTACH PARTITION ALL FROM `otel`.`otel_traces_trace_id_ts_swap`',
+      'DROP TABLE IF EXISTS `otel`.`otel_traces_trace_id_ts_swap` ON CLUSTER `prod` SYNC',
+    ]);
+    expect(swap[0]).toContain("ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')");
   });
 
   it('refuses options that would make bad SQL, naming each problem', () => {
@@ -174,5 +193,87 @@ describe('schema options', () => {
     expect(rows('SELECT Body FROM telemetry_ttl.otel_logs')).toEqual([{ Body: 'fresh' }]);
     expect(rows('SELECT TraceId FROM telemetry_ttl.otel_traces')).toEqual([{ TraceId: 'fresh' }]);
     expect(rows('SELECT TraceId FROM telemetry_ttl.otel_traces_trace_id_ts')).toEqual([{ TraceId: 'fresh' }]);
+  });
+});
+
+describe('migration 5: the trace id lookup on AggregatingMergeTree', () => {
+  const BEFORE = MIGRATIONS.filter((m) => m.version < 5);
+  /** Each trace's first and last span, as the exporter's lookup reads them (a trace's rows merge within a week's partition). */
+  const lookup = (db: string) => rows(
+    `SELECT SourceId, TraceId, toString(min(Start)) AS Start, toString(max(End)) AS End FROM ${db}.otel_traces_trace_id_ts GROUP BY SourceId, TraceId ORDER BY SourceId, TraceId`,
+  );
+  const tables = (db: string) => new Map<string, string>(rows(`SELECT name, engine FROM system.tables WHERE database = '${db}'`).map((t) => [t.name, t.engine]));
+
+  /** A database as Sluice left it before migration 5: spans in three inserts, five lookup rows, three for trace a in s1. */
+  async function before(db: string): Promise<void> {
+    await migrate(runner, db, {}, BEFORE);
+    expect(tables(db).get('otel_traces_trace_id_ts')).toBe('MergeTree');
+    session.query(`INSERT INTO ${db}.otel_traces (SourceId, Timestamp, TraceId) VALUES ('s1', '2026-08-03 10:00:00', 'a'), ('s1', '2026-08-03 10:00:05', 'a'), ('s2', '2026-08-03 09:00:00', 'a')`);
+    session.query(`INSERT INTO ${db}.otel_traces (SourceId, Timestamp, TraceId) VALUES ('s1', '2026-08-03 10:01:00', 'a'), ('s1', '2026-08-04 08:00:00', 'b')`);
+    // Another week: another partition of the lookup.
+    session.query(`INSERT INTO ${db}.otel_traces (SourceId, Timestamp, TraceId) VALUES ('s1', '2026-08-11 00:00:00', 'a')`);
+    expect(rows(`SELECT count() AS n FROM ${db}.otel_traces_trace_id_ts`)[0].n).toBe(5);
+  }
+
+  /** What before() stored, per source and trace. */
+  const MERGED = [
+    { SourceId: 's1', TraceId: 'a', Start: '2026-08-03 10:00:00', End: '2026-08-11 00:00:00' },
+    { SourceId: 's1', TraceId: 'b', Start: '2026-08-04 08:00:00', End: '2026-08-04 08:00:00' },
+    { SourceId: 's2', TraceId: 'a', Start: '2026-08-03 09:00:00', End: '2026-08-03 09:00:00' },
+  ];
+
+  function expectConverted(db: string): void {
+    const now = tables(db);
+    expect(now.get('otel_traces_trace_id_ts')).toBe('AggregatingMergeTree');
+    expect(now.has('otel_traces_trace_id_ts_swap')).toBe(false);
+    const [table] = rows(`SELECT sorting_key, partition_key FROM system.tables WHERE database = '${db}' AND name = 'otel_traces_trace_id_ts'`);
+    expect(table).toEqual({ sorting_key: 'SourceId, TraceId', partition_key: 'toStartOfWeek(Start)' });
+    expect(lookup(db)).toEqual(MERGED);
+    // Merged: one row per source, trace and week (s1's trace a spans two weeks), where the MergeTree kept one per insert.
+    session.query(`OPTIMIZE TABLE ${db}.otel_traces_trace_id_ts FINAL`);
+    expect(rows(`SELECT count() AS n FROM ${db}.otel_traces_trace_id_ts`)[0].n).toBe(4);
+    expect(lookup(db)).toEqual(MERGED);
+  }
+
+  it('converts the MergeTree of before, keeping its rows, and the view fills the new table', async () => {
+    await before('lookup_a');
+    const report = await migrate(runner, 'lookup_a');
+    expect(report.applied.map((m) => m.version)).toEqual([5]);
+    expectConverted('lookup_a');
+    session.query("INSERT INTO lookup_a.otel_traces (SourceId, Timestamp, TraceId) VALUES ('s2', '2026-08-03 09:30:00', 'a')");
+    session.query('OPTIMIZE TABLE lookup_a.otel_traces_trace_id_ts FINAL');
+    expect(lookup('lookup_a')[2]).toEqual({ ...MERGED[2], End: '2026-08-03 09:30:00' });
+    expect(rows('SELECT count() AS n FROM lookup_a.otel_traces_trace_id_ts')[0].n).toBe(4);
+  });
+
+  // Each case stops the migration after its first `steps` statements, as a crash would.
+  for (const [steps, after] of [[1, 'the new table is created'], [2, 'the swap'], [3, 'the old rows are attached']] as const) {
+    it(`finishes a conversion interrupted after ${after}`, async () => {
+      const db = `lookup_resume_${steps}`;
+      await before(db);
+      for (const sql of TRACE_ID_TS_MIGRATION.statements(db, {}, tables(db)).slice(0, steps)) session.query(sql);
+      const report = await migrate(runner, db);
+      expect(report.applied.map((m) => m.version)).toEqual([5]);
+      expectConverted(db);
+    });
+  }
+
+  it('does not record a conversion that another migrate swapped back, and the next run finishes it', async () => {
+    await before('lookup_race');
+    const swapBack = 'EXCHANGE TABLES `lookup_race`.`otel_traces_trace_id_ts` AND `lookup_race`.`otel_traces_trace_id_ts_swap`';
+    // A second migrate that read the same state swaps right after this one.
+    const racing: SqlRunner = {
+      async query(sql, format) {
+        const output = await runner.query(sql, format);
+        if (sql === swapBack) await runner.query(swapBack);
+        return output;
+      },
+    };
+    await expect(migrate(racing, 'lookup_race')).rejects.toThrow(
+      'migration 5 (otel_traces_trace_id_ts on AggregatingMergeTree) is not complete: otel_traces_trace_id_ts is MergeTree; was another migrate running? Run it again',
+    );
+    expect(rows('SELECT version FROM lookup_race.sluice_schema_migrations').map((r) => r.version)).not.toContain(5);
+    expect((await migrate(runner, 'lookup_race')).applied.map((m) => m.version)).toEqual([5]);
+    expectConverted('lookup_race');
   });
 });
