@@ -1,9 +1,10 @@
 /**
  * The storage schema: the OpenTelemetry Collector ClickHouse exporter's tables (column names,
- * types, codecs, indexes, partitioning and sort keys as in its internal/sqltemplates, bloom
- * filter variant, no TTL), with one addition: `SourceId LowCardinality(String)` on every
+ * types, codecs, indexes, partitioning, engines and sort keys as in its internal/sqltemplates,
+ * bloom filter variant, no TTL), with one addition: `SourceId LowCardinality(String)` on every
  * telemetry table, first in every sort key, so each source's data is stored and pruned
  * together. The agent API's tables do the same; the relay's tables put `TenantId` first.
+ * README: Storage lists every difference from the exporter's layout.
  *
  * TABLE_COLUMNS is the insert contract with the transcoder (pipeline/otlp): each RowBinary
  * row carries exactly these columns in this order, for
