@@ -664,8 +664,8 @@ export const MIGRATIONS: readonly Migration[] = [
     name: 'otel_traces_trace_id_ts on AggregatingMergeTree',
     /**
      * Migration 1 made the trace id lookup a MergeTree; the exporter's is an AggregatingMergeTree
-     * (one row per trace after merges). A table's engine cannot change, so a new table takes the
-     * old one's place:
+     * (a trace's rows of one week merge into one). A table's engine cannot change, so a new table
+     * takes the old one's place:
      *   1. create the new table beside the old, empty;
      *   2. EXCHANGE them, atomically: the view writes to the table by name, so from the next
      *      insert on it fills the new one, and no insert finds the table missing;
