@@ -370,8 +370,10 @@ function refusalsOf(method: string, pattern: string, access: string, params: str
   if (['POST', 'PUT', 'PATCH'].includes(method)) {
     add(400, ...(BODIES[`${method} ${pattern}`] ? [M.validation] : []), 'Body is not valid JSON', 'Body is not valid UTF-8', 'Body is nested deeper than 32 levels');
     add(408, M.timeout);
-    add(413, M.tooLarge);
+    add(413, M.tooLarge, M.overBudget);
     add(415, 'Content-Type must be application/json');
+    // The body takes the process's in-flight budget as it arrives.
+    add(503, M.unavailable);
   }
   for (const param of params) add(404, NOT_FOUND[param]!);
   if (operation.role === 'admin' || operation.role === 'by target') add(403, M.membersRead);
@@ -417,7 +419,7 @@ export function relayOpenApiDocument(): OpenApiDocument {
       ...(schema ? { requestBody: { required: true, ...json(ref(schema)) } } : {}),
       responses: {
         [status]: success(pattern, status, operation),
-        ...Object.fromEntries(Object.entries(refusals).map(([code, messages]) => [code, refusal(messages, code === '429' ? RETRY_AFTER : {})])),
+        ...Object.fromEntries(Object.entries(refusals).map(([code, messages]) => [code, refusal(messages, code === '429' || code === '503' ? RETRY_AFTER : {})])),
       },
     };
   }

@@ -13,7 +13,7 @@ import { startTestSluice, type TestSluice } from './harness.ts';
 
 const CHROMIUM = process.env.SLUICE_TEST_CHROMIUM ?? '/usr/bin/chromium';
 const SCREENSHOTS = fileURLToPath(new URL('../test-output/', import.meta.url));
-const ENGINE = process.env.SLUICE_TEST_HTTP_ENGINE ?? 'uws';
+const ENGINE = process.env.SLUICE_TEST_HTTP_ENGINE ?? 'node';
 let sluice: TestSluice;
 let browser: Browser;
 
