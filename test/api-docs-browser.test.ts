@@ -43,6 +43,8 @@ interface Visit {
   summary: string;
   /** The statuses listed under the operation once it is opened. */
   statuses: string[];
+  /** The status "Try it out" got from GET /api/v1/health. */
+  triedHealth: string;
 }
 
 /** Opens the docs page of `origin`, waits for Swagger UI to show `method path`, opens it and takes a screenshot. */
@@ -66,8 +68,14 @@ async function visit(origin: string, method: string, path: string, screenshot: s
   await responses.first().waitFor({ timeout: 20_000 });
   const statuses = await responses.evaluateAll((rows) => rows.map((row) => row.getAttribute('data-code') ?? ''));
   await tab.screenshot({ path: `${SCREENSHOTS}${screenshot}` });
+  // "Try it out" calls the port the page came from (servers: "/").
+  const health = tab.locator('.opblock-get').filter({ has: tab.locator('.opblock-summary-path[data-path="/api/v1/health"]') }).first();
+  await health.locator('.opblock-summary-control').click();
+  await health.locator('.try-out__btn').click();
+  await health.locator('.execute').click();
+  const triedHealth = (await health.locator('.live-responses-table tbody .response-col_status').first().textContent({ timeout: 20_000 }))?.trim() ?? '';
   await context.close();
-  return { complaints, requests, summary, statuses };
+  return { complaints, requests, summary, statuses, triedHealth };
 }
 
 describe.each([
@@ -76,10 +84,12 @@ describe.each([
 ])('/api/v1/docs on the $port port', ({ port, method, path, summary, statuses }) => {
   const origin = () => (port === 'ingest' ? sluice.baseUrl : `http://127.0.0.1:${sluice.relay!.port}`);
 
-  it(`shows ${method} ${path} with its summary and statuses, from the port's own files, with no console error`, async () => {
+  it(`shows ${method} ${path} with its summary and statuses, tries GET /api/v1/health, all from the port itself, with no console error`, async () => {
     const seen = await visit(origin(), method, path, `api-docs-${port}-${ENGINE}.png`);
     expect(seen.summary).toBe(summary);
     expect(seen.statuses).toEqual(statuses);
+    expect(seen.triedHealth).toBe('200');
+    expect(seen.requests).toContain(`${origin()}/api/v1/health`);
     expect(seen.complaints).toEqual([]);
     expect(seen.requests.length).toBeGreaterThan(3);
     expect(seen.requests.filter((url) => !url.startsWith(`${origin()}/`))).toEqual([]);
