@@ -30,13 +30,27 @@ export interface DocsResponse {
 
 export const DOCS_ASSETS_PATH = '/api/v1/docs/assets/';
 
-/** How the OpenAPI documents describe GET /api/v1/docs/assets/{file}: its parameter and its answers. */
-export const DOCS_ASSET_PARAMETER = { name: 'file', in: 'path', required: true, schema: { type: 'string' }, description: 'A name the page gives, e.g. swagger-ui-bundle.js.' };
-export const DOCS_ASSET_CONTENT = {
-  'text/css': { schema: { type: 'string' } },
-  'text/javascript': { schema: { type: 'string' } },
-  'image/*': { schema: { type: 'string', contentMediaType: 'image/*' } },
+/** How both ports' OpenAPI documents describe their document and docs routes: each GET and the body of its 200. */
+export const DOCS_OPERATIONS: Record<string, { id: string; summary: string; description: string; content: Record<string, unknown> }> = {
+  '/api/v1/openapi.json': { id: 'getOpenApiDocument', summary: 'This document', description: 'OpenAPI 3.1, as JSON.', content: { 'application/json': { schema: { type: 'object' } } } },
+  '/api/v1/docs': {
+    id: 'getApiDocs',
+    summary: 'This document in Swagger UI',
+    description: 'Everything the page loads comes from /api/v1/docs/assets/.',
+    content: { 'text/html': { schema: { type: 'string' } } },
+  },
+  '/api/v1/docs/assets/{file}': {
+    id: 'getApiDocsAsset',
+    summary: 'A file of the docs page',
+    description: 'Swagger UI\'s files (npm swagger-ui-dist), its icons and its starter. Cached for good: the page names them with a hash of their content.',
+    content: {
+      'text/css': { schema: { type: 'string' } },
+      'text/javascript': { schema: { type: 'string' } },
+      'image/*': { schema: { type: 'string', contentMediaType: 'image/*' } },
+    },
+  },
 };
+export const DOCS_ASSET_PARAMETER = { name: 'file', in: 'path', required: true, schema: { type: 'string' }, description: 'A name the page gives, e.g. swagger-ui-bundle.js.' };
 
 /** What swagger-ui-dist gives the page: its file name and content type. */
 const PACKAGE_FILES: Record<string, string> = {

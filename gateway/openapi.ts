@@ -4,7 +4,7 @@
  * bodies are described by reference to the OTLP specification. Each operation lists the error
  * statuses its handler can answer (gateway/otlp-http.ts, gateway/agent-http.ts), no others.
  */
-import { DOCS_ASSET_CONTENT, DOCS_ASSET_PARAMETER, OPENAPI_INFO, type OpenApiDocument } from '../core/api-docs.ts';
+import { DOCS_ASSET_PARAMETER, DOCS_OPERATIONS, OPENAPI_INFO, type OpenApiDocument } from '../core/api-docs.ts';
 import { ERROR_CODES, type ErrorCode } from '../core/errors.ts';
 import type { Signal } from '../core/metrics.ts';
 import {
@@ -109,45 +109,15 @@ function agentIngestPath(operationId: string, summary: string, schema: string, d
   };
 }
 
-/** Answers of the page routes: the docs page and its files. */
+/** This document, its page and the page's files. */
 function docsPaths(): Record<string, Json> {
-  return {
-    '/api/v1/openapi.json': {
-      get: {
-        operationId: 'getOpenApiDocument',
-        tags: ['Operations'],
-        summary: 'This document',
-        security: [],
-        responses: { 200: { description: 'OpenAPI 3.1.', content: { 'application/json': { schema: { type: 'object' } } } } },
-      },
-    },
-    '/api/v1/docs': {
-      get: {
-        operationId: 'getApiDocs',
-        tags: ['Operations'],
-        summary: 'This document in Swagger UI',
-        security: [],
-        responses: { 200: { description: 'The page; everything it loads comes from /api/v1/docs/assets/.', content: { 'text/html': { schema: { type: 'string' } } } } },
-      },
-    },
-    '/api/v1/docs/assets/{file}': {
-      get: {
-        operationId: 'getApiDocsAsset',
-        tags: ['Operations'],
-        summary: 'A file of the docs page',
-        description: 'Swagger UI\'s files (npm swagger-ui-dist), its icons and its starter. Cached for good: the page names them with a hash of their content.',
-        security: [],
-        parameters: [DOCS_ASSET_PARAMETER],
-        responses: {
-          200: {
-            description: 'The file.',
-            content: DOCS_ASSET_CONTENT,
-          },
-          ...agentRefusals('not_found'),
-        },
-      },
-    },
-  };
+  return Object.fromEntries(
+    Object.entries(DOCS_OPERATIONS).map(([path, { id, summary, description, content }]) => {
+      const asset = path.endsWith('{file}');
+      const responses = { 200: { description: 'OK.', content }, ...(asset ? agentRefusals('not_found') : {}) };
+      return [path, { get: { operationId: id, tags: ['Operations'], summary, description, security: [], ...(asset ? { parameters: [DOCS_ASSET_PARAMETER] } : {}), responses } }];
+    }),
+  );
 }
 
 export function openApiDocument(): OpenApiDocument {

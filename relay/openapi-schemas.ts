@@ -16,8 +16,8 @@ const flag = { type: 'boolean' };
 const integer = { type: 'integer' };
 
 /** An object whose every property is present, but those named in `optional`. */
-function object(properties: Json, optional: string[] = [], description?: string): Json {
-  return { type: 'object', required: Object.keys(properties).filter((name) => !optional.includes(name)), properties, ...(description ? { description } : {}) };
+function object(properties: Json, optional: string[] = []): Json {
+  return { type: 'object', required: Object.keys(properties).filter((name) => !optional.includes(name)), properties };
 }
 
 const stamped = { createdAt: time, updatedAt: time };

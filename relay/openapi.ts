@@ -4,7 +4,7 @@
  * refusals its code can answer, with their messages: those of its access (relay/http.ts admit),
  * of its body (jsonBody), of its path (an id that is not the tenant's), and its own.
  */
-import { DOCS_ASSET_CONTENT, DOCS_ASSET_PARAMETER, OPENAPI_INFO, type OpenApiDocument } from '../core/api-docs.ts';
+import { DOCS_ASSET_PARAMETER, DOCS_OPERATIONS, OPENAPI_INFO, type OpenApiDocument } from '../core/api-docs.ts';
 import { ADMIN_SCHEMAS, PUBLIC_SCHEMAS, type AdminSchemaName } from './schemas.ts';
 import { relayRouteList } from './http.ts';
 import { RESPONSE_SCHEMAS } from './openapi-schemas.ts';
@@ -120,8 +120,10 @@ interface Operation {
   id: string;
   summary: string;
   description?: string;
-  /** The success body (none for 204). */
-  ok?: Json | undefined;
+  /** The success body's JSON Schema (none for 204). */
+  ok?: Json;
+  /** A success body that is not JSON: its content by media type. */
+  content?: Json;
   /** Rights it needs beyond a session (403 for less). */
   role?: 'admin' | 'owner' | 'by target';
   /** Its own refusals, by status. */
@@ -133,13 +135,9 @@ const STORAGE = (what: string) => ({ 503: [`${what} read from storage, which thi
 
 const OPERATIONS: Record<string, Operation> = {
   'GET /api/v1/health': { id: 'getHealth', summary: 'Liveness probe', ok: ref('Health') },
-  'GET /api/v1/openapi.json': { id: 'getOpenApiDocument', summary: 'This document', ok: { type: 'object', description: 'OpenAPI 3.1.' } },
-  'GET /api/v1/docs': { id: 'getApiDocs', summary: 'This document in Swagger UI' },
-  'GET /api/v1/docs/assets/:file': {
-    id: 'getApiDocsAsset',
-    summary: 'A file of the docs page',
-    description: 'Swagger UI\'s files (npm swagger-ui-dist), its icons and its starter. Cached for good: the page names them with a hash of their content.',
-  },
+  'GET /api/v1/openapi.json': DOCS_OPERATIONS['/api/v1/openapi.json']!,
+  'GET /api/v1/docs': DOCS_OPERATIONS['/api/v1/docs']!,
+  'GET /api/v1/docs/assets/:file': DOCS_OPERATIONS['/api/v1/docs/assets/{file}']!,
   'POST /api/v1/admin/tenants': {
     id: 'onboardTenant',
     summary: 'Onboard a tenant and its first owner',
@@ -382,15 +380,11 @@ function refusalsOf(method: string, pattern: string, access: string, params: str
   return all;
 }
 
-/** The success answer of a route: JSON, the docs page's HTML, a docs file, or nothing (204). */
-function success(pattern: string, status: number, operation: Operation): Json {
-  if (pattern === '/api/v1/docs') return { description: 'The page; everything it loads comes from /api/v1/docs/assets/.', content: { 'text/html': { schema: { type: 'string' } } } };
-  if (pattern === '/api/v1/docs/assets/:file') {
-    return { description: 'The file.', content: DOCS_ASSET_CONTENT };
-  }
+/** The success answer of a route: its body, or nothing (204). */
+function success(status: number, operation: Operation): Json {
   if (status === 204) return { description: 'Done (no body).' };
   const description = status === 201 ? 'Created.' : status === 202 ? 'Accepted: queued for delivery.' : 'OK.';
-  return { description, ...json(operation.ok!) };
+  return { description, ...(operation.content ? { content: operation.content } : json(operation.ok!)) };
 }
 
 const SECURITY: Record<string, unknown[]> = { session: [{ session: [] }], 'session-any': [{ session: [] }], operator: [{ operator: [] }], signin: [], public: [] };
@@ -418,7 +412,7 @@ export function relayOpenApiDocument(): OpenApiDocument {
       ...(parameters.length ? { parameters } : {}),
       ...(schema ? { requestBody: { required: true, ...json(ref(schema)) } } : {}),
       responses: {
-        [status]: success(pattern, status, operation),
+        [status]: success(status, operation),
         ...Object.fromEntries(Object.entries(refusals).map(([code, messages]) => [code, refusal(messages, code === '429' || code === '503' ? RETRY_AFTER : {})])),
       },
     };
