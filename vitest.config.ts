@@ -23,6 +23,8 @@ const HTTP_FACING = [
   'test/storage-down.test.ts',
   'test/http-hostile.test.ts',
   'test/metrics.test.ts',
+  'test/openapi-conformance.test.ts',
+  'test/api-docs-browser.test.ts',
 ];
 
 // As `npm start` and the image run Sluice: glibc's mmap threshold pinned, so freed request

@@ -1,50 +1,158 @@
 /**
- * A browsable page of an OpenAPI document (GET /api/v1/docs), rendered on the server with no
- * script and nothing fetched from elsewhere: every endpoint with its summary, parameters,
- * request schema and responses (with their body schemas). Every text is HTML-escaped.
+ * GET /api/v1/docs on both ports: Swagger UI (the npm package swagger-ui-dist) showing the port's
+ * own /api/v1/openapi.json. Everything the page loads comes from the port itself, under
+ * /api/v1/docs/assets/: no CDN, no analytics, no validator badge, and a Content-Security-Policy
+ * that allows 'self' only. Assets are read from the package on first use and kept; their URLs
+ * carry a hash of their content, so they are cached for good and a new version is a new URL.
  */
-type Json = Record<string, any>;
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 
-const escape = (value: unknown) =>
-  String(value).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
-
-function resolve(doc: Json, schema: Json | undefined): Json | undefined {
-  const ref = schema?.$ref as string | undefined;
-  return ref ? doc.components?.schemas?.[ref.split('/').pop()!] : schema;
+/** What the docs page needs of an OpenAPI document. */
+export interface OpenApiDocument extends Record<string, unknown> {
+  info: { title: string; version: string } & Record<string, unknown>;
 }
 
-function operation(doc: Json, path: string, method: string, op: Json): string {
-  const params = (op.parameters ?? []) as Json[];
-  const body = op.requestBody?.content as Json | undefined;
-  const responses = Object.entries((op.responses ?? {}) as Json);
-  return `<section>
-<h3><code>${escape(method.toUpperCase())} ${escape(path)}</code></h3>
-${op.summary ? `<p><strong>${escape(op.summary)}</strong></p>` : ''}${op.description ? `<p>${escape(op.description)}</p>` : ''}
-${params.length ? `<p>Parameters: ${params.map((p) => `<code>${escape(p.name)}</code> (${escape(p.in)}${p.required ? ', required' : ''})`).join(', ')}</p>` : ''}
-${body ? Object.entries(body).map(([type, content]) => `<details><summary>Request body: ${escape(type)}</summary><pre>${escape(JSON.stringify(resolve(doc, (content as Json).schema), null, 2))}</pre></details>`).join('\n') : ''}
-<ul>${responses.map(([status, response]) => `<li><code>${escape(status)}</code> ${escape((response as Json).description ?? '')}${responseBody(doc, response as Json)}</li>`).join('')}</ul>
-</section>`;
+/** The `info` both ports' documents share: the API version (the relay spec's) and Sluice's license. */
+export const OPENAPI_INFO = {
+  version: '1.0.0',
+  license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
+} as const;
+
+/** An answer of the docs routes (structurally an HttpResponse of either port). */
+export interface DocsResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string | Uint8Array;
 }
 
-/** A success response's body schema (errors all share one shape, shown once under components). */
-function responseBody(doc: Json, response: Json): string {
-  const schema = response.content?.['application/json']?.schema as Json | undefined;
-  if (!schema || schema.$ref === '#/components/schemas/Error') return '';
-  return `<details><summary>Body</summary><pre>${escape(JSON.stringify(resolve(doc, schema), null, 2))}</pre></details>`;
+export const DOCS_ASSETS_PATH = '/api/v1/docs/assets/';
+
+/** How both ports' OpenAPI documents describe their document and docs routes: each GET and the body of its 200. */
+export const DOCS_OPERATIONS: Record<string, { id: string; summary: string; description: string; content: Record<string, unknown> }> = {
+  '/api/v1/openapi.json': { id: 'getOpenApiDocument', summary: 'This document', description: 'OpenAPI 3.1, as JSON.', content: { 'application/json': { schema: { type: 'object' } } } },
+  '/api/v1/docs': {
+    id: 'getApiDocs',
+    summary: 'This document in Swagger UI',
+    description: 'Everything the page loads comes from /api/v1/docs/assets/.',
+    content: { 'text/html': { schema: { type: 'string' } } },
+  },
+  '/api/v1/docs/assets/{file}': {
+    id: 'getApiDocsAsset',
+    summary: 'A file of the docs page',
+    description: 'Swagger UI\'s files (npm swagger-ui-dist), its icons and its starter. Cached for good: the page names them with a hash of their content.',
+    content: {
+      'text/css': { schema: { type: 'string' } },
+      'text/javascript': { schema: { type: 'string' } },
+      'image/*': { schema: { type: 'string', contentMediaType: 'image/*' } },
+    },
+  },
+};
+export const DOCS_ASSET_PARAMETER = { name: 'file', in: 'path', required: true, schema: { type: 'string' }, description: 'A name the page gives, e.g. swagger-ui-bundle.js.' };
+
+/** What swagger-ui-dist gives the page: its file name and content type. */
+const PACKAGE_FILES: Record<string, string> = {
+  'swagger-ui.css': 'text/css; charset=utf-8',
+  'swagger-ui-bundle.js': 'text/javascript; charset=utf-8',
+  'favicon-32x32.png': 'image/png',
+};
+
+/** Starts Swagger UI: a file of its own, as the policy allows no inline script. */
+const STARTER = `window.ui = SwaggerUIBundle({
+  url: '/api/v1/openapi.json',
+  dom_id: '#swagger-ui',
+  deepLinking: true,
+  validatorUrl: null,
+  presets: [SwaggerUIBundle.presets.apis],
+  layout: 'BaseLayout',
+});
+`;
+
+const CONTENT_SECURITY_POLICY = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self'",
+  // "Try it out" calls this port.
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+const SECURITY_HEADERS = { 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' };
+
+interface Asset {
+  body: Uint8Array;
+  type: string;
+  /** The first characters of its SHA-256: its `v` in the page (images: their name). */
+  version: string;
 }
 
-export function renderApiDocs(doc: Json): string {
-  const title = escape(doc.info?.title ?? 'API');
-  const sections = Object.entries((doc.paths ?? {}) as Json).flatMap(([path, methods]) =>
-    Object.entries(methods as Json).map(([method, op]) => operation(doc, path, method, op as Json)),
-  );
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>${title}</title>
-<style>body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}section{border-top:1px solid #ddd;padding:.5rem 0}pre{background:#f6f6f6;padding:.5rem;overflow:auto}</style>
+const asset = (body: Uint8Array, type: string): Asset => ({ body, type, version: createHash('sha256').update(body).digest('hex').slice(0, 16) });
+
+let loading: Promise<Map<string, Asset>> | undefined;
+
+function assets(): Promise<Map<string, Asset>> {
+  loading ??= (async () => {
+    const dir = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
+    const files = new Map<string, Asset>();
+    for (const [name, type] of Object.entries(PACKAGE_FILES)) {
+      const body = await readFile(join(dir, name));
+      files.set(name, asset(name.endsWith('.css') ? Buffer.from(imagesApart(body.toString('utf8'), files)) : body, type));
+    }
+    files.set('start.js', asset(Buffer.from(STARTER), 'text/javascript; charset=utf-8'));
+    return files;
+  })();
+  return loading;
+}
+
+/** `url("data:<type>[;params],<payload>")` (a CSS string) or `url(data:...)` in a stylesheet. */
+const DATA_URL = /url\((?:"data:([^;,"]+)([^,"]*),((?:[^"\\]|\\.)*)"|data:([^;,)]+)([^,)]*),([^)]*))\)/g;
+
+/**
+ * swagger-ui.css draws its icons with data: URLs, which an img-src of 'self' refuses: each one
+ * becomes a file of its own, named by its content, and the stylesheet points there instead.
+ */
+function imagesApart(css: string, files: Map<string, Asset>): string {
+  return css.replace(DATA_URL, (_url, quotedType?: string, quotedParams?: string, quoted?: string, type?: string, params?: string, payload?: string) => {
+    const [mediaType, parameters, data] = quotedType ? [quotedType, quotedParams!, quoted!.replace(/\\(.)/g, '$1')] : [type!, params!, payload!];
+    const image = asset(parameters.endsWith(';base64') ? Buffer.from(data, 'base64') : Buffer.from(decodeURIComponent(data)), mediaType);
+    files.set(`image-${image.version}`, image);
+    return `url(${DOCS_ASSETS_PATH}image-${image.version})`;
+  });
+}
+
+const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+/** GET /api/v1/docs: the page, titled `title`. */
+export async function docsPage(title: string): Promise<DocsResponse> {
+  const files = await assets();
+  const url = (name: string) => `${DOCS_ASSETS_PATH}${name}?v=${files.get(name)!.version}`;
+  const body = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escapeHtml(title)}</title>
+<link rel="icon" type="image/png" href="${url('favicon-32x32.png')}">
+<link rel="stylesheet" href="${url('swagger-ui.css')}">
 </head><body>
-<h1>${title} <small>${escape(doc.info?.version ?? '')}</small></h1>
-<p>${escape(doc.info?.description ?? '')} Machine-readable: <a href="/api/v1/openapi.json">/api/v1/openapi.json</a>.</p>
-${sections.join('\n')}
+<noscript>This page needs JavaScript. The OpenAPI document itself: <a href="/api/v1/openapi.json">/api/v1/openapi.json</a>.</noscript>
+<div id="swagger-ui"></div>
+<script src="${url('swagger-ui-bundle.js')}"></script>
+<script src="${url('start.js')}"></script>
 </body></html>
 `;
+  return {
+    status: 200,
+    headers: { ...SECURITY_HEADERS, 'content-type': 'text/html; charset=utf-8', 'content-security-policy': CONTENT_SECURITY_POLICY, 'cache-control': 'no-cache' },
+    body,
+  };
+}
+
+/** GET /api/v1/docs/assets/<name>: a file of the page, or undefined when there is no such file. */
+export async function docsAsset(name: string): Promise<DocsResponse | undefined> {
+  const asset = (await assets()).get(name);
+  if (!asset) return undefined;
+  return { status: 200, headers: { ...SECURITY_HEADERS, 'content-type': asset.type, 'cache-control': 'public, max-age=31536000, immutable' }, body: asset.body };
 }

@@ -5,7 +5,8 @@
  */
 import type { Signal } from '../core/metrics.ts';
 
-const REJECTED_FIELD: Record<Signal, string> = {
+/** The count field of partial_success per signal (OTLP/JSON names). */
+export const REJECTED_FIELD: Record<Signal, string> = {
   traces: 'rejectedSpans',
   logs: 'rejectedLogRecords',
   metrics: 'rejectedDataPoints',

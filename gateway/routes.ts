@@ -7,8 +7,8 @@ import type { Logger } from '../core/log.ts';
 import type { SluiceMetrics } from '../core/metrics.ts';
 import type { Readiness } from '../core/readiness.ts';
 import type { HttpHandler, HttpRequest, HttpResponse } from './http/adapter.ts';
-import { renderApiDocs } from '../core/api-docs.ts';
-import { agentRoutes, type AgentHttpDeps } from './agent-http.ts';
+import { DOCS_ASSETS_PATH, docsAsset, docsPage } from '../core/api-docs.ts';
+import { agentErrorResponse, agentRoutes, type AgentHttpDeps } from './agent-http.ts';
 import { openApiDocument } from './openapi.ts';
 import { errorResponse, otlpHttpHandler, type OtlpHttpDeps } from './otlp-http.ts';
 
@@ -51,7 +51,6 @@ export function metricsHandler(metrics: SluiceMetrics): HttpHandler {
 export function ingestRoutes(deps: OtlpHttpDeps & AgentHttpDeps & OpsDeps): HttpHandler {
   const document = openApiDocument();
   const openApi = JSON.stringify(document);
-  const docs = renderApiDocs(document);
   return router(
     {
       '/v1/traces': { POST: otlpHttpHandler('traces', deps) },
@@ -61,8 +60,12 @@ export function ingestRoutes(deps: OtlpHttpDeps & AgentHttpDeps & OpsDeps): Http
       '/api/v1/openapi.json': {
         GET: async () => ({ status: 200, headers: { 'content-type': 'application/json' }, body: openApi }),
       },
-      '/api/v1/docs': {
-        GET: async () => ({ status: 200, headers: { 'content-type': 'text/html; charset=utf-8' }, body: docs }),
+      '/api/v1/docs': { GET: () => docsPage(document.info.title) },
+      [`${DOCS_ASSETS_PATH}*`]: {
+        GET: async (request) => {
+          const name = request.path.slice(DOCS_ASSETS_PATH.length);
+          return (await docsAsset(name)) ?? agentErrorResponse(new SluiceError('not_found', `no docs asset ${name}`), deps.log);
+        },
       },
       ...opsTable(deps),
     },

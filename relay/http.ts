@@ -4,7 +4,7 @@
  * route checks the session, then calls RelayAdmin, which enforces tenant and role.
  */
 import { timingSafeEqual } from 'node:crypto';
-import { renderApiDocs } from '../core/api-docs.ts';
+import { docsAsset, docsPage, type OpenApiDocument } from '../core/api-docs.ts';
 import type { ByteBudget } from '../core/byte-budget.ts';
 import { SluiceError } from '../core/errors.ts';
 import { nestedDeeperThan } from '../core/json-depth.ts';
@@ -14,7 +14,7 @@ import type { Limiter } from '../gateway/limiter.ts';
 import type { ClientIpResolver } from '../gateway/client-ip.ts';
 import { userView, type Actor, type RelayAdmin } from './admin.ts';
 import type { Sessions } from './auth.ts';
-import { forbidden, RelayError } from './errors.ts';
+import { forbidden, notFound, RelayError } from './errors.ts';
 import type { User } from './model.ts';
 import type { SubmissionQuery } from './submissions.ts';
 
@@ -26,7 +26,7 @@ export interface RelayHttpDeps {
   clientIp: ClientIpResolver;
   /** SLUICE_RELAY_OPERATOR_TOKEN: enables POST /api/v1/admin/tenants when set. */
   operatorToken: string;
-  openApi: () => unknown;
+  openApi: () => OpenApiDocument;
   /** The process's in-flight byte budget: an admin body takes its bytes from it as they arrive. */
   budget: ByteBudget;
   /** The public endpoints by `METHOD path` (relay/public.ts): they answer for themselves. */
@@ -54,9 +54,9 @@ interface Route {
 const JSON_TYPE = 'application/json';
 const MAX_BODY_DEPTH = 32;
 
-/** A route result sent as HTML rather than JSON (the docs page). */
-class HtmlPage {
-  constructor(readonly html: string) {}
+/** A route result sent as it is rather than as JSON (the docs page and its files). */
+class Verbatim {
+  constructor(readonly response: HttpResponse) {}
 }
 
 function routes(deps: RelayHttpDeps): Route[] {
@@ -66,7 +66,12 @@ function routes(deps: RelayHttpDeps): Route[] {
   return [
     r('GET', '/api/v1/health', 'public', () => ({ status: 'ok', service: 'sluice-relay' })),
     r('GET', '/api/v1/openapi.json', 'public', () => deps.openApi()),
-    r('GET', '/api/v1/docs', 'public', () => new HtmlPage(renderApiDocs(deps.openApi() as Record<string, unknown>))),
+    r('GET', '/api/v1/docs', 'public', async () => new Verbatim(await docsPage(deps.openApi().info.title))),
+    r('GET', '/api/v1/docs/assets/:file', 'public', async (c) => {
+      const asset = await docsAsset(p(c, 'file'));
+      if (!asset) throw notFound('Docs asset');
+      return new Verbatim(asset);
+    }),
     r('POST', '/api/v1/admin/tenants', 'operator', (c) => admin.onboard(c.body)),
     r('POST', '/api/v1/admin/login', 'signin', (c) => admin.login(c.body), 200),
     r('POST', '/api/v1/admin/claim', 'signin', (c) => admin.claim(c.body), 200),
@@ -197,7 +202,7 @@ export function relayHandler(deps: RelayHttpDeps): HttpHandler {
       const result = await route.run({ request, params, body }, actor);
       const status = successStatus(route);
       if (status === 204) return { status: 204 };
-      if (result instanceof HtmlPage) return { status, headers: { 'content-type': 'text/html; charset=utf-8' }, body: result.html };
+      if (result instanceof Verbatim) return result.response;
       return { status, headers: { 'content-type': JSON_TYPE, 'cache-control': 'no-store' }, body: JSON.stringify(result) };
     } catch (err) {
       return errorResponse(err, deps.log);

@@ -1,9 +1,331 @@
 /**
  * The relay's OpenAPI 3.1 document (GET /api/v1/openapi.json on the relay port), built from
- * the route table and the very schemas that validate the admin bodies.
+ * the route table and the very schemas that validate the bodies. Each operation lists the
+ * refusals its code can answer, with their messages: those of its access (relay/http.ts admit),
+ * of its body (jsonBody), of its path (an id that is not the tenant's), and its own.
  */
+import { DOCS_ASSET_PARAMETER, DOCS_OPERATIONS, OPENAPI_INFO, type OpenApiDocument } from '../core/api-docs.ts';
 import { ADMIN_SCHEMAS, PUBLIC_SCHEMAS, type AdminSchemaName } from './schemas.ts';
 import { relayRouteList } from './http.ts';
+import { RESPONSE_SCHEMAS } from './openapi-schemas.ts';
+
+type Json = Record<string, unknown>;
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const json = (schema: Json) => ({ content: { 'application/json': { schema } } });
+const list = (name: string) => ({ type: 'array', items: ref(name) });
+/** A refusal: its exact messages (`<...>` stands for a value), in the spec's error body. */
+const refusal = (messages: string[], extra: Json = {}) => ({ description: messages.map((m) => `\`${m}\``).join(' or '), ...extra, ...json(ref('Error')) });
+const RETRY_AFTER = { headers: { 'Retry-After': { schema: { type: 'integer' }, description: 'Seconds until a request is let in again.' } } };
+
+/** Messages shared by several operations (the spec's, and relay/http.ts's). */
+const M = {
+  validation: 'Validation failed: <field> <problem>',
+  idempotencyLength: 'Idempotency-Key must be between 8 and 255 characters',
+  inProgress: 'A request with this Idempotency-Key is already in progress. Retry shortly.',
+  otherBody: 'Idempotency-Key has already been used with a different request body',
+  throttled: 'ThrottlerException: Too Many Requests',
+  tooLarge: 'request body exceeds 1 MiB',
+  overBudget: 'the request needs <n> bytes in memory, more than the in-flight limit of <n> bytes',
+  timeout: 'the request body did not arrive in time (<n> bytes in <s> s)',
+  unavailable: 'Service temporarily unavailable. Please try again.',
+  noSession: 'Missing session: send Authorization: Bearer <token> from POST /api/v1/admin/login',
+  badSession: 'Invalid or expired session',
+  passwordChange: 'Password change required: POST /api/v1/admin/me/password with the one-time password as currentPassword',
+  membersRead: 'Members have read-only access',
+  ownersOnly: 'Only an owner may do this',
+  emailTaken: 'A user with this email already exists',
+};
+
+const IDEMPOTENCY_KEY = {
+  name: 'Idempotency-Key',
+  in: 'header',
+  required: false,
+  schema: { type: 'string', minLength: 8, maxLength: 255 },
+  description: 'Optional. The same key with the same body within 24 hours replays the first answer (header Idempotent-Replayed: true) without doing the work again; 409 while the first request runs; 422 with another body.',
+};
+
+/** The public endpoints (relay spec 4.1 to 4.3), described by hand: their answers are the spec's. */
+function publicPaths(): Record<string, Record<string, unknown>> {
+  const body = (schema: string) => ({ required: true, ...json(ref(schema)) });
+  const created = { description: 'Stored, and its delivery jobs queued (nothing delivered yet).', ...json(ref('Created')) };
+  const door = {
+    408: refusal([M.timeout]),
+    409: refusal([M.inProgress]),
+    413: refusal([M.tooLarge, M.overBudget]),
+    422: refusal([M.otherBody]),
+    429: refusal([M.throttled], RETRY_AFTER),
+  };
+  return {
+    '/api/v1/submissions': {
+      post: {
+        operationId: 'submitForm',
+        tags: ['Public'],
+        summary: 'Submit a form from a browser',
+        description: 'No key: the site\'s Allowed origins (exact Origin match; no Origin only when the list is empty) and its CAPTCHA guard it. CORS: Access-Control-Allow-Origin is sent for an allowed origin. 10 per minute per client IP.',
+        security: [],
+        parameters: [IDEMPOTENCY_KEY],
+        requestBody: body('Submission'),
+        responses: {
+          201: created,
+          400: refusal([M.validation, 'CAPTCHA token is required for this site', 'CAPTCHA verification failed', M.idempotencyLength]),
+          404: refusal(['Submission target not found or not permitted']),
+          ...door,
+          503: refusal(['CAPTCHA is misconfigured for this site', 'CAPTCHA verification temporarily unavailable. Please try again.', M.unavailable, 'The request took too long to start. Please try again.'], RETRY_AFTER),
+        },
+      },
+    },
+    '/api/v1/notifications': {
+      post: {
+        operationId: 'sendNotification',
+        tags: ['Public'],
+        summary: 'Send a notification from a backend',
+        description: 'With a site API key in x-api-key (not Authorization). 300 per minute per client IP.',
+        security: [{ apiKey: [] }],
+        parameters: [IDEMPOTENCY_KEY],
+        requestBody: body('Notification'),
+        responses: {
+          201: created,
+          400: refusal([M.validation, M.idempotencyLength]),
+          401: refusal(['Missing API key', 'Invalid API key']),
+          403: refusal(['API key does not belong to this site', 'Recipient not configured for this site', 'This site is inactive: activate it in the admin to send notifications']),
+          404: refusal(['Form not found: <formKey>. It may not exist on this site, or it may have been deactivated.']),
+          ...door,
+          503: refusal([M.unavailable, 'The request took too long to start. Please try again.'], RETRY_AFTER),
+        },
+      },
+    },
+    '/api/v1/tenant-discovery': {
+      post: {
+        operationId: 'discoverTenants',
+        tags: ['Public'],
+        summary: 'Email a user the tenants they belong to',
+        description: 'The same 200 whatever the address: if users have it, an email listing their tenants and where to sign in is queued (at most one per address every 15 minutes). 10 per minute per client IP.',
+        security: [],
+        parameters: [IDEMPOTENCY_KEY],
+        requestBody: body('TenantDiscovery'),
+        responses: {
+          200: { description: 'Always this answer.', ...json(ref('DiscoveryAccepted')) },
+          400: refusal([M.validation, M.idempotencyLength]),
+          ...door,
+          503: refusal([M.unavailable], RETRY_AFTER),
+        },
+      },
+    },
+  };
+}
+
+/** An operation of the route table as documented. */
+interface Operation {
+  id: string;
+  summary: string;
+  description?: string;
+  /** The success body's JSON Schema (none for 204). */
+  ok?: Json;
+  /** A success body that is not JSON: its content by media type. */
+  content?: Json;
+  /** Rights it needs beyond a session (403 for less). */
+  role?: 'admin' | 'owner' | 'by target';
+  /** Its own refusals, by status. */
+  refusals?: Record<number, string[]>;
+  parameters?: Json[];
+}
+
+const STORAGE = (what: string) => ({ 503: [`${what} read from storage, which this process does not open: set CLICKHOUSE_URL on it`, M.unavailable] });
+
+const OPERATIONS: Record<string, Operation> = {
+  'GET /api/v1/health': { id: 'getHealth', summary: 'Liveness probe', ok: ref('Health') },
+  'GET /api/v1/openapi.json': DOCS_OPERATIONS['/api/v1/openapi.json']!,
+  'GET /api/v1/docs': DOCS_OPERATIONS['/api/v1/docs']!,
+  'GET /api/v1/docs/assets/:file': DOCS_OPERATIONS['/api/v1/docs/assets/{file}']!,
+  'POST /api/v1/admin/tenants': {
+    id: 'onboardTenant',
+    summary: 'Onboard a tenant and its first owner',
+    description: 'For the operator (x-operator-token). Without owner.password, a one-time password is made up and returned this once.',
+    ok: ref('OnboardedTenant'),
+    refusals: { 409: [M.emailTaken] },
+  },
+  'POST /api/v1/admin/login': { id: 'login', summary: 'Sign in', description: 'A session of 12 hours.', ok: ref('Session'), refusals: { 401: ['Invalid email or password'] } },
+  'POST /api/v1/admin/claim': {
+    id: 'claimTenant',
+    summary: 'Become the owner of a tenant handed over',
+    description: 'With the claim token of POST /api/v1/admin/tenant/handover: the claimant becomes an owner, the owners who handed over become admins.',
+    ok: ref('ClaimedTenant'),
+    refusals: { 404: ['Claim token not found or expired'], 409: [M.emailTaken] },
+  },
+  'GET /api/v1/admin/me': { id: 'getMe', summary: 'The signed-in user and their tenant', ok: ref('Me') },
+  'POST /api/v1/admin/me/password': {
+    id: 'changePassword',
+    summary: 'Change your password',
+    description: 'Every other session of the user ends; the answer is a fresh one.',
+    ok: ref('Session'),
+    refusals: { 401: ['Current password is wrong'] },
+  },
+  'GET /api/v1/admin/tenant': { id: 'getTenant', summary: 'Your tenant', ok: ref('Tenant') },
+  'PATCH /api/v1/admin/tenant': { id: 'updateTenant', summary: 'Rename your tenant', role: 'owner', ok: ref('Tenant') },
+  'POST /api/v1/admin/tenant/handover': {
+    id: 'createHandover',
+    summary: 'Create a claim token to hand the tenant over',
+    description: 'Single use, valid 72 hours, shown this once.',
+    role: 'owner',
+    ok: ref('Handover'),
+  },
+  'GET /api/v1/admin/sites': { id: 'listSites', summary: 'List sites', ok: list('Site') },
+  'POST /api/v1/admin/sites': { id: 'createSite', summary: 'Create a site', description: 'Its siteKey is generated.', role: 'admin', ok: ref('Site') },
+  'GET /api/v1/admin/sites/:siteId': { id: 'getSite', summary: 'Get a site', ok: ref('Site') },
+  'PATCH /api/v1/admin/sites/:siteId': { id: 'updateSite', summary: 'Update a site', role: 'admin', ok: ref('Site') },
+  'PUT /api/v1/admin/sites/:siteId/captcha': {
+    id: 'setCaptcha',
+    summary: 'Set the site\'s CAPTCHA provider',
+    description: 'Without secret, the stored one is kept when the provider stays the same; with another provider, submissions are refused (503) until a secret is set.',
+    role: 'admin',
+    ok: ref('Site'),
+  },
+  'DELETE /api/v1/admin/sites/:siteId/captcha': { id: 'removeCaptcha', summary: 'Remove the site\'s CAPTCHA', role: 'admin', ok: ref('Site') },
+  'DELETE /api/v1/admin/sites/:siteId/captcha/secret': {
+    id: 'removeCaptchaSecret',
+    summary: 'Remove the CAPTCHA secret, keeping the provider',
+    description: 'Submissions are refused (503) until a secret is set.',
+    role: 'admin',
+    ok: ref('Site'),
+    refusals: { 404: ['CAPTCHA configuration not found'] },
+  },
+  'GET /api/v1/admin/sites/:siteId/forms': { id: 'listForms', summary: 'List a site\'s forms', ok: list('Form') },
+  'POST /api/v1/admin/sites/:siteId/forms': {
+    id: 'createForm',
+    summary: 'Create a form',
+    role: 'admin',
+    ok: ref('Form'),
+    refusals: { 404: ['Template not found'], 409: ['A form with formKey <formKey> already exists on this site'] },
+  },
+  'GET /api/v1/admin/sites/:siteId/forms/:formId': { id: 'getForm', summary: 'Get a form', ok: ref('Form') },
+  'PATCH /api/v1/admin/sites/:siteId/forms/:formId': { id: 'updateForm', summary: 'Update a form', role: 'admin', ok: ref('Form'), refusals: { 404: ['Template not found'] } },
+  'POST /api/v1/admin/sites/:siteId/forms/:formId/recipients': {
+    id: 'addRecipient',
+    summary: 'Add a recipient to a form',
+    role: 'admin',
+    ok: ref('Recipient'),
+    refusals: { 409: ['This recipient is already configured on the form'] },
+  },
+  'PATCH /api/v1/admin/sites/:siteId/forms/:formId/recipients/:recipientId': { id: 'updateRecipient', summary: 'Activate or deactivate a recipient', role: 'admin', ok: ref('Recipient') },
+  'DELETE /api/v1/admin/sites/:siteId/forms/:formId/recipients/:recipientId': { id: 'removeRecipient', summary: 'Remove a recipient', role: 'admin' },
+  'POST /api/v1/admin/sites/:siteId/forms/:formId/webhooks': {
+    id: 'addWebhook',
+    summary: 'Add a webhook to a form',
+    description: 'Its signing secret is in the answer this once.',
+    role: 'admin',
+    ok: ref('NewWebhook'),
+  },
+  'PATCH /api/v1/admin/sites/:siteId/forms/:formId/webhooks/:webhookId': {
+    id: 'updateWebhook',
+    summary: 'Update a webhook or rotate its secret',
+    role: 'admin',
+    ok: ref('UpdatedWebhook'),
+  },
+  'DELETE /api/v1/admin/sites/:siteId/forms/:formId/webhooks/:webhookId': { id: 'removeWebhook', summary: 'Remove a webhook', role: 'admin' },
+  'GET /api/v1/admin/sites/:siteId/forms/:formId/submissions': {
+    id: 'listSubmissions',
+    summary: 'A form\'s stored submissions, newest first',
+    ok: ref('SubmissionPage'),
+    parameters: [
+      { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } },
+      { name: 'before', in: 'query', required: false, schema: { type: 'string' }, description: 'nextBefore of the previous page.' },
+    ],
+    refusals: { 400: [M.validation], ...STORAGE('Submissions are') },
+  },
+  'GET /api/v1/admin/sites/:siteId/forms/:formId/jobs': {
+    id: 'listJobs',
+    summary: 'A form\'s delivery jobs, dead first',
+    ok: ref('JobList'),
+    parameters: [
+      { name: 'state', in: 'query', required: false, schema: { enum: ['queued', 'sending', 'delivered', 'failed', 'dead'] }, description: 'Only jobs in this state.' },
+      { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
+    ],
+    refusals: { 400: [M.validation], ...STORAGE('The delivery history is') },
+  },
+  'POST /api/v1/admin/sites/:siteId/forms/:formId/jobs/retry-dead': {
+    id: 'retryDeadJobs',
+    summary: 'Retry every dead job of a form',
+    description: 'Up to 1000 a call; `more` says whether to call again.',
+    role: 'admin',
+    ok: ref('RetriedDeadJobs'),
+    refusals: STORAGE('The delivery history is'),
+  },
+  'GET /api/v1/admin/jobs/:jobId': { id: 'getJob', summary: 'A delivery job with every attempt', ok: ref('JobDetail'), refusals: STORAGE('The delivery history is') },
+  'POST /api/v1/admin/jobs/:jobId/retry': {
+    id: 'retryJob',
+    summary: 'Retry a dead job',
+    description: 'A fresh series of attempts.',
+    role: 'admin',
+    ok: ref('RetriedJob'),
+    refusals: { 409: ['Only a dead job can be retried; this one is <state>'], ...STORAGE('The delivery history is') },
+  },
+  'GET /api/v1/admin/delivery-settings': { id: 'getDeliverySettings', summary: 'How the tenant\'s messages go out', ok: ref('DeliverySettings') },
+  'PUT /api/v1/admin/delivery-settings': {
+    id: 'putDeliverySettings',
+    summary: 'Set the tenant\'s email and WhatsApp settings',
+    description: 'A part given as null is removed (the server\'s defaults apply). Tokens and SMTP URLs are stored sealed and never shown.',
+    role: 'admin',
+    ok: ref('DeliverySettings'),
+  },
+  'GET /api/v1/admin/templates': { id: 'listTemplates', summary: 'List templates', ok: list('Template') },
+  'POST /api/v1/admin/templates': { id: 'createTemplate', summary: 'Create a template', role: 'admin', ok: ref('Template') },
+  'POST /api/v1/admin/templates/preview': {
+    id: 'previewTemplate',
+    summary: 'Render a template with sample data',
+    ok: ref('TemplatePreview'),
+    refusals: { 404: ['Template not found'] },
+  },
+  'GET /api/v1/admin/templates/:templateId': { id: 'getTemplate', summary: 'Get a template', ok: ref('Template') },
+  'PATCH /api/v1/admin/templates/:templateId': { id: 'updateTemplate', summary: 'Update a template', role: 'admin', ok: ref('Template') },
+  'DELETE /api/v1/admin/templates/:templateId': {
+    id: 'deleteTemplate',
+    summary: 'Delete a template no form uses',
+    role: 'admin',
+    refusals: { 409: ['The template is used by <n> form(s): set their templateId to another template or null first'] },
+  },
+  'GET /api/v1/admin/users': { id: 'listUsers', summary: 'List the tenant\'s users', ok: list('User') },
+  'POST /api/v1/admin/users': {
+    id: 'createUser',
+    summary: 'Invite a user',
+    description: 'Admins invite members and admins, owners anyone. Without password, a one-time password is returned this once.',
+    role: 'by target',
+    ok: ref('NewUser'),
+    refusals: { 409: [M.emailTaken] },
+  },
+  'GET /api/v1/admin/users/:userId': { id: 'getUser', summary: 'Get a user', ok: ref('User') },
+  'PATCH /api/v1/admin/users/:userId': {
+    id: 'updateUser',
+    summary: 'Rename, change the role of, or deactivate a user',
+    description: 'A deactivation ends the user\'s sessions.',
+    role: 'by target',
+    ok: ref('User'),
+    refusals: { 409: ['A tenant keeps at least one active owner'] },
+  },
+  'GET /api/v1/admin/api-keys': { id: 'listApiKeys', summary: 'List API keys', ok: list('ApiKey') },
+  'POST /api/v1/admin/api-keys': {
+    id: 'createApiKey',
+    summary: 'Issue an API key for one site',
+    description: 'The key is in the answer this once; only its hash is stored.',
+    role: 'admin',
+    ok: ref('NewApiKey'),
+    refusals: { 404: ['Site not found'] },
+  },
+  'DELETE /api/v1/admin/api-keys/:keyId': { id: 'revokeApiKey', summary: 'Revoke an API key', description: 'At once, on every gateway.', role: 'admin', ok: ref('ApiKey') },
+};
+
+/** What an id in the path that the tenant has not answers. */
+const NOT_FOUND: Record<string, string> = {
+  siteId: 'Site not found',
+  formId: 'Form not found',
+  recipientId: 'Recipient not found',
+  webhookId: 'Webhook not found',
+  templateId: 'Template not found',
+  userId: 'User not found',
+  keyId: 'API key not found',
+  jobId: 'Job not found',
+  file: 'Docs asset not found',
+};
 
 /** Which schema each write takes (method + pattern → schema). */
 const BODIES: Record<string, AdminSchemaName> = {
@@ -30,127 +352,84 @@ const BODIES: Record<string, AdminSchemaName> = {
   'PUT /api/v1/admin/delivery-settings': 'PutDeliverySettings',
 };
 
-const error = { content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
-const json = (schema: string) => ({ content: { 'application/json': { schema: { $ref: `#/components/schemas/${schema}` } } } });
-/** A response of the spec's error table: its status and exact message. */
-const refusal = (...messages: string[]) => ({ description: messages.map((m) => `\`${m}\``).join(' or '), ...error });
+type Refusals = Record<number, string[]>;
 
-const IDEMPOTENCY_KEY = {
-  name: 'Idempotency-Key',
-  in: 'header',
-  required: false,
-  schema: { type: 'string', minLength: 8, maxLength: 255 },
-  description: 'Optional. The same key with the same body within 24 hours replays the first answer (header Idempotent-Replayed: true) without doing the work again; 409 while the first request runs; 422 with another body.',
-};
-const VALIDATION = refusal('Validation failed: <field> <problem>', 'Idempotency-Key must be between 8 and 255 characters');
-const THROTTLED = { ...refusal('ThrottlerException: Too Many Requests'), headers: { 'Retry-After': { schema: { type: 'integer' }, description: 'Seconds until the window lets a request in.' } } };
-const IN_PROGRESS = refusal('A request with this Idempotency-Key is already in progress. Retry shortly.');
-const OTHER_BODY = refusal('Idempotency-Key has already been used with a different request body');
-
-/** The public endpoints (relay spec 4.1 to 4.3), described by hand: their answers are the spec's. */
-function publicPaths(): Record<string, Record<string, unknown>> {
-  const body = (schema: string) => ({ required: true, ...json(schema) });
-  return {
-    '/api/v1/submissions': {
-      post: {
-        tags: ['Public'],
-        summary: 'Submit a form from a browser',
-        description: 'No key: the site\'s Allowed origins (exact Origin match; no Origin only when the list is empty) and its CAPTCHA guard it. CORS: Access-Control-Allow-Origin is sent for an allowed origin. 10 per minute per client IP.',
-        security: [],
-        parameters: [IDEMPOTENCY_KEY],
-        requestBody: body('Submission'),
-        responses: {
-          201: { description: 'Stored, and its delivery jobs queued (nothing delivered yet).', ...json('Created') },
-          400: refusal('Validation failed: <field> <problem>', 'CAPTCHA token is required for this site', 'CAPTCHA verification failed', 'Idempotency-Key must be between 8 and 255 characters'),
-          404: refusal('Submission target not found or not permitted'),
-          409: IN_PROGRESS,
-          413: refusal('request body exceeds 1 MiB'),
-          422: OTHER_BODY,
-          429: THROTTLED,
-          503: refusal('CAPTCHA is misconfigured for this site', 'CAPTCHA verification temporarily unavailable. Please try again.', 'Service temporarily unavailable. Please try again.'),
-        },
-      },
-    },
-    '/api/v1/notifications': {
-      post: {
-        tags: ['Public'],
-        summary: 'Send a notification from a backend',
-        description: 'With a site API key in x-api-key (not Authorization). 300 per minute per client IP.',
-        security: [{ apiKey: [] }],
-        parameters: [IDEMPOTENCY_KEY],
-        requestBody: body('Notification'),
-        responses: {
-          201: { description: 'Stored, and its delivery jobs queued.', ...json('Created') },
-          400: VALIDATION,
-          401: refusal('Missing API key', 'Invalid API key'),
-          403: refusal('API key does not belong to this site', 'Recipient not configured for this site', 'This site is inactive: activate it in the admin to send notifications'),
-          404: refusal('Form not found: <formKey>. It may not exist on this site, or it may have been deactivated.'),
-          409: IN_PROGRESS,
-          413: refusal('request body exceeds 1 MiB'),
-          422: OTHER_BODY,
-          429: THROTTLED,
-          503: refusal('Service temporarily unavailable. Please try again.'),
-        },
-      },
-    },
-    '/api/v1/tenant-discovery': {
-      post: {
-        tags: ['Public'],
-        summary: 'Email a user the tenants they belong to',
-        description: 'The same 200 whatever the address: if users have it, an email listing their tenants and where to sign in is queued (at most one per address every 15 minutes). 10 per minute per client IP.',
-        security: [],
-        parameters: [IDEMPOTENCY_KEY],
-        requestBody: body('TenantDiscovery'),
-        responses: { 200: { description: 'Always this answer.', ...json('DiscoveryAccepted') }, 400: VALIDATION, 409: IN_PROGRESS, 422: OTHER_BODY, 429: THROTTLED },
-      },
-    },
-  };
+/** The refusals of a route: its access, its body, its path, its rights, then its own. */
+function refusalsOf(method: string, pattern: string, access: string, params: string[], operation: Operation): Refusals {
+  const all: Refusals = {};
+  const add = (status: number, ...messages: string[]) => (all[status] = [...new Set([...(all[status] ?? []), ...messages])]);
+  if (access === 'signin' || access === 'operator') add(429, M.throttled);
+  if (access === 'operator') {
+    add(401, 'Invalid operator token');
+    add(403, 'Onboarding over HTTP is disabled: set SLUICE_RELAY_OPERATOR_TOKEN, or use `sluice relay onboard`');
+  }
+  if (access === 'session' || access === 'session-any') add(401, M.noSession, M.badSession);
+  if (access === 'session') add(403, M.passwordChange);
+  if (['POST', 'PUT', 'PATCH'].includes(method)) {
+    add(400, ...(BODIES[`${method} ${pattern}`] ? [M.validation] : []), 'Body is not valid JSON', 'Body is not valid UTF-8', 'Body is nested deeper than 32 levels');
+    add(408, M.timeout);
+    add(413, M.tooLarge, M.overBudget);
+    add(415, 'Content-Type must be application/json');
+    // The body takes the process's in-flight budget as it arrives.
+    add(503, M.unavailable);
+  }
+  for (const param of params) add(404, NOT_FOUND[param]!);
+  if (operation.role === 'admin' || operation.role === 'by target') add(403, M.membersRead);
+  if (operation.role === 'owner' || operation.role === 'by target') add(403, M.ownersOnly);
+  for (const [status, messages] of Object.entries(operation.refusals ?? {})) add(Number(status), ...messages);
+  return all;
 }
 
-const JOB_PARAMETERS = [
-  { name: 'state', in: 'query', required: false, schema: { enum: ['queued', 'sending', 'delivered', 'failed', 'dead'] }, description: 'Only jobs in this state.' },
-  { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
-];
+/** The success answer of a route: its body, or nothing (204). */
+function success(status: number, operation: Operation): Json {
+  if (status === 204) return { description: 'Done (no body).' };
+  const description = status === 201 ? 'Created.' : status === 202 ? 'Accepted: queued for delivery.' : 'OK.';
+  return { description, ...(operation.content ? { content: operation.content } : json(operation.ok!)) };
+}
 
-/** Answers a route has besides the common ones. */
-const MORE_RESPONSES: Record<string, Record<number, unknown>> = {
-  'POST /api/v1/admin/jobs/:jobId/retry': { 409: { description: '`Only a dead job can be retried; this one is <state>`', ...error } },
-};
+const SECURITY: Record<string, unknown[]> = { session: [{ session: [] }], 'session-any': [{ session: [] }], operator: [{ operator: [] }], signin: [], public: [] };
 
-const PAGE_PARAMETERS = [
-  { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } },
-  { name: 'before', in: 'query', required: false, schema: { type: 'string' }, description: 'nextBefore of the previous page.' },
-];
-
-export function relayOpenApiDocument(): Record<string, unknown> {
+export function relayOpenApiDocument(): OpenApiDocument {
   const paths: Record<string, Record<string, unknown>> = publicPaths();
   for (const { method, pattern, access, status } of relayRouteList()) {
+    const key = `${method} ${pattern}`;
+    const operation = OPERATIONS[key];
+    if (!operation) throw new Error(`relay/openapi.ts documents no ${key}`);
     const path = pattern.replace(/:(\w+)/g, '{$1}');
-    const schema = BODIES[`${method} ${pattern}`];
-    const parameters = [...pattern.matchAll(/:(\w+)/g)].map(([, name]) => ({ name, in: 'path', required: true, schema: { type: 'string' } }));
-    const security = access === 'session' || access === 'session-any' ? [{ session: [] }] : access === 'operator' ? [{ operator: [] }] : [];
+    const params = [...pattern.matchAll(/:(\w+)/g)].map(([, name]) => name!);
+    const parameters = [
+      ...params.map((name) => (name === 'file' ? DOCS_ASSET_PARAMETER : { name, in: 'path', required: true, schema: { type: 'string' } })),
+      ...(operation.parameters ?? []),
+    ];
+    const schema = BODIES[key];
+    const refusals = refusalsOf(method, pattern, access, params, operation);
     (paths[path] ??= {})[method.toLowerCase()] = {
+      operationId: operation.id,
       tags: [path.startsWith('/api/v1/admin') ? 'Admin' : 'Operations'],
-      security,
-      ...(parameters.length ? { parameters: path.endsWith('/submissions') ? [...parameters, ...PAGE_PARAMETERS] : path.endsWith('/jobs') ? [...parameters, ...JOB_PARAMETERS] : parameters } : {}),
-      ...(schema ? { requestBody: { required: true, content: { 'application/json': { schema: { $ref: `#/components/schemas/${schema}` } } } } } : {}),
+      summary: operation.summary,
+      ...(operation.description ? { description: operation.description } : {}),
+      security: SECURITY[access],
+      ...(parameters.length ? { parameters } : {}),
+      ...(schema ? { requestBody: { required: true, ...json(ref(schema)) } } : {}),
       responses: {
-        [status]: { description: status === 204 ? 'Done (no body)' : status === 201 ? 'Created' : status === 202 ? 'Accepted: queued for delivery' : 'OK' },
-        400: { description: 'Validation failed (the body names the field)', ...error },
-        401: { description: 'No or invalid session', ...error },
-        403: { description: 'The role does not allow it', ...error },
-        404: { description: 'Not found (also for anything of another tenant)', ...error },
-        ...MORE_RESPONSES[`${method} ${pattern}`],
+        [status]: success(status, operation),
+        ...Object.fromEntries(Object.entries(refusals).map(([code, messages]) => [code, refusal(messages, code === '429' || code === '503' ? RETRY_AFTER : {})])),
       },
     };
   }
   return {
     openapi: '3.1.0',
     info: {
+      ...OPENAPI_INFO,
       title: 'Sluice notification relay',
-      version: '1.0.0',
       description: 'Public endpoints: form submissions from browsers, notifications from backends, tenant discovery. Admin API: tenants, sites, forms, recipients, webhooks, templates, users, API keys, stored submissions, delivery jobs (attempts, manual retries) and delivery settings. Every error is `{ message, statusCode }`.',
     },
+    servers: [{ url: '/', description: 'This relay port (8080 by default).' }],
+    tags: [
+      { name: 'Public', description: 'What websites and customer backends call.' },
+      { name: 'Admin', description: 'Configuration and history, for the tenant\'s users (a session from POST /api/v1/admin/login).' },
+      { name: 'Operations', description: 'Liveness and this documentation.' },
+    ],
     paths,
     components: {
       securitySchemes: {
@@ -161,21 +440,7 @@ export function relayOpenApiDocument(): Record<string, unknown> {
       schemas: {
         ...ADMIN_SCHEMAS,
         ...PUBLIC_SCHEMAS,
-        Created: {
-          type: 'object',
-          required: ['success', 'submissionId'],
-          properties: { success: { const: true }, submissionId: { type: 'string', format: 'uuid' } },
-        },
-        DiscoveryAccepted: {
-          type: 'object',
-          required: ['success', 'message'],
-          properties: { success: { const: true }, message: { type: 'string' } },
-        },
-        Error: {
-          type: 'object',
-          required: ['message', 'statusCode'],
-          properties: { message: { type: 'string' }, statusCode: { type: 'integer' }, field: { type: 'string', description: 'Validation errors: the first bad field.' } },
-        },
+        ...RESPONSE_SCHEMAS,
       },
     },
   };

@@ -231,7 +231,7 @@ describe('storage unavailable', () => {
 });
 
 describe('the OpenAPI document', () => {
-  it('describes the public endpoints (version 1.0.0): bodies, answers, an optional Idempotency-Key, and /api/v1/docs shows them', async () => {
+  it('describes the public endpoints (version 1.0.0): bodies, answers, an optional Idempotency-Key', async () => {
     const { body: doc } = await relay.call('GET', '/openapi.json');
     expect(doc.info.version).toBe('1.0.0');
     for (const path of ['/api/v1/submissions', '/api/v1/notifications', '/api/v1/tenant-discovery']) {
@@ -248,9 +248,5 @@ describe('the OpenAPI document', () => {
     expect(doc.components.schemas.Submission.properties.captchaToken.maxLength).toBe(4096);
     expect(doc.components.schemas.Notification.properties.recipients.properties.email.maxItems).toBe(50);
     for (const [, name] of JSON.stringify(doc).matchAll(/"#\/components\/schemas\/(\w+)"/g)) expect(doc.components.schemas[name!], name).toBeDefined();
-    const page = await (await fetch(`${relay.base}/docs`)).text();
-    expect(page).toContain('<code>POST /api/v1/submissions</code>');
-    expect(page).toContain('<code>Idempotency-Key</code> (header)');
-    expect(page).toContain('&quot;submissionId&quot;');
   });
 });
