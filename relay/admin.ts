@@ -47,8 +47,12 @@ export function siteView({ captcha, ...site }: Site) {
   const { secretSealed, ...visible } = captcha;
   return { ...site, captcha: { ...visible, secretConfigured: secretSealed !== undefined } };
 }
+/** A webhook without its sealed secrets: the current one and, after a rotation, the previous one. */
+function webhookView({ secretSealed: _secret, previousSecretSealed: _previous, ...hook }: Form['webhooks'][number]) {
+  return { ...hook, secretConfigured: true };
+}
 export function formView(form: Form) {
-  return { ...form, webhooks: form.webhooks.map(({ secretSealed: _secret, ...hook }) => ({ ...hook, secretConfigured: true })) };
+  return { ...form, webhooks: form.webhooks.map(webhookView) };
 }
 export function apiKeyView({ hash: _hash, ...key }: RelayApiKey) {
   return key;
@@ -328,7 +332,7 @@ export class RelayAdmin {
     const secret = input.secret ?? newWebhookSecret();
     const webhook = { id: id('whk'), url: input.url!, secretSealed: this.secrets.seal(secret), active: input.active ?? true };
     await this.change(this.store.forms, form.id, 'Form', (current) => ({ ...current, webhooks: [...current.webhooks, webhook] }));
-    const { secretSealed: _sealed, ...visible } = webhook;
+    const { secretConfigured: _configured, ...visible } = webhookView(webhook);
     return { ...visible, secret };
   }
 
@@ -343,8 +347,7 @@ export class RelayAdmin {
       const update = { ...(input.url !== undefined ? { url: input.url } : {}), ...(input.active !== undefined ? { active: input.active } : {}) };
       return { ...current, webhooks: current.webhooks.map((w) => (w.id === webhookId ? { ...w, ...update, ...(secret ? this.rotated(w, secret) : {}) } : w)) };
     });
-    const { secretSealed: _sealed, previousSecretSealed: _previous, ...visible } = changed.webhooks.find((w) => w.id === webhookId)!;
-    return { ...visible, secretConfigured: true, ...(secret ? { secret } : {}) };
+    return { ...webhookView(changed.webhooks.find((w) => w.id === webhookId)!), ...(secret ? { secret } : {}) };
   }
 
   async removeWebhook(actor: Actor, siteId: string, formId: string, webhookId: string) {

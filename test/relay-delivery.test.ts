@@ -228,6 +228,8 @@ describe('webhook secret rotation', () => {
     expect(rotated.secret).toMatch(/^whsec_[A-Za-z0-9+/]+=*$/);
     expect(rotated.secret).not.toBe(oldSecret);
     expect(JSON.stringify(rotated)).not.toContain('Sealed');
+    // Nor does the form show the sealed secrets, the previous one included.
+    expect(JSON.stringify(await relay.admin('GET', `/admin/sites/${site.id}/forms/${form.id}`))).not.toContain('Sealed');
     await submit(site, form, { name: 'Dee' });
     await allJobs(site, form, 'delivered', 1);
     const [call] = hook.calls;
