@@ -223,12 +223,13 @@ async function main(): Promise<void> {
     const hostile = Promise.all(Array.from({ length: HOSTILE }, hostileSlot));
 
     // Samples.
-    const sampler = setInterval(() => {
+    const sampling: Promise<void>[] = [];
+    const takeSample = () => {
       const taken = window;
       window = newWindow();
       const outcomes = hostileOutcomes;
       hostileOutcomes = {};
-      void eventLoopLagP99Ms(target.url).catch(() => NaN).then((lag) => {
+      const sampled = eventLoopLagP99Ms(target.url).catch(() => NaN).then((lag) => {
         const sample: Sample = {
           atSeconds: Math.round((performance.now() - started) / 1000),
           phase: performance.now() < quietUntil ? 'quiet' : 'hostile',
@@ -241,13 +242,18 @@ async function main(): Promise<void> {
         samples.push(sample);
         process.stderr.write(`${JSON.stringify(sample)}\n`);
       });
-    }, SAMPLE_MS);
+      sampling.push(sampled);
+    };
+    const sampler = setInterval(takeSample, SAMPLE_MS);
 
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, stopAt - performance.now())));
     for (const timer of timers) clearInterval(timer);
     await hostile;
     await Promise.allSettled([...inFlight]);
     clearInterval(sampler);
+    // What came in after the last tick counts too, and every sample is in before the report.
+    takeSample();
+    await Promise.all(sampling);
 
     // After the attack: memory given back?
     await new Promise((resolve) => setTimeout(resolve, 15_000));
