@@ -89,7 +89,7 @@ export class ChdbTables {
 
   /** Empties the data tables between tests. */
   truncateAll(): void {
-    for (const { name } of this.select("SELECT name FROM system.tables WHERE database = 'otel' AND engine = 'MergeTree' AND startsWith(name, 'otel_')")) {
+    for (const { name } of this.select("SELECT name FROM system.tables WHERE database = 'otel' AND endsWith(engine, 'MergeTree') AND startsWith(name, 'otel_')")) {
       this.session.query(`TRUNCATE TABLE otel.${quoteIdentifier(String(name))}`, 'CSV');
     }
   }
