@@ -4,9 +4,16 @@
  * database, session settings) and the same tables: a `USE` here never touches the writer's
  * session (ChdbStorage), and rows it inserted are visible at once.
  *
- * One connection per database a client names (its `USE` run once), so concurrent queries on
- * different databases never share a current database. Only databases that exist get one, and
- * only an operator can create databases: the set stays small.
+ * A connection runs one statement at a time (chDB runs a connection's statements one after
+ * another anyway; statements run side by side on connections of their own), with the database
+ * it was opened on as its current database. A connection whose statement failed is closed, not
+ * reused: chDB 3.4 hands the output a failed statement had written so far to the next
+ * statement of the same connection, in front of that statement's own output (tried here: a
+ * JSON result cut by max_result_rows came back ahead of the next `SELECT 42`). Reused, it
+ * would leak one client's rows into another's answer, and text a client chose into the
+ * endpoint's own statements.
+ *
+ * Only databases that exist get connections, and only an operator can create databases.
  */
 import type { Session } from 'chdb';
 import { chdbEngineDir } from './chdb.ts';
@@ -31,46 +38,54 @@ export interface StatementRunner {
   run(database: string, sql: string, options: StatementOptions): Promise<StatementOutput>;
 }
 
+/** Idle connections kept per database; more are closed when their statement ends. */
+const IDLE_PER_DATABASE = 4;
+
 export class ChdbReader implements StatementRunner {
   private readonly engineDir: string;
-  private readonly sessions = new Map<string, Promise<Session>>();
+  private readonly idle = new Map<string, Session[]>();
+  private closed = false;
 
   constructor(dataDir: string) {
     this.engineDir = chdbEngineDir(dataDir);
   }
 
   async run(database: string, sql: string, { format, params }: StatementOptions): Promise<StatementOutput> {
-    const session = await this.session(database);
-    const result = params && Object.keys(params).length > 0
-      ? await session.queryBindAsync(sql, params, { format })
-      : await session.queryAsync(sql, { format });
-    return { bytes: result.bytes(), rowsRead: result.rowsRead, bytesRead: result.bytesRead, elapsedSeconds: result.elapsed };
+    const session = this.idle.get(database)?.pop() ?? await this.open(database);
+    let reusable = false;
+    try {
+      const result = params && Object.keys(params).length > 0
+        ? await session.queryBindAsync(sql, params, { format })
+        : await session.queryAsync(sql, { format });
+      reusable = true;
+      return { bytes: result.bytes(), rowsRead: result.rowsRead, bytesRead: result.bytesRead, elapsedSeconds: result.elapsed };
+    } finally {
+      this.release(database, session, reusable);
+    }
   }
 
-  /** Closes every connection (chDB defers the close of one with a query still running). */
+  /** Closes the idle connections now, the others when their statement ends (chDB defers closing a busy one). */
   async shutdown(): Promise<void> {
-    const sessions = [...this.sessions.values()];
-    this.sessions.clear();
-    for (const session of await Promise.allSettled(sessions)) {
-      if (session.status === 'fulfilled') session.value.close();
-    }
+    this.closed = true;
+    for (const sessions of this.idle.values()) for (const session of sessions) session.close();
+    this.idle.clear();
   }
 
-  private session(database: string): Promise<Session> {
-    let session = this.sessions.get(database);
-    if (!session) {
-      session = this.open(database);
-      this.sessions.set(database, session);
-      // A database that does not exist (UNKNOWN_DATABASE) gets no connection.
-      session.catch(() => this.sessions.delete(database));
+  private release(database: string, session: Session, reusable: boolean): void {
+    const idle = this.idle.get(database) ?? [];
+    if (!reusable || this.closed || idle.length >= IDLE_PER_DATABASE) {
+      session.close();
+      return;
     }
-    return session;
+    idle.push(session);
+    this.idle.set(database, idle);
   }
 
   private async open(database: string): Promise<Session> {
     const { Session } = await import('chdb');
     const session = new Session(this.engineDir);
     try {
+      // A database that does not exist fails here (UNKNOWN_DATABASE) and gets no connection.
       await session.queryAsync(`USE ${quoteIdentifier(database)}`);
       return session;
     } catch (err) {
