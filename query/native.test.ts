@@ -50,7 +50,8 @@ describe('Native for a client protocol revision', () => {
         if(number % 2 = 0, NULL, toString(number)) AS maybe,
         CAST(if(number % 2 = 0, NULL, 'v'), 'LowCardinality(Nullable(String))') AS maybe_lc,
         tuple(number, toString(number))::Tuple(n UInt64, s String) AS pair,
-        CAST('b', 'Enum8(\\'a\\' = 1, \\'b\\' = 2)') AS level, toFixedString('ab', 2) AS fixed, number % 2 = 0 AS even
+        CAST('b', 'Enum8(\\'a\\' = 1, \\'b\\' = 2)') AS level, toFixedString('ab', 2) AS fixed, number % 2 = 0 AS even,
+        toDecimal64(number / 2, 2) AS price
       FROM numbers(5)`);
     expect(rows).toHaveLength(5);
     expect(rows[1]!.slice(2, 4)).toEqual(['svc-1', { 'http.method': 'GET', '1': 'x' }]);

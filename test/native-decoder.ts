@@ -77,6 +77,10 @@ function readColumn(reader: Reader, type: string, rows: number): unknown[] {
     case 'Float64': return each(() => reader.view(8).getFloat64(0, true));
     case 'DateTime': return each(() => dateTime64(BigInt(reader.view(4).getUint32(0, true)), ['0', ...args]));
     case 'DateTime64': return each(() => dateTime64(reader.view(8).getBigInt64(0, true), args));
+    case 'Decimal': { // Decimal(P, S) up to P = 18: an Int64 of units of 10^-S
+      if (Number(args[0]) > 18) throw new Error('test decoder: Decimal up to 18 digits');
+      return each(() => Number(reader.view(8).getBigInt64(0, true)) / 10 ** Number(args[1]));
+    }
     case 'String': return each(() => reader.string());
     case 'FixedString': return each(() => Buffer.from(reader.bytes(Number(args[0]))).toString('latin1'));
     case 'Enum8': {
