@@ -1,29 +1,24 @@
-import { access, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChdbReader } from '../storage/chdb-reader.ts';
-import { ChdbStorage } from '../storage/chdb.ts';
+import type { ChdbReader } from '../storage/chdb-reader.ts';
+import type { ChdbStorage } from '../storage/chdb.ts';
+import { openTestEngine, type TestEngine } from '../test/chdb-engine.ts';
 import { toException } from './errors.ts';
 import { parseQueryParams } from './request.ts';
 import { checkStatement } from './statement.ts';
 
+let engine: TestEngine;
 let dataDir: string;
 let storage: ChdbStorage;
 let reader: ChdbReader;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(join(tmpdir(), 'sluice-statement-'));
-  storage = new ChdbStorage(dataDir, 'otel');
-  await storage.start();
-  reader = new ChdbReader(dataDir);
+  engine = await openTestEngine();
+  ({ dataDir, storage, reader } = engine);
 });
 
-afterAll(async () => {
-  await reader.shutdown();
-  await storage.shutdown();
-  await rm(dataDir, { recursive: true, force: true });
-});
+afterAll(() => engine?.close());
 
 const check = (sql: string, params: Record<string, string> = {}) => checkStatement(reader, 'otel', sql, params);
 

@@ -1,26 +1,18 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChdbReader } from './chdb-reader.ts';
-import { ChdbStorage } from './chdb.ts';
+import { openTestEngine, type TestEngine } from '../test/chdb-engine.ts';
+import type { ChdbReader } from './chdb-reader.ts';
+import type { ChdbStorage } from './chdb.ts';
 
-let dataDir: string;
+let engine: TestEngine;
 let storage: ChdbStorage;
 let reader: ChdbReader;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(join(tmpdir(), 'sluice-reader-'));
-  storage = new ChdbStorage(dataDir, 'otel');
-  await storage.start();
-  reader = new ChdbReader(dataDir);
+  engine = await openTestEngine();
+  ({ storage, reader } = engine);
 });
 
-afterAll(async () => {
-  await reader.shutdown();
-  await storage.shutdown();
-  await rm(dataDir, { recursive: true, force: true });
-});
+afterAll(() => engine?.close());
 
 const text = async (database: string, sql: string, format = 'TSV', params?: Record<string, string>) =>
   Buffer.from((await reader.run(database, sql, { format, params })).bytes).toString('utf8');
