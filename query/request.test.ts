@@ -52,5 +52,6 @@ describe('parseQueryParams', () => {
     expect(refusal('compress=1').code).toBe(48);
     expect(refusal('default_format=JSON%20SETTINGS').code).toBe(36);
     expect(refusal('param_a-b=1').code).toBe(36);
+    expect(refusal('param_s=tab%5Ctab').text).toMatch(/query parameter s: values with backslash escapes are not supported/);
   });
 });

@@ -72,6 +72,9 @@ export function parseQueryParams(search: URLSearchParams, limits: QueryLimits): 
     if (name.startsWith('param_')) {
       const param = name.slice('param_'.length);
       if (!NAME.test(param)) throw ClickHouseException.of('BAD_ARGUMENTS', `bad query parameter name ${JSON.stringify(param)}`);
+      // ClickHouse reads a value's escapes by its type; chDB's binding escapes the text once more
+      // (a String value's `\t` would arrive as backslash and t): refused rather than read otherwise.
+      if (value.includes('\\')) throw ClickHouseException.of('BAD_ARGUMENTS', `query parameter ${param}: values with backslash escapes are not supported here`);
       result.params[param] = value;
       continue;
     }
