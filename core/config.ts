@@ -95,8 +95,8 @@ interface Option {
 }
 
 const MiB = 1024 * 1024;
-const MIN_QUERY_PASSWORD_LENGTH = 12;
 const GiB = 1024 * MiB;
+const MIN_QUERY_PASSWORD_LENGTH = 12;
 
 export const OPTIONS: readonly Option[] = [
   { path: 'dataDir', env: 'SLUICE_DATA_DIR', type: 'string', default: './data', doc: 'Directory for the embedded storage (chDB), the local state store and the control socket.', schema: { minLength: 1 } },

@@ -286,7 +286,6 @@ export class SluiceMetrics {
     registers: [this.registry],
   });
 
-  /** Delivery attempts by channel and outcome: delivered, failed (retried later) or dead. */
   /** The query endpoint (SLUICE_QUERY_PORT): one count per answer. */
   readonly queryRequests = new Counter({
     name: 'sluice_query_requests_total',
@@ -295,6 +294,7 @@ export class SluiceMetrics {
     registers: [this.registry],
   });
 
+  /** Delivery attempts by channel and outcome: delivered, failed (retried later) or dead. */
   readonly deliveryAttempts = new Counter({
     name: 'sluice_delivery_attempts_total',
     help: 'Delivery attempts by channel (email, whatsapp, webhook) and outcome (delivered, failed: retried later, dead: no more attempts).',

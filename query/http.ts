@@ -22,7 +22,7 @@ import { authenticationFailed, credentialsOf, type FailedAuthThrottle, type Pass
 import { ClickHouseException, exceptionResponse } from './errors.ts';
 import type { QueryGate } from './gate.ts';
 import { nativeForRevision } from './native.ts';
-import { parseQueryParams, type QueryLimits, type QueryParams } from './request.ts';
+import { formatName, parseQueryParams, type QueryLimits, type QueryParams } from './request.ts';
 import { checkStatement } from './statement.ts';
 
 /** Cap on a request body (the statement; ClickHouse parses at most max_query_size, 256 KiB). */
@@ -81,7 +81,8 @@ async function answer(deps: QueryEndpointDeps, request: HttpRequest): Promise<Ht
   const sql = [params.query, request.method === 'POST' ? await statementBody(request) : ''].filter(Boolean).join('\n');
   if (!sql.trim()) throw ClickHouseException.of('SYNTAX_ERROR', 'Empty query');
   const database = params.database ?? request.headers['x-clickhouse-database'] ?? deps.defaultDatabase;
-  const defaultFormat = params.defaultFormat ?? request.headers['x-clickhouse-format'] ?? 'TabSeparated';
+  const formatHeader = request.headers['x-clickhouse-format'];
+  const defaultFormat = params.defaultFormat ?? (formatHeader === undefined ? 'TabSeparated' : formatName(formatHeader));
   return deps.gate.run(async () => {
     if (request.aborted) return { status: 499 }; // left while waiting its turn
     const statement = await checkStatement(deps.runner, database, sql, params.params);

@@ -26,6 +26,7 @@ describe('parseQueryParams', () => {
     const params = parse('database=otel&default_format=Native&client_protocol_version=54460&query_id=q1&param_service=checkout&enable_http_compression=1&query=SELECT+1&session_id=s&wait_end_of_query=1&compress=0');
     expect(params).toMatchObject({ query: 'SELECT 1', database: 'otel', defaultFormat: 'Native', queryId: 'q1', protocolVersion: 54460, compress: true, params: { service: 'checkout' } });
     expect(params.settings).not.toMatch(/session_id|wait_end_of_query|compress/);
+    expect(parse('query_id=a%0D%0Ab').queryId).toBeUndefined();
   });
 
   it('takes a limit the client lowers, and output settings, quoted', () => {

@@ -53,6 +53,7 @@ const OUTPUT_SETTINGS = new Set([
 ]);
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const QUERY_ID = /^[\x21-\x7e]{1,128}$/;
 /** A setting's value that needs no more than quoting: no control characters. */
 const PLAIN_VALUE = /^[^\x00-\x1f\x7f]{0,256}$/;
 
@@ -81,7 +82,8 @@ export function parseQueryParams(search: URLSearchParams, limits: QueryLimits): 
     switch (name) {
       case 'query': result.query = value; break;
       case 'database': result.database = value; break;
-      case 'query_id': result.queryId = value; break;
+      // Echoed in a header: anything else gets an id of ours, as a request without one does.
+      case 'query_id': if (QUERY_ID.test(value)) result.queryId = value; break;
       case 'default_format': result.defaultFormat = formatName(value); break;
       case 'client_protocol_version': result.protocolVersion = unsigned(name, value); break;
       case 'enable_http_compression': result.compress = value === '1' || value === 'true'; break;
@@ -129,7 +131,8 @@ function unsigned(name: string, value: string): number {
   return Number(value);
 }
 
-function formatName(value: string): string {
+/** An output format's name (it goes to the engine and into a header). */
+export function formatName(value: string): string {
   if (!NAME.test(value)) throw ClickHouseException.of('BAD_ARGUMENTS', `bad format name ${JSON.stringify(value.slice(0, 64))}`);
   return value;
 }

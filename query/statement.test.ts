@@ -67,6 +67,10 @@ describe('checkStatement', () => {
     expect(code).toBe(62);
     expect(text).toMatch(/Multi-statements are not allowed/);
     expect((await refusal('SELECT 1;\nSELECT 2')).code).toBe(62);
+    // The text reaches formatQuery as one string literal, whatever quotes and backslashes it holds.
+    expect((await refusal("SELECT 1'); DROP TABLE otel_traces; SELECT ('")).code).toBe(62);
+    expect((await refusal("SELECT '\\'); DROP TABLE otel_traces; --'")).code).toBe(0);
+    expect((await refusal('SELECT 1\0; DROP TABLE otel_traces')).code).toBe(62);
     expect(await storage.query("EXISTS TABLE otel.otel_traces", 'TSV')).toBe('1\n');
   });
 

@@ -2,9 +2,11 @@
  * Which statements the query endpoint runs, decided by ClickHouse's own parser, not by
  * patterns over the client's text:
  *
- * 1. `formatQuery()` parses the text, bound as a parameter (never spliced into SQL): it fails
- *    on a syntax error and on more than one statement, and gives the statement back as the
- *    formatter writes it (no comments, no trailing semicolon). That text is what runs.
+ * 1. `formatQuery()` parses the text, given to it as one string literal (its quotes and
+ *    backslashes escaped; not bound as a parameter: chDB runs every bound statement of the
+ *    process one after another, so one slow client query with parameters would hold up every
+ *    check). It fails on a syntax error and on more than one statement, and gives the statement
+ *    back as the formatter writes it (no comments, no trailing semicolon). That text is what runs.
  * 2. `EXPLAIN AST` of that one statement gives its tree, one node a line (TabSeparated, so a
  *    name holding a newline cannot forge a line).
  *
@@ -19,8 +21,9 @@
  *   DESCRIBE of a table function reads what it names to infer its columns: file() is refused,
  *   and table functions other than a few generators and views.
  */
-import { ClickHouseException } from './errors.ts';
 import type { StatementRunner } from '../storage/chdb-reader.ts';
+import { quoteString } from '../storage/storage.ts';
+import { ClickHouseException } from './errors.ts';
 
 export interface CheckedStatement {
   /** The statement as ClickHouse's formatter writes it: the text that runs. */
@@ -46,7 +49,9 @@ interface AstNode {
 
 /** Parses `sql` with ClickHouse's parser and refuses what the endpoint does not run. */
 export async function checkStatement(runner: StatementRunner, database: string, sql: string, params: Readonly<Record<string, string>>): Promise<CheckedStatement> {
-  const formatted = await runner.run(database, 'SELECT formatQuery({sql:String})', { format: 'RawBLOB', params: { sql } });
+  // A NUL would end the text at the engine's C boundary, inside the literal.
+  if (sql.includes('\0')) throw ClickHouseException.of('SYNTAX_ERROR', 'the query holds a NUL character');
+  const formatted = await runner.run(database, `SELECT formatQuery(${quoteString(sql)})`, { format: 'RawBLOB' });
   const canonical = Buffer.from(formatted.bytes).toString('utf8');
   const tree = await runner.run(database, `EXPLAIN AST ${canonical}`, { format: 'TabSeparated', params });
   refuseUnsafe(parseAst(Buffer.from(tree.bytes).toString('utf8')));

@@ -4,7 +4,8 @@
  * as `npm start` starts it, from a directory where `npx sluice` finds Sluice as an installed
  * package would. `set -euo pipefail`, and curl fails on an HTTP error status, so any command
  * that does not work fails the test. The only change to the text: the default ports (4318, 4317,
- * 8080, and 8123 of the query endpoint, which the server has on) become the test server's, so the test can run beside others. A block right under
+ * 8080, and 8123 of the query endpoint, which this server has on) become the test server's, so
+ * the test can run beside others. A block right under
  * `<!-- not run by test/readme-examples.test.ts: why -->` is skipped (installing, the test suite
  * itself, a cluster). The server and the CLI load test/no-egress.mjs: the README's example
  * addresses (hooks.acme.example …) are never looked up or connected to.
