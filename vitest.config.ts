@@ -25,6 +25,7 @@ const HTTP_FACING = [
   'test/metrics.test.ts',
   'test/openapi-conformance.test.ts',
   'test/api-docs-browser.test.ts',
+  'test/query-endpoint.test.ts',
 ];
 
 // As `npm start` and the image run Sluice: glibc's mmap threshold pinned, so freed request

@@ -25,10 +25,11 @@ import { ingestRoutes, metricsHandler, opsRoutes } from '../gateway/routes.ts';
 import type { AgentConfigs } from '../gateway/agent-configs.ts';
 import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
-import { captchaSettings, grpcLimits, httpServerOptions, idempotencyLeaseMs, maxChunkBytes, publicUrl, relayPublicUrl } from './components.ts';
+import { captchaSettings, grpcLimits, httpServerOptions, idempotencyLeaseMs, maxChunkBytes, publicUrl, queryLimits, relayPublicUrl } from './components.ts';
 import { ControlServer } from './control.ts';
 import { serverGraceMs, SluiceGraph } from './graph.ts';
 import { MAX_RELAY_BODY_BYTES, openPublicRelay, relayHttpHandler, type Relay } from '../relay/index.ts';
+import { MAX_QUERY_BODY_BYTES, openQueryEndpoint } from '../query/index.ts';
 
 export type Role = 'serve' | 'gateway' | 'consume' | 'deliver';
 
@@ -41,6 +42,8 @@ export interface RunningSluice {
   httpPort: number;
   /** 0 when this role has no gRPC front end. */
   grpcPort: number;
+  /** The read-only ClickHouse endpoint of `serve` on the embedded default (SLUICE_QUERY_PORT); 0 when off. */
+  queryPort: number;
   /** The notification relay, on roles with a front end (cluster: when SLUICE_RELAY_MASTER_KEY is set). */
   relay: RunningRelay | undefined;
   /** Undefined for `gateway`, which stores nothing itself. */
@@ -81,6 +84,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     const servers: Array<{ close(graceMs: number): Promise<void> }> = [];
     let grpcPort = 0;
     let httpPort = 0;
+    let queryPort = 0;
     let relay: RunningRelay | undefined;
     let handler = opsRoutes({ metrics, readiness, log });
     if (withFrontEnd) {
@@ -146,6 +150,25 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         graph.onStop('relay server', (deadline) => server.close(serverGraceMs(deadline)));
       }
     }
+    // The query endpoint reads the embedded engine: `serve` without NATS or CLICKHOUSE_URL (config.ts refuses it otherwise).
+    if (role === 'serve' && config.query.port > 0) {
+      const queryHandler = await openQueryEndpoint({
+        runner: await graph.chdbReader(),
+        user: config.query.user,
+        password: config.query.password,
+        defaultDatabase: config.storage.database,
+        limits: queryLimits(config),
+        maxConcurrent: config.query.maxConcurrent,
+        failedAuthLimiter: await graph.limiter('query-auth'),
+        clientIp: clientIpResolver(config.limits.trustedProxies),
+        onAnswer: (status) => metrics.queryRequests.inc({ status }),
+        log,
+      });
+      const server = createHttpServer(config.http.engine, queryHandler, httpServerOptions(config, MAX_QUERY_BODY_BYTES), log);
+      queryPort = await listenOn(server, config.host, config.query.port, 'query port (SLUICE_QUERY_PORT)');
+      servers.push(server);
+      graph.onStop('query server', (deadline) => server.close(serverGraceMs(deadline)));
+    }
     // Delivery runs where jobs are worked: every `deliver`, and `serve` (in a cluster beside the `deliver` processes).
     if (role === 'deliver' || (role === 'serve' && relay)) await graph.deliveryWorker();
 
@@ -173,8 +196,8 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
       graph.onStop('control socket', () => control.shutdown());
     }
 
-    log.info({ role, host: config.host, httpPort, grpcPort, relayPort: relay?.port ?? 0, dataDir: config.dataDir, cluster: !!nc, engine: http.engine }, 'sluice is serving');
-    return { httpPort, grpcPort, relay, storage, state, sources, configs, installTokens, metrics, readiness, shutdown: (deadline) => graph.shutdown(deadline), stopping: () => graph.stopping };
+    log.info({ role, host: config.host, httpPort, grpcPort, relayPort: relay?.port ?? 0, queryPort, dataDir: config.dataDir, cluster: !!nc, engine: http.engine }, 'sluice is serving');
+    return { httpPort, grpcPort, queryPort, relay, storage, state, sources, configs, installTokens, metrics, readiness, shutdown: (deadline) => graph.shutdown(deadline), stopping: () => graph.stopping };
   } catch (err) {
     await graph.shutdown();
     throw err;

@@ -19,6 +19,7 @@ import { TokenBucketLimiter, type Limiter, type TokenBucketOptions } from '../ga
 import { RedisTokenBucketLimiter } from '../gateway/redis-limiter.ts';
 import { DEFAULT_CAPTCHA_ENDPOINTS, loadMasterKey, SIGN_IN_PER_MINUTE, type RelayParts } from '../relay/index.ts';
 import type { CaptchaEndpoints } from '../relay/captcha.ts';
+import { FAILED_AUTH_PER_MINUTE, type QueryLimits } from '../query/index.ts';
 import { SlidingWindowLimiter, type SlidingWindowOptions } from '../gateway/window-limiter.ts';
 import { RedisSlidingWindowLimiter } from '../gateway/redis-window-limiter.ts';
 import { LocalStateStore } from '../state/local.ts';
@@ -152,6 +153,12 @@ export function maxChunkBytes(nc: NatsConnection | undefined): number {
   return nc ? 512 * 1024 : Infinity;
 }
 
+/** The query endpoint's limits on one statement (SLUICE_QUERY_*). */
+export function queryLimits(config: Readonly<SluiceConfig>): QueryLimits {
+  const { maxExecutionSeconds, maxResultRows, maxResultBytes, resultOverflowMode } = config.query;
+  return { maxExecutionSeconds, maxResultRows, maxResultBytes, resultOverflowMode };
+}
+
 /** An HTTP port's limits: its body cap, the body deadline and the connection cap (SLUICE_BODY_*, SLUICE_HTTP_MAX_CONNECTIONS). */
 export function httpServerOptions(config: Readonly<SluiceConfig>, maxBodyBytes: number): HttpServerOptions {
   return {
@@ -164,9 +171,10 @@ export function httpServerOptions(config: Readonly<SluiceConfig>, maxBodyBytes: 
 /**
  * The per-client-IP limits. Ingestion: token buckets (SLUICE_RATE_LIMIT_PER_MINUTE and _BURST);
  * the relay's sign-in: a bucket of SIGN_IN_PER_MINUTE; its public endpoints: sliding windows of
- * one minute (relay spec 8: at most N in any 60 seconds, not a bucket refilling during a burst).
+ * one minute (relay spec 8: at most N in any 60 seconds, not a bucket refilling during a burst);
+ * the query endpoint's failed authentications: a bucket of FAILED_AUTH_PER_MINUTE.
  */
-export type LimiterKind = 'ingest' | 'sign-in' | 'submissions' | 'notifications' | 'discovery';
+export type LimiterKind = 'ingest' | 'sign-in' | 'submissions' | 'notifications' | 'discovery' | 'query-auth';
 
 /** Each limiter's keys in Redis, apart from the others'. */
 export const LIMITER_KEYS: Record<LimiterKind, string> = {
@@ -175,6 +183,7 @@ export const LIMITER_KEYS: Record<LimiterKind, string> = {
   submissions: 'relay-submissions',
   notifications: 'relay-notifications',
   discovery: 'relay-discovery',
+  'query-auth': 'query-auth',
 };
 
 export function limitRule(config: Readonly<SluiceConfig>, kind: LimiterKind): TokenBucketOptions | SlidingWindowOptions {
@@ -185,6 +194,7 @@ export function limitRule(config: Readonly<SluiceConfig>, kind: LimiterKind): To
     case 'submissions': return minute(config.relay.submissionsPerMinute);
     case 'notifications': return minute(config.relay.notificationsPerMinute);
     case 'discovery': return minute(config.relay.discoveryPerMinute);
+    case 'query-auth': return { ratePerMinute: FAILED_AUTH_PER_MINUTE, burst: FAILED_AUTH_PER_MINUTE };
   }
 }
 

@@ -37,6 +37,7 @@ import { WhatsAppSender } from '../delivery/whatsapp.ts';
 import { DeliveryWorker } from '../delivery/worker.ts';
 import type { StateStore } from '../state/store.ts';
 import { readsAfter, type Storage } from '../storage/storage.ts';
+import { ChdbReader } from '../storage/chdb-reader.ts';
 import { LocalAdmin } from './admin.ts';
 import {
   announceStorage,
@@ -178,6 +179,21 @@ export class SluiceGraph {
       await storage.start();
       this.onStop('storage reader', () => storage.shutdown());
       return storage;
+    });
+  }
+
+  /**
+   * Read connections to the embedded engine, for the query endpoint: opened after storage (the
+   * engine and its schema are there), closed before it. They do not wait for the local log:
+   * a dashboard's reads are not held up to a flush interval.
+   */
+  chdbReader(): Promise<ChdbReader> {
+    return this.once('chdb reader', async () => {
+      if (this.config.clickhouse.url || this.config.nats.url) throw new Error('the chDB reader needs the embedded engine');
+      await this.storage();
+      const reader = new ChdbReader(this.config.dataDir);
+      this.onStop('chdb reader', () => reader.shutdown());
+      return reader;
     });
   }
 

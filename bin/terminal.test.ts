@@ -2,7 +2,7 @@ import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { humanLogLine, humanLogStream, servingSummary } from './terminal.ts';
 
-const SERVE = { role: 'serve', host: '127.0.0.1', httpPort: 4318, grpcPort: 4317, relayPort: 8080, dataDir: './data', cluster: false };
+const SERVE = { role: 'serve', host: '127.0.0.1', httpPort: 4318, grpcPort: 4317, relayPort: 8080, queryPort: 0, dataDir: './data', cluster: false };
 
 describe('servingSummary', () => {
   it('says which port takes which protocol, and what to do next', () => {
@@ -12,6 +12,8 @@ describe('servingSummary', () => {
     expect(text).toMatch(/OTLP\/gRPC\s+http:\/\/127\.0\.0\.1:4317\s+.*OTEL_EXPORTER_OTLP_PROTOCOL=grpc/);
     expect(text).toMatch(/Relay\s+http:\/\/127\.0\.0\.1:8080/);
     expect(text).toContain('npx sluice demo');
+    expect(text).not.toContain('ClickHouse');
+    expect(servingSummary({ ...SERVE, queryPort: 8123 })).toMatch(/ClickHouse\s+http:\/\/127\.0\.0\.1:8123\s+read-only SQL for Grafana/);
   });
 
   it('shows an address to type for a wildcard host, and no next steps for a cluster role', () => {

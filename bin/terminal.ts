@@ -12,6 +12,8 @@ export interface Serving {
   grpcPort: number;
   /** 0: this role serves no relay. */
   relayPort: number;
+  /** 0: the query endpoint is off (SLUICE_QUERY_PORT). */
+  queryPort: number;
   dataDir: string;
   cluster: boolean;
 }
@@ -28,6 +30,7 @@ export function servingSummary(s: Serving): string {
   }
   if (s.grpcPort) rows.push(['OTLP/gRPC', `http://${host}:${s.grpcPort}`, 'OTEL_EXPORTER_OTLP_ENDPOINT with OTEL_EXPORTER_OTLP_PROTOCOL=grpc']);
   if (s.relayPort) rows.push(['Relay', `http://${host}:${s.relayPort}`, 'forms and notifications']);
+  if (s.queryPort) rows.push(['ClickHouse', `http://${host}:${s.queryPort}`, 'read-only SQL for Grafana (README: Grafana)']);
   if (s.httpPort) {
     rows.push(['API docs', `${http}/api/v1/docs`, '']);
     rows.push(['Metrics', `${http}/metrics`, 'Prometheus']);

@@ -92,6 +92,28 @@ describe('loadConfig', () => {
     expect(loadConfig({ NATS_URL: 'nats://n1:4222,n2:4222, user:pw@n3:4222' }).nats.url).toContain('n3');
   });
 
+  it('turns the query endpoint on only with a password, and only on the embedded engine', () => {
+    expect(loadConfig({}).query.port).toBe(0);
+    const on = loadConfig({ SLUICE_QUERY_PORT: '8123', SLUICE_QUERY_PASSWORD: 'twelve-chars' });
+    expect(on.query).toMatchObject({ port: 8123, user: 'grafana', maxExecutionSeconds: 30, resultOverflowMode: 'throw' });
+
+    const problemsOf = (env: Record<string, string>) => {
+      try {
+        loadConfig(env);
+      } catch (err) {
+        return (err as ConfigError).problems;
+      }
+      return [];
+    };
+    expect(problemsOf({ SLUICE_QUERY_PORT: '8123' })).toEqual([expect.stringMatching(/^query\.password \(SLUICE_QUERY_PASSWORD\): required when query\.port is set/)]);
+    const short = problemsOf({ SLUICE_QUERY_PORT: '8123', SLUICE_QUERY_PASSWORD: 'short-secre' });
+    expect(short).toHaveLength(1);
+    expect(short.join()).not.toContain('short-secre');
+    expect(problemsOf({ SLUICE_QUERY_PORT: '8123', SLUICE_QUERY_PASSWORD: 'twelve-chars', CLICKHOUSE_URL: 'http://ch:8123' })).toEqual([
+      expect.stringMatching(/^query\.port \(SLUICE_QUERY_PORT\): the query endpoint serves the embedded chDB only/),
+    ]);
+  });
+
   it('documents every option in the README', async () => {
     const { readFile } = await import('node:fs/promises');
     const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8');

@@ -34,6 +34,16 @@ export interface SluiceConfig {
     ttlDays: number;
   };
   clickhouse: { url: string; cluster: string; replicated: boolean };
+  query: {
+    port: number;
+    user: string;
+    password: string;
+    maxExecutionSeconds: number;
+    maxResultRows: number;
+    maxResultBytes: number;
+    resultOverflowMode: 'throw' | 'break';
+    maxConcurrent: number;
+  };
   nats: { url: string; prefix: string; replicas: number; maxStreamBytes: number; ackWaitSeconds: number };
   redis: { url: string };
   relay: {
@@ -86,6 +96,7 @@ interface Option {
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
+const MIN_QUERY_PASSWORD_LENGTH = 12;
 
 export const OPTIONS: readonly Option[] = [
   { path: 'dataDir', env: 'SLUICE_DATA_DIR', type: 'string', default: './data', doc: 'Directory for the embedded storage (chDB), the local state store and the control socket.', schema: { minLength: 1 } },
@@ -115,6 +126,14 @@ export const OPTIONS: readonly Option[] = [
   { path: 'storage.timeoutMs', env: 'SLUICE_STORAGE_TIMEOUT_MS', type: 'integer', default: 10_000, doc: 'How long a request waits for its rows to be durable (embedded: written to the local log) before it gets 503.', schema: { minimum: 100 } },
   { path: 'storage.retryAfterSeconds', env: 'SLUICE_RETRY_AFTER_SECONDS', type: 'integer', default: 5, doc: 'Retry-After sent with 503 when storage is down or behind.', schema: { minimum: 1 } },
   { path: 'storage.ttlDays', env: 'SLUICE_TTL_DAYS', type: 'integer', default: 0, doc: 'Days to keep telemetry rows (a TTL on every table, set when a table is created); 0 keeps them forever.', schema: { minimum: 0 } },
+  { path: 'query.port', env: 'SLUICE_QUERY_PORT', type: 'integer', default: 0, doc: 'Embedded default: port of the read-only ClickHouse HTTP endpoint for Grafana and other ClickHouse clients (see [Grafana](#grafana)); 0: off. Needs SLUICE_QUERY_PASSWORD; refused with CLICKHOUSE_URL or NATS_URL (query that ClickHouse server instead).', schema: { minimum: 0, maximum: 65535 } },
+  { path: 'query.user', env: 'SLUICE_QUERY_USER', type: 'string', default: 'grafana', doc: 'User name the query endpoint accepts.', schema: { pattern: '^[A-Za-z0-9_.@-]{1,64}$' } },
+  { path: 'query.password', env: 'SLUICE_QUERY_PASSWORD', type: 'string', default: '', doc: 'Password of that user, at least 12 characters; required when SLUICE_QUERY_PORT is set. It reads every table in chDB (the relay\'s submissions too).' },
+  { path: 'query.maxExecutionSeconds', env: 'SLUICE_QUERY_MAX_EXECUTION_SECONDS', type: 'integer', default: 30, doc: 'Longest a query of the endpoint may run (ClickHouse max_execution_time); past it the query fails with TIMEOUT_EXCEEDED. A client may ask for less, never more.', schema: { minimum: 1, maximum: 3600 } },
+  { path: 'query.maxResultRows', env: 'SLUICE_QUERY_MAX_RESULT_ROWS', type: 'integer', default: 1_000_000, doc: 'Most rows a query of the endpoint may return (max_result_rows); see SLUICE_QUERY_RESULT_OVERFLOW_MODE. A client may ask for less, never more.', schema: { minimum: 1 } },
+  { path: 'query.maxResultBytes', env: 'SLUICE_QUERY_MAX_RESULT_BYTES', type: 'integer', default: 100 * MiB, doc: 'Most bytes (uncompressed, in memory) a query of the endpoint may return (max_result_bytes); bounds the memory a result takes. A client may ask for less, never more.', schema: { minimum: 1024 } },
+  { path: 'query.resultOverflowMode', env: 'SLUICE_QUERY_RESULT_OVERFLOW_MODE', type: 'string', default: 'throw', doc: 'What a result over a limit does (result_overflow_mode): throw (the query fails with TOO_MANY_ROWS_OR_BYTES) or break (the rows so far are returned, up to a block more than the limit).', schema: { enum: ['throw', 'break'] } },
+  { path: 'query.maxConcurrent', env: 'SLUICE_QUERY_MAX_CONCURRENT', type: 'integer', default: 2, doc: 'Queries of the endpoint that run at once; the rest wait their turn (up to 100; more are refused). Each holds a thread of libuv\'s pool, which chDB inserts and disk writes share.', schema: { minimum: 1, maximum: 64 } },
   { path: 'clickhouse.url', env: 'CLICKHOUSE_URL', type: 'string', default: '', doc: 'ClickHouse server (http://user:password@host:8123) instead of the embedded chDB engine.', schema: { pattern: '^(|https?://.+)$' } },
   { path: 'clickhouse.cluster', env: 'SLUICE_CLICKHOUSE_CLUSTER', type: 'string', default: '', doc: 'Cluster name for ON CLUSTER DDL in `sluice migrate` (empty: a single server).', schema: { pattern: '^[A-Za-z0-9_]*$' } },
   { path: 'nats.url', env: 'NATS_URL', type: 'string', default: '', doc: 'NATS servers with JetStream (comma-separated); set it for cluster mode: bus on JetStream, state on KV.', schema: { pattern: '^(|(nats|tls)://.+)$' } },
@@ -242,6 +261,20 @@ function serviceUrlProblems(raw: Record<string, any>): string[] {
   return problems;
 }
 
+/** The query endpoint needs a password, and the embedded engine to serve (a ClickHouse server has its own HTTP port). */
+function queryEndpointProblems(raw: Record<string, any>): string[] {
+  if (!raw.query?.port) return [];
+  const problems: string[] = [];
+  const password: unknown = raw.query.password;
+  if (typeof password !== 'string' || password.length < MIN_QUERY_PASSWORD_LENGTH) {
+    problems.push(`query.password (SLUICE_QUERY_PASSWORD): required when query.port is set, at least ${MIN_QUERY_PASSWORD_LENGTH} characters (the value is not shown)`);
+  }
+  if (raw.clickhouse?.url || raw.nats?.url) {
+    problems.push('query.port (SLUICE_QUERY_PORT): the query endpoint serves the embedded chDB only; with CLICKHOUSE_URL or NATS_URL, point Grafana at the ClickHouse server');
+  }
+  return problems;
+}
+
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === 'object') {
     for (const child of Object.values(value)) deepFreeze(child);
@@ -276,7 +309,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
     const envByPath = new Map(OPTIONS.map((o) => [o.path, o.env]));
     problems.push(...(validate.errors ?? []).map((e) => describe(e, envByPath)));
   }
-  problems.push(...serviceUrlProblems(raw));
+  problems.push(...serviceUrlProblems(raw), ...queryEndpointProblems(raw));
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(raw as SluiceConfig);
 }

@@ -5,7 +5,7 @@ export type { Logger };
 
 /** Keys, passwords and provider secrets: redacted wherever an object carrying them is logged. */
 const REDACT = [
-  'headers["x-api-key"]', 'headers.authorization', 'headers["x-operator-token"]', 'apiKey', 'key',
+  'headers["x-api-key"]', 'headers.authorization', 'headers["x-operator-token"]', 'headers["x-clickhouse-key"]', 'apiKey', 'key',
   'password', 'currentPassword', 'newPassword', 'secret', '*.password', '*.secret', '*.apiKey',
 ];
 

@@ -286,6 +286,14 @@ export class SluiceMetrics {
     registers: [this.registry],
   });
 
+  /** The query endpoint (SLUICE_QUERY_PORT): one count per answer. */
+  readonly queryRequests = new Counter({
+    name: 'sluice_query_requests_total',
+    help: 'Requests to the read-only ClickHouse endpoint by response status (403: refused credentials, 429: an address held off after failed ones; `aborted`: the client closed the connection before its answer).',
+    labelNames: ['status'] as const,
+    registers: [this.registry],
+  });
+
   /** Delivery attempts by channel and outcome: delivered, failed (retried later) or dead. */
   readonly deliveryAttempts = new Counter({
     name: 'sluice_delivery_attempts_total',

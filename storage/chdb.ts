@@ -26,6 +26,11 @@ const DURABLE_PARTS = 'fsync_after_insert = 1, fsync_part_directory = 1, min_com
  */
 const UNLIMITED_PARTITIONS = 'max_partitions_per_insert_block = 0';
 
+/** Where chDB keeps its files under the data dir. */
+export function chdbEngineDir(dataDir: string): string {
+  return resolve(dataDir, 'clickhouse');
+}
+
 /** The insert files this driver writes (and the only files it deletes at start). */
 const INSERT_FILE = /^insert-\d+-\d+\.bin$/;
 
@@ -41,7 +46,7 @@ export class ChdbStorage implements Storage {
     /** How the tables are created (ttlDays is the one that fits one machine). Default: no TTL. */
     private readonly schema: SchemaOptions = {},
   ) {
-    this.engineDir = resolve(dataDir, 'clickhouse');
+    this.engineDir = chdbEngineDir(dataDir);
     this.scratchDir = join(this.engineDir, 'sluice-scratch');
   }
 

@@ -4,7 +4,8 @@
  * as `npm start` starts it, from a directory where `npx sluice` finds Sluice as an installed
  * package would. `set -euo pipefail`, and curl fails on an HTTP error status, so any command
  * that does not work fails the test. The only change to the text: the default ports (4318, 4317,
- * 8080) become the test server's, so the test can run beside others. A block right under
+ * 8080, and 8123 of the query endpoint, which this server has on) become the test server's, so
+ * the test can run beside others. A block right under
  * `<!-- not run by test/readme-examples.test.ts: why -->` is skipped (installing, the test suite
  * itself, a cluster). The server and the CLI load test/no-egress.mjs: the README's example
  * addresses (hooks.acme.example …) are never looked up or connected to.
@@ -38,7 +39,7 @@ describe('the README examples', { timeout: 300_000 }, () => {
   let dir: string;
   let server: ChildProcess;
   const serverLog: string[] = [];
-  const ports = { http: 0, grpc: 0, relay: 0 };
+  const ports = { http: 0, grpc: 0, relay: 0, query: 0 };
   let env: NodeJS.ProcessEnv;
 
   beforeAll(async () => {
@@ -57,6 +58,8 @@ describe('the README examples', { timeout: 300_000 }, () => {
       SLUICE_OTLP_HTTP_PORT: String(ports.http),
       SLUICE_OTLP_GRPC_PORT: String(ports.grpc),
       SLUICE_RELAY_PORT: String(ports.relay),
+      SLUICE_QUERY_PORT: String(ports.query),
+      SLUICE_QUERY_PASSWORD: 'readme-examples-query-password',
       SLUICE_LOG_LEVEL: 'warn',
       NODE_OPTIONS: `--import ${join(ROOT, 'test', 'no-egress.mjs')}`,
     };
@@ -85,7 +88,7 @@ describe('the README examples', { timeout: 300_000 }, () => {
       // An HTTP error status fails the example (curl -s alone would exit 0).
       'curl() { command curl --fail-with-body --max-time 30 "$@"; }',
       ...blocks.map(({ line, text }) =>
-        [`echo "=== README.md:${line}" >&2`, 'set -x', text.replaceAll('127.0.0.1:4318', `127.0.0.1:${ports.http}`).replaceAll('127.0.0.1:4317', `127.0.0.1:${ports.grpc}`).replaceAll('127.0.0.1:8080', `127.0.0.1:${ports.relay}`), 'set +x'].join('\n'),
+        [`echo "=== README.md:${line}" >&2`, 'set -x', text.replaceAll('127.0.0.1:4318', `127.0.0.1:${ports.http}`).replaceAll('127.0.0.1:4317', `127.0.0.1:${ports.grpc}`).replaceAll('127.0.0.1:8080', `127.0.0.1:${ports.relay}`).replaceAll('127.0.0.1:8123', `127.0.0.1:${ports.query}`), 'set +x'].join('\n'),
       ),
     ].join('\n');
     const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
