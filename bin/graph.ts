@@ -38,6 +38,7 @@ import { DeliveryWorker } from '../delivery/worker.ts';
 import type { StateStore } from '../state/store.ts';
 import { readsAfter, type Storage } from '../storage/storage.ts';
 import { ChdbReader } from '../storage/chdb-reader.ts';
+import { chdbEngineDir } from '../storage/chdb.ts';
 import { LocalAdmin } from './admin.ts';
 import {
   announceStorage,
@@ -191,7 +192,7 @@ export class SluiceGraph {
     return this.once('chdb reader', async () => {
       if (this.config.clickhouse.url || this.config.nats.url) throw new Error('the chDB reader needs the embedded engine');
       await this.storage();
-      const reader = new ChdbReader(this.config.dataDir);
+      const reader = new ChdbReader(chdbEngineDir(this.config.dataDir));
       this.onStop('chdb reader', () => reader.shutdown());
       return reader;
     });

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChdbReader } from '../storage/chdb-reader.ts';
+import { chdbEngineDir } from '../storage/chdb.ts';
 import { decodeNative, nativeRows } from '../test/native-decoder.ts';
 import { ClickHouseException } from './errors.ts';
 import { nativeForRevision } from './native.ts';
@@ -15,7 +16,7 @@ let reader: ChdbReader;
 
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'sluice-native-'));
-  reader = new ChdbReader(dataDir);
+  reader = new ChdbReader(chdbEngineDir(dataDir));
 });
 
 afterAll(async () => {

@@ -16,7 +16,6 @@
  * Only databases that exist get connections, and only an operator can create databases.
  */
 import type { Session } from 'chdb';
-import { chdbEngineDir } from './chdb.ts';
 import { quoteIdentifier } from './storage.ts';
 
 export interface StatementOutput {
@@ -42,13 +41,11 @@ export interface StatementRunner {
 const IDLE_PER_DATABASE = 4;
 
 export class ChdbReader implements StatementRunner {
-  private readonly engineDir: string;
   private readonly idle = new Map<string, Session[]>();
   private closed = false;
 
-  constructor(dataDir: string) {
-    this.engineDir = chdbEngineDir(dataDir);
-  }
+  /** `engineDir`: chDB's directory in the data dir (chdbEngineDir). */
+  constructor(private readonly engineDir: string) {}
 
   async run(database: string, sql: string, { format, params }: StatementOptions): Promise<StatementOutput> {
     const session = this.idle.get(database)?.pop() ?? await this.open(database);

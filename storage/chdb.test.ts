@@ -73,6 +73,20 @@ describe('ChdbStorage', () => {
     expect(await readdir(scratch())).toEqual(['README']);
   });
 
+  it("never hands a failed statement's output to the next one (a failed `sluice query` must not show in the next answer)", async () => {
+    const failing = "SELECT if(number < 3, 'LEAKED', throwIf(1, 'boom')) FROM numbers(5) SETTINGS max_block_size = 1";
+    for (let i = 0; i < 3; i++) {
+      await expect(storage.query(failing, 'TSVRaw')).rejects.toThrow(/boom/);
+      expect(await storage.query('SELECT 42', 'TSV')).toBe('42\n');
+    }
+    // Nor into an insert's connection: rows still go in, and counting them reads only the count.
+    const before = await count();
+    await expect(storage.query(failing, 'TSVRaw')).rejects.toThrow(/boom/);
+    const table = rows();
+    await storage.insert({ table: table.table, columns: table.columns, chunks: [table.data] });
+    expect(await count()).toBe(before + 3);
+  });
+
   it('migrates once: a second start finds the schema current', async () => {
     const report = JSON.parse(await storage.query('SELECT max(version) AS v, count() AS n FROM otel.sluice_schema_migrations'));
     expect(report.n).toBe(report.v);

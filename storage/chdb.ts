@@ -13,6 +13,7 @@ import { mkdir, open, readdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Session } from 'chdb';
 import { SluiceError } from '../core/errors.ts';
+import { ChdbReader } from './chdb-reader.ts';
 import { insertError } from './errors.ts';
 import { migrate } from './migrate.ts';
 import type { SchemaOptions } from './schema.ts';
@@ -35,7 +36,14 @@ export function chdbEngineDir(dataDir: string): string {
 const INSERT_FILE = /^insert-\d+-\d+\.bin$/;
 
 export class ChdbStorage implements Storage {
+  /** The writer: inserts only, whose output is nothing. */
   private session: Session | undefined;
+  /**
+   * Every other statement runs on a connection of the pool, closed after a failure: chDB hands
+   * a failed statement's output to the next statement of its connection (storage/chdb-reader.ts),
+   * which would put a failed `sluice query`'s rows in front of the next answer.
+   */
+  private statements: ChdbReader | undefined;
   private readonly scratchDir: string;
   private readonly engineDir: string;
   private insertSeq = 0;
@@ -58,6 +66,7 @@ export class ChdbStorage implements Storage {
     }
     const { Session } = await import('chdb');
     this.session = new Session(this.engineDir);
+    this.statements = new ChdbReader(this.engineDir);
     await migrate(this, this.database, this.schema);
     await this.syncPartsToDisk();
   }
@@ -81,6 +90,8 @@ export class ChdbStorage implements Storage {
   }
 
   async shutdown(): Promise<void> {
+    await this.statements?.shutdown();
+    this.statements = undefined;
     this.session?.close();
     this.session = undefined;
   }
@@ -100,7 +111,8 @@ export class ChdbStorage implements Storage {
       // insert_deduplicate = 0 does not switch that off for a plain MergeTree.)
       const token = batch.dedupToken ?? `unique:${randomUUID()}`;
       const settings = ` SETTINGS insert_deduplication_token = ${quoteString(token)}, ${UNLIMITED_PARTITIONS}`;
-      await this.query(
+      if (!this.session) throw new SluiceError('unavailable', 'storage is not started');
+      await this.session.queryAsync(
         `INSERT INTO ${quoteIdentifier(this.database)}.${quoteIdentifier(batch.table)} (${columns}) ` +
           `FROM INFILE ${quoteString(file)}${settings} FORMAT RowBinary`,
       );
@@ -116,9 +128,9 @@ export class ChdbStorage implements Storage {
   }
 
   async query(sql: string, format = 'JSONEachRow'): Promise<string> {
-    if (!this.session) throw new SluiceError('unavailable', 'storage is not started');
-    const result = await this.session.queryAsync(sql, { format });
-    return result.text();
+    if (!this.statements) throw new SluiceError('unavailable', 'storage is not started');
+    const { bytes } = await this.statements.run('default', sql, { format });
+    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
   }
 }
 

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ChdbReader } from '../storage/chdb-reader.ts';
-import { ChdbStorage } from '../storage/chdb.ts';
+import { chdbEngineDir, ChdbStorage } from '../storage/chdb.ts';
 
 export interface TestEngine {
   dataDir: string;
@@ -18,7 +18,7 @@ export async function openTestEngine(): Promise<TestEngine> {
   const dataDir = await mkdtemp(join(tmpdir(), 'sluice-engine-'));
   const storage = new ChdbStorage(dataDir, 'otel');
   await storage.start();
-  const reader = new ChdbReader(dataDir);
+  const reader = new ChdbReader(chdbEngineDir(dataDir));
   return {
     dataDir,
     storage,
