@@ -18,6 +18,19 @@ afterAll(async () => {
 describeStateStore('local', async () => new LocalStateStore(await newDir()));
 
 describe('LocalStateStore', () => {
+  it('reports a write it cannot make (its directory gone) as unavailable, so callers answer 503, not 500', async () => {
+    const dir = await newDir();
+    const store = new LocalStateStore(dir);
+    await store.start();
+    // Where the new bucket's journal would go, a file: no journal can be written.
+    await rm(dir, { recursive: true, force: true });
+    await writeFile(dir, 'not a directory');
+    await expect(store.put('fresh', 'one', { n: 1 })).rejects.toMatchObject({ name: 'SluiceError', code: 'unavailable' });
+    await expect(store.create('fresh', 'two', { n: 2 })).rejects.toMatchObject({ name: 'SluiceError', code: 'unavailable' });
+    await store.shutdown();
+    await rm(dir, { force: true });
+  });
+
   it('keeps its data across restarts', async () => {
     const dir = await newDir();
     const first = new LocalStateStore(dir);

@@ -13,7 +13,7 @@
  */
 import { open, readFile, rename, unlink, writeFile, mkdir, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { StateChange, StateStore, Versioned } from './store.ts';
+import { stateWrite, type StateChange, type StateStore, type Versioned } from './store.ts';
 
 type Listener = (change: StateChange<unknown>) => void;
 
@@ -112,27 +112,33 @@ export class LocalStateStore implements StateStore {
     return listed;
   }
 
-  async put<T>(bucket: string, key: string, value: T): Promise<void> {
-    await this.write(await this.load(bucket), key, value);
+  put<T>(bucket: string, key: string, value: T): Promise<void> {
+    return stateWrite(async () => void (await this.write(await this.load(bucket), key, value)));
   }
 
-  async create<T>(bucket: string, key: string, value: T): Promise<number | undefined> {
-    const loaded = await this.load(bucket);
-    // No await between the check and the write: one process owns the data dir.
-    if (this.live(loaded, key)) return undefined;
-    return this.write(loaded, key, value);
+  create<T>(bucket: string, key: string, value: T): Promise<number | undefined> {
+    return stateWrite(async () => {
+      const loaded = await this.load(bucket);
+      // No await between the check and the write: one process owns the data dir.
+      if (this.live(loaded, key)) return undefined;
+      return this.write(loaded, key, value);
+    });
   }
 
-  async update<T>(bucket: string, key: string, value: T, revision: number): Promise<number | undefined> {
-    const loaded = await this.load(bucket);
-    if (this.live(loaded, key)?.revision !== revision) return undefined;
-    return this.write(loaded, key, value);
+  update<T>(bucket: string, key: string, value: T, revision: number): Promise<number | undefined> {
+    return stateWrite(async () => {
+      const loaded = await this.load(bucket);
+      if (this.live(loaded, key)?.revision !== revision) return undefined;
+      return this.write(loaded, key, value);
+    });
   }
 
-  async delete(bucket: string, key: string): Promise<void> {
-    const loaded = await this.load(bucket);
-    if (!loaded.entries.has(key)) return;
-    await this.write(loaded, key, undefined);
+  delete(bucket: string, key: string): Promise<void> {
+    return stateWrite(async () => {
+      const loaded = await this.load(bucket);
+      if (!loaded.entries.has(key)) return;
+      await this.write(loaded, key, undefined);
+    });
   }
 
   watch<T>(bucket: string, onChange: (change: StateChange<T>) => void): () => void {

@@ -89,6 +89,18 @@ describe('NatsKvStateStore across gateways', () => {
     await b?.shutdown();
   });
 
+  it('reports a write it cannot make (NATS gone) as unavailable, so callers answer 503, not 500', async () => {
+    const nc = await natsConnection();
+    const store = new NatsKvStateStore(nc, { bucketPrefix: freshPrefix() });
+    await store.start();
+    await store.put('things', 'one', { n: 1 });
+    await nc.close();
+    for (const write of [() => store.put('things', 'two', { n: 2 }), () => store.create('things', 'three', { n: 3 }), () => store.update('things', 'one', { n: 4 }, 1), () => store.delete('things', 'one')]) {
+      await expect(write()).rejects.toMatchObject({ name: 'SluiceError', code: 'unavailable' });
+    }
+    await store.shutdown();
+  });
+
   it('stores keys KV would not accept, reversibly', async () => {
     await a.put('odd', 'user@example.com:1 ü', { ok: true });
     expect(await b.get('odd', 'user@example.com:1 ü')).toEqual({ ok: true });

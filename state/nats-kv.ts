@@ -12,7 +12,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { BadValues } from '../core/bad-values.ts';
 import { KvWatch, readJson } from '../core/kv-watch.ts';
 import { fallbackLogger, type Logger } from '../core/log.ts';
-import type { StateChange, StateEventHandler, StateStore, Versioned } from './store.ts';
+import { stateWrite, type StateChange, type StateEventHandler, type StateStore, type Versioned } from './store.ts';
 
 export interface NatsKvStateStoreOptions {
   /** Prefix of the KV bucket names, so deployments (or tests) can share a server. Default 'sluice_'. */
@@ -69,7 +69,11 @@ export class NatsKvStateStore implements StateStore {
     return value === undefined ? undefined : { value, revision: entry.revision };
   }
 
-  async update<T>(bucket: string, key: string, value: T, revision: number): Promise<number | undefined> {
+  update<T>(bucket: string, key: string, value: T, revision: number): Promise<number | undefined> {
+    return stateWrite(() => this.updateOrConflict(bucket, key, value, revision));
+  }
+
+  private async updateOrConflict<T>(bucket: string, key: string, value: T, revision: number): Promise<number | undefined> {
     try {
       // A publish expecting the key's last sequence to be `revision`: the server checks it.
       return await (await this.open(bucket)).update(encodeKey(key), JSON.stringify(value), revision);
@@ -83,11 +87,15 @@ export class NatsKvStateStore implements StateStore {
     this.ttls.set(bucket, ttlMs);
   }
 
-  async put<T>(bucket: string, key: string, value: T): Promise<void> {
-    await (await this.open(bucket)).put(encodeKey(key), JSON.stringify(value));
+  put<T>(bucket: string, key: string, value: T): Promise<void> {
+    return stateWrite(async () => void (await (await this.open(bucket)).put(encodeKey(key), JSON.stringify(value))));
   }
 
-  async create<T>(bucket: string, key: string, value: T): Promise<number | undefined> {
+  create<T>(bucket: string, key: string, value: T): Promise<number | undefined> {
+    return stateWrite(() => this.createOrTaken(bucket, key, value));
+  }
+
+  private async createOrTaken<T>(bucket: string, key: string, value: T): Promise<number | undefined> {
     try {
       // KV create is a publish expecting the key's last sequence to be a delete or none.
       return await (await this.open(bucket)).create(encodeKey(key), JSON.stringify(value));
@@ -97,8 +105,8 @@ export class NatsKvStateStore implements StateStore {
     }
   }
 
-  async delete(bucket: string, key: string): Promise<void> {
-    await (await this.open(bucket)).delete(encodeKey(key));
+  delete(bucket: string, key: string): Promise<void> {
+    return stateWrite(async () => (await this.open(bucket)).delete(encodeKey(key)));
   }
 
   async list<T>(bucket: string, onEvent?: StateEventHandler): Promise<Array<[string, T]>> {

@@ -1,3 +1,4 @@
+import { SluiceError } from '../core/errors.ts';
 /**
  * The state store holds configuration shared by every gateway: sources, API key hashes and,
  * later, agent configs and relay settings. Drivers: LocalStateStore (embedded, under the
@@ -63,4 +64,18 @@ export interface StateStore {
    * watching.
    */
   watch<T>(bucket: string, onChange: (change: StateChange<T>) => void, onEvent?: StateEventHandler): () => void;
+}
+
+/**
+ * Runs a write and turns its failure (a disk that refuses the journal, NATS unreachable) into
+ * `unavailable`: the caller answers 503 + Retry-After and the client tries again, never 500.
+ * A SluiceError (a refusal the store itself chose) passes as it is.
+ */
+export async function stateWrite<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    if (err instanceof SluiceError) throw err;
+    throw new SluiceError('unavailable', `the state store could not be written: ${(err as Error).message}`, { cause: err });
+  }
 }
