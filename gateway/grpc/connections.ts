@@ -16,6 +16,15 @@ const LINGER_MS = 1000;
 export type CallHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, connection: Connection) => void;
 
 /** One client connection: its open calls, the message bytes they hold, its deadlines. */
+/**
+ * Resets a stream (RST_STREAM `code`) and drops what the client sent that nobody read: on Node 24
+ * a stream paused with bytes unread never emits 'close', so its connection would never be idle.
+ */
+export function closeStream(stream: ServerHttp2Stream, code: number): void {
+  stream.resume();
+  stream.close(code);
+}
+
 export class Connection {
   readonly calls = new Set<ServerHttp2Stream>();
   /** Message bytes its calls hold (taken from the process's budget as well). */
@@ -65,7 +74,7 @@ export class Connection {
 
   /** Cancels the calls still open (RST_STREAM CANCEL: the client sees CANCELLED) and ends the connection. */
   cancel(): void {
-    for (const call of this.calls) call.close(constants.NGHTTP2_CANCEL);
+    for (const call of this.calls) closeStream(call, constants.NGHTTP2_CANCEL);
     this.end();
   }
 

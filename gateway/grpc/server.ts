@@ -23,7 +23,7 @@ import { formatBytes } from '../http/body.ts';
 import type { Limiter } from '../limiter.ts';
 import { admit } from '../otlp-http.ts';
 import { encodeExportResponse } from '../otlp-response.ts';
-import { Connections, type Connection } from './connections.ts';
+import { closeStream, Connections, type Connection } from './connections.ts';
 import { LimitReporter, type GrpcLimits } from './limits.ts';
 import { CallError, readMessage } from './message.ts';
 import { ACCEPTED_ENCODINGS, CODE_NAMES, framed, messageEncoding, parseTimeout, statusTrailers, type GrpcStatus } from './wire.ts';
@@ -196,13 +196,13 @@ function answer(stream: ServerHttp2Stream, status: GrpcStatus, message?: Uint8Ar
   }
   stream.respond({ ...headers, ...statusTrailers(status) }, { endStream: true });
   // The client may still be sending: RST_STREAM NO_ERROR after the answer stops it (RFC 9113 8.1).
-  stream.close(constants.NGHTTP2_NO_ERROR);
+  closeStream(stream, constants.NGHTTP2_NO_ERROR);
 }
 
 /** A plain HTTP refusal, for a request that is not a gRPC call. */
 function refuseHttp(stream: ServerHttp2Stream, status: number): void {
   stream.respond({ ':status': status }, { endStream: true });
-  stream.close(constants.NGHTTP2_NO_ERROR);
+  closeStream(stream, constants.NGHTTP2_NO_ERROR);
 }
 
 function first(value: string | string[] | undefined): string | undefined {
