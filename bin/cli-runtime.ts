@@ -12,7 +12,7 @@ import { publicUrl, schemaOptions } from './components.ts';
 import { SluiceGraph } from './graph.ts';
 import { controlSocketAlive, controlSocketPath, remoteAdmin } from './control.ts';
 import { sendDemo } from './demo.ts';
-import { humanLogStream, servingSummary } from './terminal.ts';
+import { humanLogStream, reachableHost, servingSummary } from './terminal.ts';
 
 /** The work behind the commands (a fake in the parser's tests). */
 export interface CliRuntime {
@@ -62,8 +62,7 @@ export const runtime: CliRuntime = {
 async function runDemo(config: Readonly<SluiceConfig>, { key, url, minutes, requests }: DemoCommand): Promise<unknown> {
   const created = key ? undefined : ((await withAdmin(config, (admin) => admin.createSource('demo'))) as { id: string; name: string; apiKey: string });
   const apiKey = key ?? created!.apiKey;
-  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host;
-  const base = url ?? `http://${host}:${config.http.port}`;
+  const base = url ?? `http://${reachableHost(config.host)}:${config.http.port}`;
   const sent = await sendDemo({ url: base, apiKey, minutes, requests });
   return { url: base, ...(created ? { source: { id: created.id, name: created.name, apiKey } } : {}), sent };
 }

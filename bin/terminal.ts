@@ -18,10 +18,15 @@ export interface Serving {
   cluster: boolean;
 }
 
+/** The listening address as a URL's host: a wildcard address is not one to type into a browser or an exporter. */
+export function reachableHost(host: string): string {
+  if (host === '0.0.0.0' || host === '::') return '127.0.0.1';
+  return host.includes(':') ? `[${host}]` : host;
+}
+
 /** The block printed once a role is serving. */
 export function servingSummary(s: Serving): string {
-  // A wildcard address is not one to type into a browser or an exporter.
-  const host = s.host === '0.0.0.0' || s.host === '::' ? '127.0.0.1' : s.host.includes(':') ? `[${s.host}]` : s.host;
+  const host = reachableHost(s.host);
   const http = `http://${host}:${s.httpPort}`;
   const where = s.cluster ? 'cluster mode (NATS, ClickHouse server)' : `embedded: chDB and state under ${s.dataDir}`;
   const rows: [string, string, string][] = [];
