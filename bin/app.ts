@@ -87,6 +87,8 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     let queryPort = 0;
     let relay: RunningRelay | undefined;
     let handler = opsRoutes({ metrics, readiness, log });
+    // One resolver of client addresses for every port that limits per client.
+    const clientIp = clientIpResolver(config.limits.trustedProxies);
     if (withFrontEnd) {
       // One byte budget per process: request bytes from admission until the bus settled them.
       const budget = new ByteBudget({
@@ -107,7 +109,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         { maxBodyBytes: config.limits.maxBodyBytes, maxChunkBytes: maxChunkBytes(nc) },
         (detail) => log.error({ detail }, 'pipeline task failed unexpectedly'),
       );
-      const guards = { auth: sources, limiter: await graph.limiter('ingest'), clientIp: clientIpResolver(config.limits.trustedProxies), budget };
+      const guards = { auth: sources, limiter: await graph.limiter('ingest'), clientIp, budget };
       handler = ingestRoutes({ ...guards, ingest, metrics, readiness, log, configs, installTokens, publicUrl: () => publicUrl(config, httpPort) });
 
       const grpc = new OtlpGrpcServer({ ...guards, ingest, metrics, log, maxBodyBytes: config.limits.maxBodyBytes, limits: await grpcLimits(config) });
@@ -160,7 +162,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         limits: queryLimits(config),
         maxConcurrent: config.query.maxConcurrent,
         failedAuthLimiter: await graph.limiter('query-auth'),
-        clientIp: clientIpResolver(config.limits.trustedProxies),
+        clientIp,
         onAnswer: (status) => metrics.queryRequests.inc({ status }),
         log,
       });
