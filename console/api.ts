@@ -1,0 +1,129 @@
+/**
+ * The console's private API: what the single-page app (console/ui/) and the console server
+ * (console/server.ts) exchange, as JSON on the console's own origin. Not for programmatic use:
+ * every route needs the session cookie, the console's Origin and, on writes, the CSRF token.
+ *
+ * Times are Unix milliseconds (numbers) in both directions; nanosecond columns are rounded down
+ * to the millisecond, except `startNs`/`durationNs` of spans, which stay exact as strings.
+ */
+
+// ---- session -------------------------------------------------------------------------------
+
+export interface Me {
+  user: { id: string; email: string; name: string; role: 'owner' | 'admin' | 'member' };
+  tenant: { id: string; name: string };
+  /** Sent back as the `X-CSRF-Token` header on every POST, PUT and DELETE. */
+  csrfToken: string;
+}
+
+/** POST /api/session: sign in. */
+export interface SignInRequest { email: string; password: string }
+/** POST /api/first-run: the first owner claims the console with the link `npm start` printed. */
+export interface FirstRunRequest { token: string; name: string; email: string; password: string }
+
+// ---- sources and agents --------------------------------------------------------------------
+
+export interface SourceKey { id: string; createdAt: number; label?: string; revokedAt?: number }
+export interface SourceView { id: string; name: string; createdAt: number; keys: SourceKey[] }
+/** POST /api/sources and POST /api/sources/:id/keys answer with the key, shown this once. */
+export interface IssuedKeyView { sourceId: string; keyId: string; apiKey: string }
+export interface InstallTokenView { token: string; expiresAt: number; /** `curl -fsS <url> | kubectl apply -f -` */ command: string }
+export interface AgentView {
+  sourceId: string; agentId: string; host: string; version: string; os: string; arch: string;
+  status: string; lastSeen: number; /** No heartbeat for 5 minutes. */ stale: boolean;
+}
+
+// ---- queries: structured filters, never SQL ------------------------------------------------
+
+export interface TimeRange { from: number; to: number }
+/** `key` is an attribute name; matches when the attribute equals `value` exactly. */
+export interface AttributeFilter { key: string; value: string }
+
+export interface LogQuery extends TimeRange {
+  services?: string[];
+  /** Lowest severity number shown (OTLP numbers: 1 trace, 5 debug, 9 info, 13 warn, 17 error, 21 fatal). */
+  minSeverity?: number;
+  /** Case-insensitive substring of the body / message. */
+  text?: string;
+  attributes?: AttributeFilter[];
+  /** Newest first; for the next page, the `cursor` of the last answer. */
+  cursor?: string;
+  limit?: number;
+}
+export interface LogEntry {
+  /** otel_logs or agent_logs */
+  kind: 'otlp' | 'agent';
+  time: number;
+  /** Exact nanoseconds, for ordering and the detail view. */
+  timeNs: string;
+  sourceId: string;
+  service: string;
+  severityText: string;
+  severityNumber: number;
+  body: string;
+  traceId: string;
+  spanId: string;
+  /** Log attributes (agent: its Attributes; host in `host.name`). */
+  attributes: Record<string, string>;
+  resource: Record<string, string>;
+}
+export interface LogPage { logs: LogEntry[]; cursor?: string }
+
+export interface TraceQuery extends TimeRange {
+  services?: string[];
+  operation?: string;
+  minDurationMs?: number;
+  maxDurationMs?: number;
+  status?: 'ok' | 'error' | 'unset';
+  attributes?: AttributeFilter[];
+  limit?: number;
+}
+export interface TraceSummary {
+  traceId: string; start: number; durationMs: number;
+  rootService: string; rootName: string; spans: number; errors: number; services: string[];
+}
+export interface SpanView {
+  traceId: string; spanId: string; parentSpanId: string; name: string; kind: string;
+  service: string; startNs: string; durationNs: string; statusCode: string; statusMessage: string;
+  attributes: Record<string, string>; resource: Record<string, string>; scope: string;
+  events: Array<{ timeNs: string; name: string; attributes: Record<string, string> }>;
+  links: Array<{ traceId: string; spanId: string; attributes: Record<string, string> }>;
+}
+export interface TraceView { traceId: string; spans: SpanView[] }
+
+export type MetricKind = 'gauge' | 'sum' | 'histogram' | 'exp_histogram' | 'summary' | 'agent';
+export interface MetricInfo { name: string; kind: MetricKind; unit: string; description: string; services: string[] }
+/** rate: per second of a sum (monotonic counters: of its increase); p50/p95/p99: of histograms. */
+export type Aggregation = 'avg' | 'sum' | 'min' | 'max' | 'rate' | 'p50' | 'p95' | 'p99' | 'count';
+export interface MetricQuery extends TimeRange {
+  name: string;
+  kind: MetricKind;
+  aggregation: Aggregation;
+  services?: string[];
+  /** An attribute to split the series by (a data point attribute or `service.name`). */
+  groupBy?: string;
+  attributes?: AttributeFilter[];
+  /** Seconds per point; the server picks one (≤ 500 points) when absent or too small. */
+  stepSeconds?: number;
+}
+export interface MetricSeries { group: string; points: Array<[time: number, value: number | null]> }
+export interface MetricResult { stepSeconds: number; series: MetricSeries[] }
+
+export interface DeployMarker {
+  time: number; sourceId: string; service: string; version: string; environment: string;
+  commit: string; deployedBy: string; description: string; url: string;
+}
+
+export interface OverviewSeries {
+  sourceId: string; signal: string; outcome: 'received' | 'accepted' | 'refused'; reason?: string;
+  points: Array<[time: number, perSecond: number]>;
+}
+export interface Overview { stepSeconds: number; series: OverviewSeries[] }
+
+// ---- dashboards ----------------------------------------------------------------------------
+
+export interface ChartSpec { title: string; query: Omit<MetricQuery, 'from' | 'to'> }
+export interface Dashboard { id: string; name: string; charts: ChartSpec[]; updatedAt: number }
+
+/** Every error answer. */
+export interface ApiError { message: string; statusCode: number }
