@@ -24,6 +24,7 @@ import { SlidingWindowLimiter, type SlidingWindowOptions } from '../gateway/wind
 import { RedisSlidingWindowLimiter } from '../gateway/redis-window-limiter.ts';
 import { LocalStateStore } from '../state/local.ts';
 import { NatsKvStateStore } from '../state/nats-kv.ts';
+import type { AccountStore } from '../accounts/store.ts';
 import type { StateStore } from '../state/store.ts';
 import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
@@ -228,21 +229,31 @@ export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger,
     : new RedisTokenBucketLimiter(redis, { ...rule, keyPrefix, closeClient }, log);
 }
 
-/** The relay's parts: its master key (configured, or the data dir's own when embedded), the deployment's checks, storage to read. */
+/**
+ * The master key that seals the relay's secrets and signs sessions (relay and console):
+ * configured, or the data dir's own when embedded.
+ */
+export async function masterKey(config: Readonly<SluiceConfig>, what: string): Promise<Buffer> {
+  // A key made up here would differ from the other gateways': secrets sealed with it could not be opened there.
+  if (config.nats.url && !config.relay.masterKey) throw new Error(`${what} in cluster mode needs SLUICE_RELAY_MASTER_KEY (the same on every gateway)`);
+  return loadMasterKey(config.relay.masterKey, config.dataDir);
+}
+
+/** The relay's parts: its master key, the accounts, the deployment's checks, storage to read. */
 export async function relayParts(
   config: Readonly<SluiceConfig>,
   state: StateStore,
+  accounts: AccountStore,
   storage: () => Promise<Storage | undefined>,
   requeue: RelayParts['requeue'],
   log: Logger,
 ): Promise<RelayParts> {
-  // A key made up here would differ from the other gateways': secrets sealed with it could not be opened there.
-  if (config.nats.url && !config.relay.masterKey) throw new Error('the relay in cluster mode needs SLUICE_RELAY_MASTER_KEY (the same on every gateway)');
   const webhookEgress = webhookEgressPolicy(config);
   return {
     state,
+    accounts,
     log,
-    masterKey: await loadMasterKey(config.relay.masterKey, config.dataDir),
+    masterKey: await masterKey(config, 'the relay'),
     checks: { webhookUrl: (url) => webhookEgress.checkConfiguredUrl(url) },
     storage,
     database: config.storage.database,

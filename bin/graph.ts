@@ -25,6 +25,7 @@ import { AgentConfigs } from '../gateway/agent-configs.ts';
 import { InstallTokens } from '../gateway/install-tokens.ts';
 import type { Limiter } from '../gateway/limiter.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
+import { AccountStore } from '../accounts/store.ts';
 import { openRelay, type Relay } from '../relay/index.ts';
 import { RelayJobResolver } from '../relay/delivery-resolver.ts';
 import { AttemptLog } from '../delivery/attempt-log.ts';
@@ -121,6 +122,19 @@ export class SluiceGraph {
       await state.start();
       this.onStop('state', () => state.shutdown());
       return state;
+    });
+  }
+
+  /** Tenants and users (accounts/), shared by the relay and the console. */
+  accounts(): Promise<AccountStore> {
+    return this.once('accounts', async () => {
+      const accounts = new AccountStore(await this.state(), this.log);
+      await accounts.start();
+      this.onStop('accounts', async () => accounts.shutdown());
+      for (const bucket of Object.keys(accounts.statuses())) {
+        this.readiness.register(`state.${bucket}`, () => accounts.statuses()[bucket] ?? { ok: false, detail: 'gone' });
+      }
+      return accounts;
     });
   }
 
@@ -229,7 +243,7 @@ export class SluiceGraph {
         await (await this.attemptLog()).record(job, 0, 'queued');
         await (await this.deliveryQueue()).enqueue([job]);
       };
-      const relay = await openRelay(await relayParts(this.config, await this.state(), () => this.storageReader(), requeue, this.log));
+      const relay = await openRelay(await relayParts(this.config, await this.state(), await this.accounts(), () => this.storageReader(), requeue, this.log));
       this.onStop('relay', async () => relay.shutdown());
       for (const bucket of Object.keys(relay.store.statuses())) {
         this.readiness.register(`state.${bucket}`, () => relay.store.statuses()[bucket] ?? { ok: false, detail: 'gone' });

@@ -9,11 +9,13 @@
  * handover. The operator (CLI) may do anything within the tenant it names.
  */
 import { randomBytes } from 'node:crypto';
-import { checkPassword, hashPassword, oneTimePassword, type Sessions } from './auth.ts';
+import { checkPassword, hashPassword, oneTimePassword, type Role, type Tenant, type User } from '../accounts/index.ts';
+import type { AdminSessions } from './auth.ts';
 import { conflict, forbidden, notFound, RelayError, unauthorized, validationFailed } from './errors.ts';
-import type { CaptchaProvider, Channel, DeliverySettings, Form, RelayApiKey, Role, Site, Template, Tenant, User, Webhook } from './model.ts';
+import type { CaptchaProvider, Channel, DeliverySettings, Form, RelayApiKey, Site, Template, Webhook } from './model.ts';
 import { E164, isEmailAddress, type BodyValidator } from './schemas.ts';
-import { sha256Hex, type Collection, type RelayStore } from './store.ts';
+import { sha256Hex, type RelayStore } from './store.ts';
+import type { Collection } from '../state/collection.ts';
 import type { SubmissionQuery, SubmissionReader } from './submissions.ts';
 import { checkTemplate, DEFAULT_TEMPLATE, renderHtml, renderSubject } from './templates.ts';
 import type { SecretBox } from '../core/secret-box.ts';
@@ -31,7 +33,6 @@ export const CLAIM_TTL_HOURS = 72;
 const CLAIMS = 'relay_claims';
 const CLAIM_USES = 'relay_claim_uses';
 /** Unique names, reserved with an atomic create so two gateways cannot both take one. */
-const EMAILS = 'relay_emails';
 const FORM_KEYS = 'relay_form_keys';
 const API_KEY_PREFIX = 'rk_';
 
@@ -95,7 +96,7 @@ export class RelayAdmin {
   constructor(
     private readonly store: RelayStore,
     private readonly secrets: SecretBox,
-    private readonly sessions: Sessions,
+    private readonly sessions: AdminSessions,
     private readonly validateBody: BodyValidator,
     private readonly submissions: SubmissionReader,
     private readonly checkWebhookUrl: WebhookUrlCheck,
@@ -108,17 +109,17 @@ export class RelayAdmin {
   async onboard(body: unknown) {
     const { name, owner } = this.validateBody<OnboardBody>('OnboardTenant', body);
     const email = owner.email.toLowerCase();
-    if (this.store.userByEmail(email)) throw conflict('A user with this email already exists');
+    if (this.store.accounts.userByEmail(email)) throw conflict('A user with this email already exists');
     const tenant: Tenant = { id: id('ten'), name, createdAt: now(), updatedAt: now() };
     const password = owner.password ?? oneTimePassword();
     // The owner first: a taken email then leaves no tenant behind.
     const user = await this.putNewUser(tenant.id, { email, name: owner.name ?? '', role: 'owner' }, password, owner.password === undefined);
-    await this.store.tenants.put(tenant);
+    await this.store.accounts.tenants.put(tenant);
     return { tenant, owner: userView(user), ...(owner.password === undefined ? { oneTimePassword: password } : {}) };
   }
 
   listTenants() {
-    return this.store.tenants.values();
+    return this.store.accounts.tenants.values();
   }
 
   getTenant(actor: Actor) {
@@ -128,15 +129,15 @@ export class RelayAdmin {
   async updateTenant(actor: Actor, body: unknown) {
     this.require(actor, 'owner');
     const { name } = this.validateBody<{ name: string }>('UpdateTenant', body);
-    return this.change(this.store.tenants, this.tenant(actor).id, 'Tenant', (tenant) => ({ ...tenant, name }));
+    return this.change(this.store.accounts.tenants, this.tenant(actor).id, 'Tenant', (tenant) => ({ ...tenant, name }));
   }
 
   async login(body: unknown) {
     const { email, password } = this.validateBody<{ email: string; password: string }>('Login', body);
-    const user = this.store.userByEmail(email);
+    const user = this.store.accounts.userByEmail(email);
     const ok = await checkPassword(user, password);
     // One answer for an unknown email, a wrong password and a deactivated user.
-    if (!ok || !user || !user.active || !this.store.tenants.get(user.tenantId)) throw unauthorized('Invalid email or password');
+    if (!ok || !user || !user.active || !this.store.accounts.tenants.get(user.tenantId)) throw unauthorized('Invalid email or password');
     return { ...(await this.sessions.issue(user)), user: userView(user) };
   }
 
@@ -144,7 +145,7 @@ export class RelayAdmin {
     const { currentPassword, newPassword } = this.validateBody<{ currentPassword: string; newPassword: string }>('ChangePassword', body);
     if (!(await checkPassword(user, currentPassword))) throw unauthorized('Current password is wrong');
     const passwordHash = await hashPassword(newPassword);
-    const updated = await this.change(this.store.users, user.id, 'User', (current) => ({
+    const updated = await this.change(this.store.accounts.users, user.id, 'User', (current) => ({
       ...current,
       passwordHash,
       mustChangePassword: false,
@@ -498,14 +499,14 @@ export class RelayAdmin {
     const input = this.validateBody<UserBody>('CreateUser', body);
     this.requireUserRights(actor, input.role!);
     const email = input.email!.toLowerCase();
-    if (this.store.userByEmail(email)) throw conflict('A user with this email already exists');
+    if (this.store.accounts.userByEmail(email)) throw conflict('A user with this email already exists');
     const password = input.password ?? oneTimePassword();
     const user = await this.putNewUser(actor.tenantId, { email, name: input.name ?? '', role: input.role! }, password, input.password === undefined);
     return { user: userView(user), ...(input.password === undefined ? { oneTimePassword: password } : {}) };
   }
 
   listUsers(actor: Actor) {
-    return this.store.users.filter((user) => user.tenantId === actor.tenantId).map(userView);
+    return this.store.accounts.users.filter((user) => user.tenantId === actor.tenantId).map(userView);
   }
 
   getUser(actor: Actor, userId: string) {
@@ -521,7 +522,7 @@ export class RelayAdmin {
     if (demotesOrRemovesOwner && this.activeOwners(actor.tenantId).length === 1) {
       throw conflict('A tenant keeps at least one active owner');
     }
-    return userView(await this.change(this.store.users, user.id, 'User', (current) => ({
+    return userView(await this.change(this.store.accounts.users, user.id, 'User', (current) => ({
       ...current,
       ...(input.name !== undefined ? { name: input.name } : {}),
       ...(input.role !== undefined ? { role: input.role } : {}),
@@ -595,39 +596,26 @@ export class RelayAdmin {
     const lookup = sha256Hex(input.token);
     const claim = await this.store.state.get<{ id: string; tenantId: string; expiresAt: string }>(CLAIMS, lookup);
     const invalid = new RelayError(404, 'Claim token not found or expired');
-    if (!claim || Date.parse(claim.expiresAt) <= Date.now() || !this.store.tenants.get(claim.tenantId)) throw invalid;
+    if (!claim || Date.parse(claim.expiresAt) <= Date.now() || !this.store.accounts.tenants.get(claim.tenantId)) throw invalid;
     const email = input.email.toLowerCase();
-    if (this.store.userByEmail(email)) throw conflict('A user with this email already exists');
+    if (this.store.accounts.userByEmail(email)) throw conflict('A user with this email already exists');
     if (!(await this.store.state.create(CLAIM_USES, claim.id, { usedAt: now(), email }))) throw invalid;
     await this.store.state.delete(CLAIMS, lookup);
     // The new owner first: the tenant is never left without one.
     const user = await this.putNewUser(claim.tenantId, { email, name: input.name ?? '', role: 'owner' }, input.password, false);
     for (const owner of this.activeOwners(claim.tenantId)) {
-      if (owner.id !== user.id) await this.change(this.store.users, owner.id, 'User', (current) => ({ ...current, role: current.role === 'owner' ? 'admin' : current.role }));
+      if (owner.id !== user.id) await this.change(this.store.accounts.users, owner.id, 'User', (current) => ({ ...current, role: current.role === 'owner' ? 'admin' : current.role }));
     }
-    return { tenant: this.store.tenants.get(claim.tenantId), ...(await this.sessions.issue(user)), user: userView(user) };
+    return { tenant: this.store.accounts.tenants.get(claim.tenantId), ...(await this.sessions.issue(user)), user: userView(user) };
   }
 
   // ---- helpers ---------------------------------------------------------------------------
 
   /** Creates a user; 409 if the email is taken (reserved atomically, across gateways). */
   private async putNewUser(tenantId: string, fields: { email: string; name: string; role: Role }, password: string, oneTime: boolean): Promise<User> {
-    const userId = id('usr');
-    if (this.store.userByEmail(fields.email) || !(await this.store.state.create(EMAILS, sha256Hex(fields.email), { userId }))) {
-      throw conflict('A user with this email already exists');
-    }
-    const user: User = {
-      id: userId,
-      tenantId,
-      ...fields,
-      active: true,
-      passwordHash: await hashPassword(password),
-      mustChangePassword: oneTime,
-      sessionVersion: 1,
-      createdAt: now(),
-      updatedAt: now(),
-    };
-    return this.store.users.put(user);
+    const user = await this.store.accounts.createUser(tenantId, { ...fields, password, oneTime });
+    if (!user) throw conflict('A user with this email already exists');
+    return user;
   }
 
   /**
@@ -642,7 +630,7 @@ export class RelayAdmin {
   }
 
   private activeOwners(tenantId: string): User[] {
-    return this.store.users.filter((user) => user.tenantId === tenantId && user.role === 'owner' && user.active);
+    return this.store.accounts.users.filter((user) => user.tenantId === tenantId && user.role === 'owner' && user.active);
   }
 
   /** Throws 403 unless the actor has at least `needed` rights. */
@@ -664,7 +652,7 @@ export class RelayAdmin {
   }
 
   private tenant(actor: Actor): Tenant {
-    const tenant = this.store.tenants.get(actor.tenantId);
+    const tenant = this.store.accounts.tenants.get(actor.tenantId);
     if (!tenant) throw notFound('Tenant');
     return tenant;
   }
@@ -689,7 +677,7 @@ export class RelayAdmin {
   }
 
   private user(actor: Actor, userId: string): User {
-    const user = this.store.users.get(userId);
+    const user = this.store.accounts.users.get(userId);
     if (!user || user.tenantId !== actor.tenantId) throw notFound('User');
     return user;
   }

@@ -10,9 +10,9 @@ import { SignJWT } from 'jose';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalStateStore } from '../state/local.ts';
-import { Sessions } from './auth.ts';
-import type { User } from './model.ts';
-import { RelayStore } from './store.ts';
+import { AccountStore } from '../accounts/store.ts';
+import type { User } from '../accounts/model.ts';
+import { AdminSessions } from './auth.ts';
 
 const key = randomBytes(32);
 const user: User = {
@@ -21,16 +21,17 @@ const user: User = {
 };
 let dir: string;
 let state: LocalStateStore;
-let sessions: Sessions;
+let sessions: AdminSessions;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'sluice-relay-auth-'));
   state = new LocalStateStore(dir);
   await state.start();
   await state.put('relay_users', user.id, user);
-  const store = new RelayStore(state, pino({ level: 'silent' }));
-  await store.start();
-  sessions = new Sessions(key, store);
+  await state.put('relay_tenants', 'ten_1', { id: 'ten_1', name: 'Acme', createdAt: user.createdAt, updatedAt: user.createdAt });
+  const accounts = new AccountStore(state, pino({ level: 'silent' }));
+  await accounts.start();
+  sessions = new AdminSessions(key, accounts);
 });
 afterAll(async () => {
   await state?.shutdown();

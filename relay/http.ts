@@ -13,14 +13,14 @@ import type { HttpHandler, HttpRequest, HttpResponse } from '../gateway/http/ada
 import type { Limiter } from '../gateway/limiter.ts';
 import type { ClientIpResolver } from '../gateway/client-ip.ts';
 import { userView, type Actor, type RelayAdmin } from './admin.ts';
-import type { Sessions } from './auth.ts';
+import type { AdminSessions } from './auth.ts';
 import { forbidden, notFound, RelayError } from './errors.ts';
-import type { User } from './model.ts';
+import type { User } from '../accounts/model.ts';
 import type { SubmissionQuery } from './submissions.ts';
 
 export interface RelayHttpDeps {
   admin: RelayAdmin;
-  sessions: Sessions;
+  sessions: AdminSessions;
   /** Guards login, claim and onboarding against guessing (per client IP). */
   signInLimiter: Limiter;
   clientIp: ClientIpResolver;

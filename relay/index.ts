@@ -15,10 +15,11 @@ import type { DeliveryQueue } from '../delivery/queue.ts';
 import type { ClientIpResolver } from '../gateway/client-ip.ts';
 import type { HttpHandler } from '../gateway/http/adapter.ts';
 import type { Limiter } from '../gateway/limiter.ts';
+import type { AccountStore } from '../accounts/store.ts';
 import type { StateStore } from '../state/store.ts';
 import type { Storage } from '../storage/storage.ts';
 import { RelayAdmin, type WebhookUrlCheck } from './admin.ts';
-import { Sessions } from './auth.ts';
+import { AdminSessions } from './auth.ts';
 import { RelayError } from './errors.ts';
 import { CaptchaVerifier, type CaptchaEndpoints } from './captcha.ts';
 import { relayHandler } from './http.ts';
@@ -44,6 +45,8 @@ export const SIGN_IN_PER_MINUTE = 10;
 
 export interface RelayParts {
   state: StateStore;
+  /** Tenants and users (accounts/), shared with the console; opened by the composition root. */
+  accounts: AccountStore;
   log: Logger;
   /** 32 bytes: seals stored secrets and signs sessions; the same on every gateway. */
   masterKey: Buffer;
@@ -59,7 +62,7 @@ export interface RelayParts {
 export interface Relay {
   store: RelayStore;
   admin: RelayAdmin;
-  sessions: Sessions;
+  sessions: AdminSessions;
   secrets: SecretBox;
   validate: BodyValidator;
   shutdown(): void;
@@ -68,9 +71,9 @@ export interface Relay {
 /** Opens the relay's store (its mirrors start) and admin operations. */
 export async function openRelay(parts: RelayParts): Promise<Relay> {
   const keys = deriveRelayKeys(parts.masterKey);
-  const store = new RelayStore(parts.state, parts.log);
+  const store = new RelayStore(parts.state, parts.accounts, parts.log);
   await store.start();
-  const sessions = new Sessions(keys.sessionKey, store);
+  const sessions = new AdminSessions(keys.sessionKey, parts.accounts);
   const validate = createBodyValidator();
   /** Storage to read from, or 503 saying what needs it in a process without it (a gateway with no CLICKHOUSE_URL). */
   const readable = (what: string) => async () => {

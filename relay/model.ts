@@ -1,39 +1,15 @@
 /**
  * The relay's configuration records, as stored in the state store (one bucket per kind, keyed
  * by id). Every record but a tenant carries its tenantId: every read is scoped by it.
+ * Tenants and users are the account module's (accounts/model.ts).
  */
-export type Role = 'owner' | 'admin' | 'member';
-export const ROLES: readonly Role[] = ['owner', 'admin', 'member'];
+import type { Stamped } from '../accounts/model.ts';
 
 export type CaptchaProvider = 'recaptcha_v2' | 'recaptcha_v3' | 'hcaptcha' | 'turnstile';
 export const CAPTCHA_PROVIDERS: readonly CaptchaProvider[] = ['recaptcha_v2', 'recaptcha_v3', 'hcaptcha', 'turnstile'];
 
 export type Channel = 'email' | 'whatsapp';
 export const CHANNELS: readonly Channel[] = ['email', 'whatsapp'];
-
-interface Stamped {
-  id: string;
-  createdAt: string;
-  updatedAt: string;
-}
-
-export interface Tenant extends Stamped {
-  name: string;
-}
-
-export interface User extends Stamped {
-  tenantId: string;
-  /** Lower case; unique across tenants (it is the login). */
-  email: string;
-  name: string;
-  role: Role;
-  active: boolean;
-  passwordHash: string;
-  /** Set for a one-time password: the session may only change the password. */
-  mustChangePassword: boolean;
-  /** Bumped on password change and deactivation: older sessions stop working. */
-  sessionVersion: number;
-}
 
 export interface CaptchaConfig {
   provider: CaptchaProvider;

@@ -4,7 +4,8 @@
  * of relay/submissions.ts and delivery/history.ts, and the error body of relay/errors.ts.
  */
 import { DELIVERY_CHANNELS, JOB_STATES } from '../delivery/job.ts';
-import { CAPTCHA_PROVIDERS, CHANNELS, ROLES } from './model.ts';
+import { ROLES } from '../accounts/model.ts';
+import { CAPTCHA_PROVIDERS, CHANNELS } from './model.ts';
 
 type Json = Record<string, unknown>;
 

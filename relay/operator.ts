@@ -43,7 +43,7 @@ function integer(input: OperatorInput, name: string): number | undefined {
 
 function actorFor(store: RelayStore, input: OperatorInput): Actor {
   if (typeof input.tenant === 'string' && input.tenant) {
-    if (!store.tenants.get(input.tenant)) throw notFound('Tenant');
+    if (!store.accounts.tenants.get(input.tenant)) throw notFound('Tenant');
     return { tenantId: input.tenant, role: 'operator' };
   }
   if (typeof input.site === 'string' && input.site) {

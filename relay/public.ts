@@ -306,7 +306,8 @@ export class PublicRelay {
 
   private async sendTenantList(email: string): Promise<void> {
     const { store } = this.deps;
-    const tenants = store.users.filter((user) => user.email === email && user.active).flatMap((user) => store.tenants.get(user.tenantId) ?? []);
+    const { users, tenants: known } = store.accounts;
+    const tenants = users.filter((user) => user.email === email && user.active).flatMap((user) => known.get(user.tenantId) ?? []);
     if (tenants.length === 0) return;
     if (!(await this.deps.state.create(DISCOVERY_SENT, sha256Hex(email), { at: new Date().toISOString() }))) return;
     const items = tenants.map((tenant) => `<li><strong>${escapeHtml(tenant.name)}</strong> (${escapeHtml(tenant.id)})</li>`).join('');

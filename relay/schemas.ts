@@ -7,7 +7,8 @@ import { Ajv } from 'ajv';
 import { isEmailAddress } from '../core/email-address.ts';
 import { firstProblem } from '../core/validation.ts';
 import { validationFailed } from './errors.ts';
-import { CAPTCHA_PROVIDERS, CHANNELS, ROLES } from './model.ts';
+import { ROLES } from '../accounts/model.ts';
+import { CAPTCHA_PROVIDERS, CHANNELS } from './model.ts';
 
 /** WhatsApp numbers: E.164, `+`, a digit 1-9, then 7 to 14 more digits. */
 const E164_PATTERN = '^\\+[1-9]\\d{7,14}$';

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
+import { AccountStore } from '../accounts/store.ts';
 import { LocalStateStore } from '../state/local.ts';
 import type { StateStore } from '../state/store.ts';
 import type { RelayApiKey, Site } from './model.ts';
@@ -38,7 +39,7 @@ describe('RelayStore', () => {
     const state = await localStore();
     const key: RelayApiKey = { id: 'key_1', tenantId: 't', siteId: 's', name: 'backend', hash: sha256Hex('rk_secret'), prefix: 'rk_sec', ...stamp };
     await state.put('relay_api_keys', key.id, key);
-    const store = new RelayStore(deaf(state), pino({ level: 'silent' }));
+    const store = new RelayStore(deaf(state), new AccountStore(state), pino({ level: 'silent' }));
     await store.start();
     const known = store.apiKeyFor('rk_secret')!;
     expect(await store.currentApiKey(known)).toMatchObject({ id: 'key_1' });
@@ -53,7 +54,7 @@ describe('RelayStore', () => {
 
   it('finds sites by siteKey and forms by formKey, and knows the origins active sites allow', async () => {
     const state = await localStore();
-    const store = new RelayStore(state, pino({ level: 'silent' }));
+    const store = new RelayStore(state, new AccountStore(state), pino({ level: 'silent' }));
     await store.start();
     const site: Site = { id: 'site_1', tenantId: 't', name: 'web', siteKey: 'sk_1', active: true, allowedOrigins: ['https://a.example'], ...stamp };
     await store.sites.put(site);

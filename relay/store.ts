@@ -7,29 +7,10 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
-import { StateMirror } from '../state/mirror.ts';
-import { recordOf, type FieldKind } from '../state/shape.ts';
+import type { AccountStore } from '../accounts/store.ts';
+import { Collection } from '../state/collection.ts';
 import type { StateStore } from '../state/store.ts';
-import type { DeliverySettings, Form, RelayApiKey, Site, Template, Tenant, User } from './model.ts';
-
-/** One bucket of records keyed by their id, mirrored in memory (state/mirror.ts). */
-export class Collection<T extends { id: string }> extends StateMirror<T> {
-  /** @param fields the fields the relay reads from each record, checked on every value the store brings */
-  constructor(store: StateStore, bucket: string, fields: Record<string, FieldKind>, log?: Logger) {
-    const shaped = recordOf<T>({ id: 'string', ...fields });
-    // A record stored under another id than its own would be found under the wrong one.
-    super(store, bucket, { validate: (value, key): value is T => shaped(value) && value.id === key, log });
-  }
-
-  filter(predicate: (item: T) => boolean): T[] {
-    return this.values().filter(predicate);
-  }
-
-  async put(item: T): Promise<T> {
-    await this.set(item.id, item);
-    return item;
-  }
-}
+import type { DeliverySettings, Form, RelayApiKey, Site, Template } from './model.ts';
 
 /** Keeps `index` (a secondary key → record) in step with the collection. */
 function indexBy<T extends { id: string }>(collection: Collection<T>, index: Map<string, T>, keyOf: (item: T) => string): void {
@@ -50,8 +31,6 @@ export function sha256Hex(value: string): string {
 }
 
 export class RelayStore {
-  readonly tenants: Collection<Tenant>;
-  readonly users: Collection<User>;
   readonly sites: Collection<Site>;
   readonly forms: Collection<Form>;
   readonly templates: Collection<Template>;
@@ -67,13 +46,9 @@ export class RelayStore {
   /** What the public endpoints' CORS preflight allows, rebuilt after a change of any site. */
   private corsOrigins: { any: boolean; origins: Set<string> } | undefined;
 
-  constructor(readonly state: StateStore, log?: Logger) {
+  /** `accounts`: tenants and users, shared with the console (accounts/); opened and stopped by its owner. */
+  constructor(readonly state: StateStore, readonly accounts: AccountStore, log?: Logger) {
     const stamped = { createdAt: 'string', updatedAt: 'string' } as const;
-    this.tenants = new Collection(state, 'relay_tenants', { ...stamped, name: 'string' }, log);
-    this.users = new Collection(state, 'relay_users', {
-      ...stamped, tenantId: 'string', email: 'string', name: 'string', role: 'string', active: 'boolean',
-      passwordHash: 'string', mustChangePassword: 'boolean', sessionVersion: 'number',
-    }, log);
     this.sites = new Collection(state, 'relay_sites', {
       ...stamped, tenantId: 'string', name: 'string', siteKey: 'string', active: 'boolean', allowedOrigins: 'array', captcha: 'object?',
     }, log);
@@ -101,7 +76,7 @@ export class RelayStore {
   }
 
   private get collections() {
-    return [this.tenants, this.users, this.sites, this.forms, this.templates, this.apiKeys, this.deliverySettings];
+    return [this.sites, this.forms, this.templates, this.apiKeys, this.deliverySettings];
   }
 
   async start(): Promise<void> {
@@ -112,7 +87,7 @@ export class RelayStore {
     for (const collection of this.collections) collection.stop();
   }
 
-  /** Each collection's health by bucket, for readiness (`state.relay_tenants`...). */
+  /** Each collection's health by bucket, for readiness (`state.relay_sites`...). */
   statuses(): Record<string, ComponentStatus> {
     return Object.fromEntries(this.collections.map((collection) => [collection.bucket, collection.status()]));
   }
@@ -149,10 +124,5 @@ export class RelayStore {
       this.corsOrigins = { any: active.some((site) => site.allowedOrigins.length === 0), origins: new Set(active.flatMap((site) => site.allowedOrigins)) };
     }
     return this.corsOrigins;
-  }
-
-  userByEmail(email: string): User | undefined {
-    const wanted = email.trim().toLowerCase();
-    return this.users.find((user) => user.email === wanted);
   }
 }

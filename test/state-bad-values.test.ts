@@ -11,7 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { AgentConfigs } from '../gateway/agent-configs.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
-import type { Collection } from '../relay/store.ts';
+import { AccountStore } from '../accounts/store.ts';
+import type { Collection } from '../state/collection.ts';
 import { RelayStore } from '../relay/store.ts';
 import { NatsKvStateStore } from '../state/nats-kv.ts';
 import type { StateStore } from '../state/store.ts';
@@ -106,18 +107,28 @@ const cases: Array<{ bucket: string; open(writer: StateStore, reader: StateStore
   ...(Object.entries(RELAY_RECORDS) as Array<[RelayCollection, (id: string) => { id: string }]>).map(([collection, record]) => ({
     bucket: `relay_${collection.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`)}`,
     async open(writerStore: StateStore, readerStore: StateStore): Promise<Owners> {
-      const writer = new RelayStore(writerStore, log);
-      const reader = new RelayStore(readerStore, log);
-      await writer.start();
-      await reader.start();
-      const of = (store: RelayStore) => store[collection] as unknown as Collection<{ id: string }>;
+      // Tenants and users are the account store's; the rest the relay store's.
+      const open = async (state: StateStore) => {
+        const accounts = new AccountStore(state, log);
+        const relay = new RelayStore(state, accounts, log);
+        await accounts.start();
+        await relay.start();
+        const owner = collection === 'tenants' || collection === 'users' ? accounts : relay;
+        return {
+          bucket: owner[collection as keyof typeof owner] as unknown as Collection<{ id: string }>,
+          status: () => ({ ...accounts.statuses(), ...relay.statuses() }),
+          stop: () => { relay.shutdown(); accounts.shutdown(); },
+        };
+      };
+      const writer = await open(writerStore);
+      const reader = await open(readerStore);
       return {
-        write: (i) => of(writer).put(record(`r${i}`)),
-        arrived: (i) => of(reader).get(`r${i}`) !== undefined,
-        status: () => reader.statuses()[of(reader).bucket]!,
+        write: (i) => writer.bucket.put(record(`r${i}`)),
+        arrived: (i) => reader.bucket.get(`r${i}`) !== undefined,
+        status: () => reader.status()[reader.bucket.bucket]!,
         stop: async () => {
-          writer.shutdown();
-          reader.shutdown();
+          writer.stop();
+          reader.stop();
         },
       };
     },

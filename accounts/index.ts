@@ -1,0 +1,8 @@
+/**
+ * Accounts: tenants, users, passwords and sessions, one model for the relay and the console.
+ * The composition root opens the store once and hands it to both.
+ */
+export { DEFAULT_TENANT_ID, ROLES, type Role, type Stamped, type Tenant, type User } from './model.ts';
+export { AccountStore, newId, type NewUser } from './store.ts';
+export { checkPassword, hashPassword, oneTimePassword } from './passwords.ts';
+export { SESSION_HOURS, Sessions, type Session, type SessionClaims } from './sessions.ts';
