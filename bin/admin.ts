@@ -4,6 +4,7 @@
  * Either way the same code runs: chDB binds one data dir per process, so there is exactly one
  * owner at a time. Arguments are plain JSON values (they cross the socket).
  */
+import type { AccountStore } from '../accounts/store.ts';
 import type { AgentConfigs } from '../gateway/agent-configs.ts';
 import type { RelayAdmin } from '../relay/admin.ts';
 import { runOperatorCommand, type OperatorInput } from '../relay/operator.ts';
@@ -25,8 +26,9 @@ export interface DeployFilter {
 }
 
 export interface Admin {
-  createSource(name: string): Promise<unknown>;
-  listSources(): Promise<unknown>;
+  /** `tenantId`: the owner (default: the default tenant). */
+  createSource(name: string, tenantId?: string): Promise<unknown>;
+  listSources(tenantId?: string): Promise<unknown>;
   addKey(sourceId: string): Promise<unknown>;
   revokeKey(keyIdOrApiKey: string): Promise<unknown>;
   /** Read-only SQL; returns JSONEachRow text. */
@@ -57,6 +59,8 @@ export interface LocalAdminParts {
   schema: SchemaOptions;
   /** Base URL of the ingest HTTP port, for install URLs. */
   publicUrl: string;
+  /** Tenants and users, opened on first use. */
+  accounts: () => Promise<AccountStore>;
   /** The relay's admin operations and store, opened on first use. */
   relay: () => Promise<{ admin: RelayAdmin; store: RelayStore }>;
 }
@@ -64,13 +68,16 @@ export interface LocalAdminParts {
 export class LocalAdmin implements Admin {
   constructor(private readonly parts: LocalAdminParts) {}
 
-  createSource(name: string) {
+  async createSource(name: string, tenantId?: string) {
     if (typeof name !== 'string' || !name.trim()) throw new Error('a source needs a name');
-    return this.parts.sources.createSource(name.trim());
+    const accounts = await this.parts.accounts();
+    const tenant = tenantId === undefined ? await accounts.defaultTenant() : accounts.tenants.get(String(tenantId));
+    if (!tenant) throw new NotFoundError(`no tenant ${tenantId}`);
+    return this.parts.sources.createSource(name.trim(), tenant.id);
   }
 
-  listSources() {
-    return this.parts.sources.listSources();
+  listSources(tenantId?: string) {
+    return this.parts.sources.listSources(tenantId === undefined ? undefined : String(tenantId));
   }
 
   addKey(sourceId: string) {

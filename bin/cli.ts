@@ -53,11 +53,13 @@ export function sluiceProgram({ load = loadRuntime, output = {} }: ProgramOption
     .action(async () => (await load()).migrate());
 
   const sources = program.command('sources').description('ingestion sources and their API keys');
-  sources.command('create').description('create a source and its first API key; prints {id, name, apiKey, keyId, createdAt} (the key is shown only here)')
+  sources.command('create').description('create a source and its first API key; prints {id, name, tenantId, apiKey, keyId, createdAt} (the key is shown only here)')
     .value('--name <NAME>', "the source's name", { required: true })
-    .action(({ name }) => admin((a) => a.createSource(name)));
+    .value('--tenant <ID>', 'the tenant that owns it (`sluice relay tenants list`); default: the default tenant, which the console\'s first owner joins')
+    .action(({ name, tenant }) => admin((a) => a.createSource(name, tenant)));
   sources.command('list').description("sources and their keys' ids and revocation times (never the keys)")
-    .action(() => admin((a) => a.listSources()));
+    .value('--tenant <ID>', "only this tenant's sources")
+    .action(({ tenant }) => admin((a) => a.listSources(tenant)));
   sources.command('add-key').description('issue another key for a source (for rotation)')
     .value('--source <ID>', 'the source', { required: true })
     .action(({ source }) => admin((a) => a.addKey(source)));

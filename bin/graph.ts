@@ -142,6 +142,11 @@ export class SluiceGraph {
     return this.once('sources', async () => {
       const sources = new SourceRegistry(await this.state(), this.log);
       await sources.start();
+      // Sources made before they had tenants move to the default tenant, once.
+      if (await sources.hasUntenanted()) {
+        const moved = await sources.moveUntenanted((await (await this.accounts()).defaultTenant()).id);
+        this.log.info({ moved }, 'sources without a tenant moved to the default tenant');
+      }
       this.onStop('sources', () => sources.shutdown());
       this.readiness.register('state.api_keys', () => sources.status());
       return sources;
@@ -314,6 +319,7 @@ export class SluiceGraph {
       database: this.config.storage.database,
       schema: schemaOptions(this.config),
       publicUrl,
+      accounts: () => this.accounts(),
       relay: () => this.relay(),
     });
   }

@@ -21,6 +21,32 @@ async function registry() {
 }
 
 describe('SourceRegistry', () => {
+  it("keeps each tenant's sources apart; a source without a tenant belongs to the default one", async () => {
+    const { sources } = await registry();
+    const acme = await sources.createSource('web', 'ten_acme');
+    const other = await sources.createSource('web', 'ten_other');
+    const unnamed = await sources.createSource('batch');
+    expect(unnamed.tenantId).toBe('ten_default');
+    expect((await sources.listSources('ten_acme')).map((s) => s.id)).toEqual([acme.id]);
+    expect(await sources.sourceIdsOf('ten_other')).toEqual([other.id]);
+    expect((await sources.listSources()).length).toBe(3);
+  });
+
+  it('moves sources made before tenants to the given tenant, once (the migration)', async () => {
+    const { store, sources } = await registry();
+    await store.put('sources', 'old-1', { id: 'old-1', name: 'legacy', createdAt: '2026-01-01T00:00:00Z' });
+    const current = await sources.createSource('web', 'ten_acme');
+    // Before the migration an untenanted source is no one's: not listed, not found.
+    expect(await sources.listSources()).toHaveLength(1);
+    expect(await sources.getSource('old-1')).toBeUndefined();
+    expect(await sources.hasUntenanted()).toBe(true);
+    expect(await sources.moveUntenanted('ten_default')).toBe(1);
+    expect(await sources.hasUntenanted()).toBe(false);
+    expect(await sources.moveUntenanted('ten_other')).toBe(0);
+    expect(await sources.getSource('old-1')).toMatchObject({ name: 'legacy', tenantId: 'ten_default' });
+    expect(await sources.getSource(current.id)).toMatchObject({ tenantId: 'ten_acme' });
+  });
+
   it('creates a source whose key authenticates into that source only', async () => {
     const { sources } = await registry();
     const a = await sources.createSource('web');

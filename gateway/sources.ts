@@ -6,6 +6,7 @@
  * store's watch, so a revoked key is refused as soon as the change reaches it.
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { DEFAULT_TENANT_ID } from '../accounts/model.ts';
 import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { StateMirror } from '../state/mirror.ts';
@@ -15,6 +16,8 @@ import type { StateStore } from '../state/store.ts';
 export interface Source {
   id: string;
   name: string;
+  /** The tenant that owns the source (accounts/); its users see its data. */
+  tenantId: string;
   createdAt: string;
 }
 
@@ -43,7 +46,9 @@ const KEY_PREFIX = 'slk_';
 
 /** What the key index relies on: a record without a string hash authenticates nothing. */
 const isApiKeyRecord = recordOf<ApiKeyRecord>({ id: 'string', sourceId: 'string', hash: 'string', revokedAt: 'string?' });
-const isSource = recordOf<Source>({ id: 'string', name: 'string', createdAt: 'string' });
+/** Sources made before tenants reached ingestion have no tenantId until moveUntenanted() gives them one. */
+const isStoredSource = recordOf<Omit<Source, 'tenantId'> & { tenantId?: string }>({ id: 'string', name: 'string', createdAt: 'string', tenantId: 'string?' });
+const isSource = (value: unknown): value is Source => isStoredSource(value) && value.tenantId !== undefined;
 
 export function hashApiKey(apiKey: string): string {
   return createHash('sha256').update(apiKey).digest('hex');
@@ -79,22 +84,49 @@ export class SourceRegistry {
     return this.activeByHash.get(hashApiKey(apiKey))?.sourceId;
   }
 
-  async createSource(name: string): Promise<Source & { apiKey: string; keyId: string }> {
-    const source: Source = { id: randomUUID(), name, createdAt: new Date().toISOString() };
+  /** `tenantId`: the owner; without one, the default tenant (accounts/model.ts). */
+  async createSource(name: string, tenantId: string = DEFAULT_TENANT_ID): Promise<Source & { apiKey: string; keyId: string }> {
+    const source: Source = { id: randomUUID(), name, tenantId, createdAt: new Date().toISOString() };
     await this.store.put(SOURCES, source.id, source);
     const key = await this.addKey(source.id);
     return { ...source, apiKey: key.apiKey, keyId: key.keyId };
   }
 
-  async listSources(): Promise<Array<Source & { keys: Array<Omit<ApiKeyRecord, 'hash'>> }>> {
+  /** Every source, or the tenant's, with its keys (never their hashes). */
+  async listSources(tenantId?: string): Promise<Array<Source & { keys: Array<Omit<ApiKeyRecord, 'hash'>> }>> {
     const keys = await this.storedKeys();
-    const sources = (await this.store.list<unknown>(SOURCES)).map(([, s]) => s).filter(isSource);
+    const sources = (await this.store.list<unknown>(SOURCES)).map(([, s]) => s).filter(isSource)
+      .filter((source) => tenantId === undefined || source.tenantId === tenantId);
     return sources
       .sort((a, b) => a.createdAt.localeCompare(b.createdAt))
       .map((source) => ({
         ...source,
         keys: keys.filter((k) => k.sourceId === source.id).map(({ hash: _hash, ...visible }) => visible),
       }));
+  }
+
+  /**
+   * The migration that gave sources their tenant: every source made before has none, and is
+   * moved to `tenantId` (the default tenant). Returns how many moved; running it again moves none.
+   */
+  async moveUntenanted(tenantId: string): Promise<number> {
+    let moved = 0;
+    for (const [id, value] of await this.store.list<unknown>(SOURCES)) {
+      if (!isStoredSource(value) || value.tenantId !== undefined) continue;
+      await this.store.put(SOURCES, id, { ...value, tenantId });
+      moved++;
+    }
+    return moved;
+  }
+
+  /** Whether any source still lacks a tenant (moveUntenanted has work). */
+  async hasUntenanted(): Promise<boolean> {
+    return (await this.store.list<unknown>(SOURCES)).some(([, value]) => isStoredSource(value) && value.tenantId === undefined);
+  }
+
+  /** The tenant's source ids: what the console's queries are restricted to. */
+  async sourceIdsOf(tenantId: string): Promise<string[]> {
+    return (await this.listSources(tenantId)).map((source) => source.id);
   }
 
   async getSource(id: string): Promise<Source | undefined> {
