@@ -2,16 +2,10 @@
  * The relay's errors: every one answers `{ "message": string, "statusCode": integer }` (the
  * relay spec's shape), with extra fields where they help (the field of a validation error).
  */
-export class RelayError extends Error {
-  constructor(
-    readonly statusCode: number,
-    message: string,
-    /** Extra fields of the response body. */
-    readonly details: Record<string, unknown> = {},
-  ) {
-    super(message);
-    this.name = 'RelayError';
-  }
+import { ApiError } from '../gateway/http/json-api.ts';
+
+export class RelayError extends ApiError {
+  override name = 'RelayError';
 }
 
 /**

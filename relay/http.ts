@@ -6,10 +6,9 @@
 import { timingSafeEqual } from 'node:crypto';
 import { docsAsset, docsPage, type OpenApiDocument } from '../core/api-docs.ts';
 import type { ByteBudget } from '../core/byte-budget.ts';
-import { SluiceError } from '../core/errors.ts';
-import { nestedDeeperThan } from '../core/json-depth.ts';
 import type { Logger } from '../core/log.ts';
 import type { HttpHandler, HttpRequest, HttpResponse } from '../gateway/http/adapter.ts';
+import { apiErrorResponse, JSON_TYPE, matchPath, readJsonBody } from '../gateway/http/json-api.ts';
 import type { Limiter } from '../gateway/limiter.ts';
 import type { ClientIpResolver } from '../gateway/client-ip.ts';
 import { userView, type Actor, type RelayAdmin } from './admin.ts';
@@ -51,8 +50,6 @@ interface Route {
   status?: number;
 }
 
-const JSON_TYPE = 'application/json';
-const MAX_BODY_DEPTH = 32;
 
 /** A route result sent as it is rather than as JSON (the docs page and its files). */
 class Verbatim {
@@ -155,26 +152,6 @@ export function relayRouteList(): Array<{ method: string; pattern: string; acces
   return routes({} as RelayHttpDeps).map((route) => ({ method: route.method, pattern: route.pattern, access: route.access, status: successStatus(route) }));
 }
 
-function match(pattern: string, path: string): Record<string, string> | undefined {
-  const want = pattern.split('/');
-  const got = path.split('/');
-  if (want.length !== got.length) return undefined;
-  const params: Record<string, string> = {};
-  for (let i = 0; i < want.length; i++) {
-    if (want[i]!.startsWith(':')) {
-      if (!got[i]) return undefined;
-      try {
-        params[want[i]!.slice(1)] = decodeURIComponent(got[i]!);
-      } catch {
-        return undefined;
-      }
-    } else if (want[i] !== got[i]) {
-      return undefined;
-    }
-  }
-  return params;
-}
-
 export function relayHandler(deps: RelayHttpDeps): HttpHandler {
   const table = routes(deps);
   return async (request) => {
@@ -187,7 +164,7 @@ export function relayHandler(deps: RelayHttpDeps): HttpHandler {
         response.headers!.allow = publicMethods.join(', ');
         return response;
       }
-      const matching = table.map((route) => ({ route, params: match(route.pattern, request.path) })).filter((m) => m.params);
+      const matching = table.map((route) => ({ route, params: matchPath(route.pattern, request.path) })).filter((m) => m.params);
       if (matching.length === 0) throw new RelayError(404, `Cannot ${request.method} ${request.path}`);
       const found = matching.find((m) => m.route.method === request.method || (request.method === 'HEAD' && m.route.method === 'GET'));
       if (!found) {
@@ -198,7 +175,7 @@ export function relayHandler(deps: RelayHttpDeps): HttpHandler {
       const { route } = found;
       const params = found.params!;
       const actor = await admit(deps, route.access, request);
-      const body = ['POST', 'PUT', 'PATCH'].includes(route.method) ? await jsonBody(request, deps.budget) : undefined;
+      const body = ['POST', 'PUT', 'PATCH'].includes(route.method) ? await readJsonBody(request, deps.budget) : undefined;
       const result = await route.run({ request, params, body }, actor);
       const status = successStatus(route);
       if (status === 204) return { status: 204 };
@@ -239,58 +216,7 @@ function checkOperator(configured: string, presented: string | undefined): void 
   if (a.length !== b.length || !timingSafeEqual(a, b)) throw new RelayError(401, 'Invalid operator token');
 }
 
-/**
- * The JSON body; undefined for an empty body without a Content-Type (a POST that takes none).
- * Its bytes count in the byte budget while they arrive (503 + Retry-After when it is used up),
- * as the public endpoints' do; the parsed value is small beside the held uploads the budget is for.
- */
-async function jsonBody(request: HttpRequest, budget: ByteBudget): Promise<unknown> {
-  const reservation = budget.reserve(0);
-  let raw: Buffer;
-  try {
-    raw = await request.body(reservation);
-  } finally {
-    reservation.release();
-  }
-  const contentType = request.headers['content-type'];
-  if (raw.length === 0 && !contentType) return undefined;
-  if (contentType?.split(';')[0]?.trim().toLowerCase() !== JSON_TYPE) throw new RelayError(415, 'Content-Type must be application/json');
-  let text: string;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(raw);
-  } catch {
-    throw new RelayError(400, 'Body is not valid UTF-8');
-  }
-  // What walks a body afterwards (validation, templates, JSON.stringify) recurses.
-  if (nestedDeeperThan(text, MAX_BODY_DEPTH)) throw new RelayError(400, `Body is nested deeper than ${MAX_BODY_DEPTH} levels`);
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new RelayError(400, 'Body is not valid JSON');
-  }
-}
-
-/**
- * The one mapping of an error to the relay's answer `{ message, statusCode }` (plus Retry-After
- * where the error says when to retry). `headers` are added (CORS on the public endpoints).
- */
+/** The one mapping of an error to the relay's answer (gateway/http/json-api.ts). */
 export function errorResponse(err: unknown, log: Logger, headers: Record<string, string> = {}): HttpResponse {
-  const error = relayError(err, log);
-  const { retryAfterSeconds, ...details } = error.details as { retryAfterSeconds?: number };
-  const all: Record<string, string> = { ...headers, 'content-type': JSON_TYPE };
-  if (retryAfterSeconds !== undefined) all['retry-after'] = String(retryAfterSeconds);
-  return { status: error.statusCode, headers: all, body: JSON.stringify({ message: error.message, statusCode: error.statusCode, ...details }) };
-}
-
-function relayError(err: unknown, log: Logger): RelayError {
-  if (err instanceof RelayError) return err;
-  if (err instanceof SluiceError && err.code !== 'internal') {
-    const retry = err.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: err.retryAfterSeconds };
-    if (err.httpStatus !== 503) return new RelayError(err.httpStatus, err.message, retry);
-    // Storage, the bus or the memory budget: the caller only needs to know to come back.
-    log.warn({ err: err.message }, 'relay request refused: the service is unavailable');
-    return new RelayError(503, 'Service temporarily unavailable. Please try again.', { retryAfterSeconds: err.retryAfterSeconds ?? 5 });
-  }
-  log.error({ err }, 'relay request failed unexpectedly');
-  return new RelayError(500, 'Internal server error');
+  return apiErrorResponse(err, log, 'relay', headers);
 }
