@@ -3,6 +3,10 @@ import { hash, verify } from '@node-rs/argon2';
 import { randomBytes } from 'node:crypto';
 import type { User } from './model.ts';
 
+/** What a chosen password must be, wherever one is set (relay admin API, console). */
+export const PASSWORD_MIN_LENGTH = 12;
+export const PASSWORD_MAX_LENGTH = 256;
+
 export function hashPassword(password: string): Promise<string> {
   return hash(password);
 }

@@ -46,6 +46,7 @@ export interface SluiceConfig {
   };
   nats: { url: string; prefix: string; replicas: number; maxStreamBytes: number; ackWaitSeconds: number };
   redis: { url: string };
+  console: { enabled: boolean; port: number; publicUrl: string };
   relay: {
     port: number;
     masterKey: string;
@@ -142,6 +143,9 @@ export const OPTIONS: readonly Option[] = [
   { path: 'nats.maxStreamBytes', env: 'SLUICE_NATS_MAX_STREAM_BYTES', type: 'integer', default: 1024 * MiB, doc: 'Bytes each row stream (one per table) may hold while consumers catch up; JetStream reserves it on disk; when full, gateways answer 503.', schema: { minimum: MiB } },
   { path: 'nats.ackWaitSeconds', env: 'SLUICE_NATS_ACK_WAIT_SECONDS', type: 'integer', default: 30, doc: 'How long a consumer may hold a batch before JetStream hands it to another (the wait after a consumer dies); longer than your slowest insert. One value for all consumers: each applies it at start.', schema: { minimum: 5, maximum: 600 } },
   { path: 'redis.url', env: 'REDIS_URL', type: 'string', default: '', doc: 'Redis for cluster-wide rate limits (redis://host:6379); without it each gateway limits on its own.', schema: { pattern: '^(|rediss?://.+)$' } },
+  { path: 'console.enabled', env: 'SLUICE_CONSOLE', type: 'boolean', default: true, doc: 'Serve the web console (see [Console](#console)) on `sluice serve`, and on `sluice gateway` when SLUICE_RELAY_MASTER_KEY and CLICKHOUSE_URL are set.' },
+  { path: 'console.port', env: 'SLUICE_CONSOLE_PORT', type: 'integer', default: 4320, doc: 'Web console port, its own origin (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
+  { path: 'console.publicUrl', env: 'SLUICE_CONSOLE_PUBLIC_URL', type: 'string', default: '', doc: 'URL users open the console at (https://console.example.com): its origin is the only one the console API answers, and https makes its cookie Secure. Default: http://localhost:<console port> (and its 127.0.0.1 and [::1] forms).', schema: { pattern: '^(|https?://[^\\s"\'\\\\<>`/]+(:[0-9]+)?/?)$' } },
   { path: 'relay.port', env: 'SLUICE_RELAY_PORT', type: 'integer', default: 8080, doc: 'Notification relay port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'relay.masterKey', env: 'SLUICE_RELAY_MASTER_KEY', type: 'string', default: '', doc: 'Base64 of 32 random bytes: seals stored relay secrets and signs admin sessions. Embedded default: generated into <dataDir>/relay-master.key. Cluster: required for the relay (the same on every gateway).', schema: { pattern: '^(|[A-Za-z0-9+/]{43}=)$' } },
   { path: 'relay.operatorToken', env: 'SLUICE_RELAY_OPERATOR_TOKEN', type: 'string', default: '', doc: 'Enables tenant onboarding over HTTP (POST /api/v1/admin/tenants with x-operator-token); empty: CLI only.' },

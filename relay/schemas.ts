@@ -4,6 +4,7 @@
  * naming the first bad field.
  */
 import { Ajv } from 'ajv';
+import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../accounts/passwords.ts';
 import { isEmailAddress } from '../core/email-address.ts';
 import { firstProblem } from '../core/validation.ts';
 import { validationFailed } from './errors.ts';
@@ -14,7 +15,7 @@ import { CAPTCHA_PROVIDERS, CHANNELS } from './model.ts';
 const E164_PATTERN = '^\\+[1-9]\\d{7,14}$';
 const name = { type: 'string', minLength: 1, maxLength: 200 } as const;
 const email = { type: 'string', format: 'email-address', maxLength: 254, description: 'One plain address, at most 254 characters.' } as const;
-const password = { type: 'string', minLength: 12, maxLength: 256, description: 'At least 12 characters.' } as const;
+const password = { type: 'string', minLength: PASSWORD_MIN_LENGTH, maxLength: PASSWORD_MAX_LENGTH, description: `At least ${PASSWORD_MIN_LENGTH} characters.` } as const;
 const origin = { type: 'string', format: 'origin', maxLength: 300, description: 'scheme://host[:port], no path, no trailing slash.' } as const;
 // Checked by the deployment's egress policy (RelayAdmin, after the body), not by a format: the check looks the host up.
 const webhookUrl = { type: 'string', minLength: 1, maxLength: 2048, description: 'http(s) URL of a public host (no credentials; loopback and private addresses refused).' } as const;

@@ -1,0 +1,195 @@
+/**
+ * The console's port: the single-page app's files and its private API (console/ROUTES.md).
+ * The API is for the app only: every call must come from the console's own origin (Origin, or
+ * Sec-Fetch-Site for a same-origin GET), carry the session cookie, and on writes the session's
+ * CSRF token. Everything a call reads or changes is its tenant's: ids of another tenant's
+ * things answer 404, and storage is only ever asked about the tenant's own SourceIds.
+ */
+import type { ByteBudget } from '../core/byte-budget.ts';
+import type { Logger } from '../core/log.ts';
+import type { ClientIpResolver } from '../gateway/client-ip.ts';
+import type { HttpHandler, HttpRequest, HttpResponse } from '../gateway/http/adapter.ts';
+import { ApiError, apiErrorResponse, JSON_TYPE, matchPath, readJsonBody } from '../gateway/http/json-api.ts';
+import type { Limiter } from '../gateway/limiter.ts';
+import type { InstallTokens } from '../gateway/install-tokens.ts';
+import type { SourceRegistry } from '../gateway/sources.ts';
+import { checkPassword, type AccountStore } from '../accounts/index.ts';
+import type { ConsoleAssets } from './assets.ts';
+import type { Dashboards } from './dashboards.ts';
+import type { FirstRun } from './first-run.ts';
+import type { ConsoleReads, QueryValidator } from './reads.ts';
+import { validBody } from './schemas.ts';
+import type { ConsoleSessions, SignedIn } from './sessions.ts';
+import { dashboardRoutes, queryRoutes, sourceRoutes } from './routes.ts';
+
+export interface ConsoleHttpDeps {
+  accounts: AccountStore;
+  sessions: ConsoleSessions;
+  firstRun: FirstRun;
+  sources: SourceRegistry;
+  installTokens: InstallTokens;
+  dashboards: Dashboards;
+  reads: ConsoleReads;
+  /** Checks a read's body (400 naming the problem). */
+  validateQuery: QueryValidator;
+  /** The built app: its files by URL path. */
+  assets: ConsoleAssets;
+  /** Whether the API answers this Origin: the console's own only (known once its port is bound). */
+  isConsoleOrigin: (origin: string) => boolean;
+  /** Base URL of the ingest HTTP port, for install commands. */
+  ingestUrl: string;
+  /** Guards sign-in and first-run against guessing (per client IP; shared with the relay's sign-in). */
+  signInLimiter: Limiter;
+  clientIp: ClientIpResolver;
+  budget: ByteBudget;
+  log: Logger;
+}
+
+/** What a route is given. */
+export interface Call {
+  request: HttpRequest;
+  params: Record<string, string>;
+  body: unknown;
+  /** The signed-in user (routes with access 'session'). */
+  session: SignedIn;
+  /** The tenant's SourceIds, looked up once per call. */
+  sourceIds(): Promise<string[]>;
+}
+
+export type Access = 'open' | 'session';
+export interface Route {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  pattern: string;
+  access: Access;
+  run: (call: Call) => Promise<unknown> | unknown;
+  /** Success status (200 unless given). */
+  status?: number;
+}
+
+/** A route result sent as it is (a Set-Cookie with the body). */
+export class Answer {
+  constructor(readonly response: HttpResponse) {}
+}
+
+/**
+ * Every answer's headers: the app may load only its own files and talk only to its own origin,
+ * and no other site may frame it.
+ */
+const SECURITY_HEADERS: Record<string, string> = {
+  'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+  'cross-origin-opener-policy': 'same-origin',
+  'cross-origin-resource-policy': 'same-origin',
+};
+
+const WRITES = new Set(['POST', 'PUT', 'DELETE']);
+
+function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
+  const signedIn = async (user: Parameters<ConsoleSessions['start']>[0]) => {
+    const { setCookie, signedIn: session } = await deps.sessions.start(user);
+    return new Answer({ status: 200, headers: { 'set-cookie': setCookie, ...jsonHeaders() }, body: JSON.stringify(me(session)) });
+  };
+  return [
+    { method: 'POST', pattern: '/api/first-run', access: 'open', run: async ({ body }) => {
+      const input = validBody<{ token: string; name: string; email: string; password: string }>('FirstRun', body);
+      return signedIn(await deps.firstRun.redeem(input));
+    } },
+    { method: 'POST', pattern: '/api/session', access: 'open', run: async ({ body }) => {
+      const { email, password } = validBody<{ email: string; password: string }>('SignIn', body);
+      const user = deps.accounts.userByEmail(email);
+      const ok = await checkPassword(user, password);
+      // One answer for an unknown email, a wrong password and a deactivated user or tenant.
+      if (!ok || !user || !deps.accounts.activeUser(user.id)) throw new ApiError(401, 'Invalid email or password');
+      return signedIn(user);
+    } },
+    { method: 'DELETE', pattern: '/api/session', access: 'session', status: 204, run: async ({ session }) => {
+      const setCookie = await deps.sessions.end(session.sessionId);
+      return new Answer({ status: 204, headers: { 'set-cookie': setCookie } });
+    } },
+    { method: 'GET', pattern: '/api/me', access: 'session', run: ({ session }) => me(session) },
+  ];
+}
+
+function me({ user, tenant, csrfToken }: SignedIn) {
+  return { user: { id: user.id, email: user.email, name: user.name, role: user.role }, tenant: { id: tenant.id, name: tenant.name }, csrfToken };
+}
+
+const jsonHeaders = () => ({ 'content-type': JSON_TYPE, 'cache-control': 'no-store' });
+
+export function consoleHandler(deps: ConsoleHttpDeps): HttpHandler {
+  const table = [...sessionRoutes(deps), ...sourceRoutes(deps), ...queryRoutes(deps), ...dashboardRoutes(deps)];
+  const answer = (response: HttpResponse): HttpResponse => ({ ...response, headers: { ...SECURITY_HEADERS, ...response.headers } });
+  return async (request) => {
+    if (!request.path.startsWith('/api/')) return answer(staticFile(deps.assets, request));
+    try {
+      return answer(await apiCall(deps, table, request));
+    } catch (err) {
+      return answer(apiErrorResponse(err, deps.log, 'console'));
+    }
+  };
+}
+
+async function apiCall(deps: ConsoleHttpDeps, table: Route[], request: HttpRequest): Promise<HttpResponse> {
+  const matching = table.map((route) => ({ route, params: matchPath(route.pattern, request.path) })).filter((m) => m.params);
+  if (matching.length === 0) throw new ApiError(404, `Cannot ${request.method} ${request.path}`);
+  const found = matching.find((m) => m.route.method === request.method);
+  if (!found) throw new ApiError(405, `${request.method} is not allowed on ${request.path}`);
+  checkOrigin(deps.isConsoleOrigin, request);
+  const { route } = found;
+  let session: SignedIn | undefined;
+  if (route.access === 'open') {
+    const decision = await deps.signInLimiter.take(deps.clientIp(request.remoteAddress, request.headers['x-forwarded-for']));
+    if (!decision.allowed) throw new ApiError(429, 'Too many sign-in attempts: try again later', { retryAfterSeconds: decision.retryAfterSeconds });
+  } else {
+    session = await deps.sessions.check(request.headers.cookie);
+    if (!session) throw new ApiError(401, 'Sign in first');
+    if (WRITES.has(request.method) && !deps.sessions.csrfMatches(session.sessionId, request.headers['x-csrf-token'])) {
+      throw new ApiError(403, 'Missing or wrong X-CSRF-Token: reload the page');
+    }
+  }
+  const body = request.method === 'POST' || request.method === 'PUT' ? await readJsonBody(request, deps.budget) : undefined;
+  let sourceIds: Promise<string[]> | undefined;
+  const call: Call = {
+    request,
+    params: found.params!,
+    body,
+    session: session!,
+    sourceIds: () => (sourceIds ??= deps.sources.sourceIdsOf(session!.tenant.id)),
+  };
+  const result = await route.run(call);
+  if (result instanceof Answer) return result.response;
+  const status = route.status ?? 200;
+  if (status === 204) return { status };
+  return { status, headers: jsonHeaders(), body: JSON.stringify(result) };
+}
+
+/**
+ * The console's own origin only. Browsers send Origin on every POST, PUT and DELETE; a same-origin
+ * GET may come without one, and then Sec-Fetch-Site says where it came from. A call with
+ * neither (a script, not the app) is refused: this API is not for programmatic use.
+ */
+function checkOrigin(isConsoleOrigin: (origin: string) => boolean, request: HttpRequest): void {
+  const origin = request.headers.origin;
+  if (origin !== undefined) {
+    if (!isConsoleOrigin(origin)) throw new ApiError(403, 'Cross-origin requests are refused');
+    return;
+  }
+  if (request.method === 'GET' && request.headers['sec-fetch-site'] === 'same-origin') return;
+  throw new ApiError(403, 'Cross-origin requests are refused');
+}
+
+/** The app's files; every other path is the app itself (it routes in the browser). */
+function staticFile(assets: ConsoleAssets, request: HttpRequest): HttpResponse {
+  if (request.method !== 'GET' && request.method !== 'HEAD') {
+    return { status: 405, headers: { allow: 'GET, HEAD', 'content-type': 'text/plain; charset=utf-8' }, body: 'Method not allowed\n' };
+  }
+  const asset = assets.get(request.path) ?? (request.path.startsWith('/assets/') ? undefined : assets.get('/'));
+  if (!asset) return { status: 404, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: 'Not found\n' };
+  return {
+    status: 200,
+    headers: { 'content-type': asset.contentType, 'cache-control': asset.immutable ? 'public, max-age=31536000, immutable' : 'no-cache' },
+    body: request.method === 'HEAD' ? '' : asset.body,
+  };
+}

@@ -1,0 +1,79 @@
+/**
+ * The web console: a single-page app on a port of its own (its own origin) and the private API
+ * it talks to. It wires nothing itself: the composition root gives it the accounts, the state
+ * store, the sources, storage reads, the built app and the sign-in limiter, and serves the
+ * handler on the console port.
+ */
+import { hkdfSync } from 'node:crypto';
+import type { AccountStore } from '../accounts/index.ts';
+import type { ByteBudget } from '../core/byte-budget.ts';
+import type { Logger } from '../core/log.ts';
+import type { ClientIpResolver } from '../gateway/client-ip.ts';
+import type { HttpHandler } from '../gateway/http/adapter.ts';
+import type { InstallTokens } from '../gateway/install-tokens.ts';
+import type { Limiter } from '../gateway/limiter.ts';
+import type { SourceRegistry } from '../gateway/sources.ts';
+import type { StateStore } from '../state/store.ts';
+import type { ConsoleAssets } from './assets.ts';
+import { Dashboards } from './dashboards.ts';
+import { FirstRun } from './first-run.ts';
+import { consoleHandler } from './http.ts';
+import type { ConsoleReads, QueryValidator } from './reads.ts';
+import { ConsoleSessions } from './sessions.ts';
+
+export interface ConsoleParts {
+  accounts: AccountStore;
+  state: StateStore;
+  /** 32 bytes, the same on every gateway (SLUICE_RELAY_MASTER_KEY): session and CSRF keys derive from it. */
+  masterKey: Buffer;
+  sources: SourceRegistry;
+  installTokens: InstallTokens;
+  reads: ConsoleReads;
+  validateQuery: QueryValidator;
+  assets: ConsoleAssets;
+  signInLimiter: Limiter;
+  clientIp: ClientIpResolver;
+  budget: ByteBudget;
+  log: Logger;
+  /** SLUICE_CONSOLE_PUBLIC_URL, or '' for the loopback names of the bound port. */
+  publicUrl: string;
+  /** Base URL of the ingest HTTP port (install commands). */
+  ingestUrl: string;
+}
+
+export interface Console {
+  handler: HttpHandler;
+  /** Call once the port is bound: the URL users open, and the origins the API answers. */
+  bind(port: number): string;
+  /** The one-time link for the first owner, while the default tenant has none. */
+  firstRunLink(): Promise<string | undefined>;
+}
+
+export function openConsole(parts: ConsoleParts): Console {
+  const derive = (info: string) => new Uint8Array(hkdfSync('sha256', parts.masterKey, Buffer.alloc(0), info, 32));
+  const secure = parts.publicUrl.startsWith('https://');
+  const sessions = new ConsoleSessions({ session: derive('sluice console sessions v1'), csrf: derive('sluice console csrf v1') }, parts.accounts, parts.state, secure);
+  const firstRun = new FirstRun(parts.accounts, parts.state);
+  let baseUrl = '';
+  let origins = new Set<string>();
+  const handler = consoleHandler({
+    ...parts,
+    sessions,
+    firstRun,
+    dashboards: new Dashboards(parts.state),
+    isConsoleOrigin: (origin) => origins.has(origin),
+  });
+  return {
+    handler,
+    bind(port) {
+      baseUrl = (parts.publicUrl || `http://localhost:${port}`).replace(/\/+$/, '');
+      origins = new Set(parts.publicUrl ? [new URL(baseUrl).origin] : [`http://localhost:${port}`, `http://127.0.0.1:${port}`, `http://[::1]:${port}`]);
+      return baseUrl;
+    },
+    async firstRunLink() {
+      const token = await firstRun.offer();
+      // In the fragment: it never reaches a server log, a proxy or a Referer.
+      return token === undefined ? undefined : `${baseUrl}/first-run#token=${token}`;
+    },
+  };
+}

@@ -1,0 +1,112 @@
+/**
+ * The console API's routes past sign-in: sources and their keys, the reads, dashboards. Each
+ * works on the caller's tenant only (console/http.ts admits the call and gives its session).
+ */
+import { ApiError } from '../gateway/http/json-api.ts';
+import type { ApiKeyRecord, Source } from '../gateway/sources.ts';
+import type { InstallTokenView, IssuedKeyView, SourceView } from './api.ts';
+import type { Call, ConsoleHttpDeps, Route } from './http.ts';
+import { validBody } from './schemas.ts';
+
+const ms = (iso: string) => Date.parse(iso);
+
+function sourceView(source: Source & { keys: Array<Omit<ApiKeyRecord, 'hash'>> }): SourceView {
+  return {
+    id: source.id,
+    name: source.name,
+    createdAt: ms(source.createdAt),
+    keys: source.keys.map((key) => ({
+      id: key.id,
+      createdAt: ms(key.createdAt),
+      ...(key.label ? { label: key.label } : {}),
+      ...(key.revokedAt ? { revokedAt: ms(key.revokedAt) } : {}),
+    })),
+  };
+}
+
+/** Sources and keys change for owners and admins; members see them. */
+function requireAdmin(call: Call): void {
+  if (call.session.user.role === 'member') throw new ApiError(403, 'Members have read-only access');
+}
+
+export function sourceRoutes(deps: ConsoleHttpDeps): Route[] {
+  const { sources } = deps;
+  /** The tenant's source by id, with its keys; 404 for anyone else's. */
+  const ownSource = async (call: Call) => {
+    const found = (await sources.listSources(call.session.tenant.id)).find((source) => source.id === call.params.id);
+    if (!found) throw new ApiError(404, 'Source not found');
+    return found;
+  };
+  return [
+    { method: 'GET', pattern: '/api/sources', access: 'session', run: async (call) => ({ sources: (await sources.listSources(call.session.tenant.id)).map(sourceView) }) },
+    { method: 'POST', pattern: '/api/sources', access: 'session', status: 201, run: async (call) => {
+      requireAdmin(call);
+      const { name } = validBody<{ name: string }>('CreateSource', call.body);
+      const created = await sources.createSource(name.trim(), call.session.tenant.id);
+      const source = (await sources.listSources(call.session.tenant.id)).find((s) => s.id === created.id)!;
+      const key: IssuedKeyView = { sourceId: created.id, keyId: created.keyId, apiKey: created.apiKey };
+      return { source: sourceView(source), key };
+    } },
+    { method: 'POST', pattern: '/api/sources/:id/keys', access: 'session', status: 201, run: async (call) => {
+      requireAdmin(call);
+      const { revokeKeyId } = validBody<{ revokeKeyId?: string }>('AddKey', call.body);
+      const source = await ownSource(call);
+      if (revokeKeyId !== undefined && !source.keys.some((key) => key.id === revokeKeyId)) throw new ApiError(404, 'API key not found');
+      const issued = await sources.addKey(source.id);
+      // Rotation: the new key exists before the old one stops working.
+      if (revokeKeyId !== undefined) await sources.revokeKey(revokeKeyId);
+      const view: IssuedKeyView = { sourceId: source.id, keyId: issued.keyId, apiKey: issued.apiKey };
+      return view;
+    } },
+    { method: 'POST', pattern: '/api/sources/:id/keys/:keyId/revoke', access: 'session', run: async (call) => {
+      requireAdmin(call);
+      const source = await ownSource(call);
+      if (!source.keys.some((key) => key.id === call.params.keyId)) throw new ApiError(404, 'API key not found');
+      const revoked = await sources.revokeKey(call.params.keyId!);
+      return { id: revoked.id, createdAt: ms(revoked.createdAt), revokedAt: ms(revoked.revokedAt!) };
+    } },
+    { method: 'POST', pattern: '/api/sources/:id/install-tokens', access: 'session', status: 201, run: async (call) => {
+      requireAdmin(call);
+      const source = await ownSource(call);
+      const issued = await deps.installTokens.create(source.id);
+      const view: InstallTokenView = {
+        token: issued.token,
+        expiresAt: ms(issued.expiresAt),
+        command: `curl -fsS ${deps.ingestUrl}/install/${issued.token} | kubectl apply -f -`,
+      };
+      return view;
+    } },
+    { method: 'GET', pattern: '/api/agents', access: 'session', run: async (call) => ({ agents: await deps.reads.agents(await call.sourceIds()) }) },
+  ];
+}
+
+export function queryRoutes(deps: ConsoleHttpDeps): Route[] {
+  const { reads, validateQuery: valid } = deps;
+  const query = (pattern: string, run: Route['run']): Route => ({ method: 'POST', pattern: `/api/query/${pattern}`, access: 'session', run });
+  return [
+    query('overview', async (call) => reads.overview(await call.sourceIds(), valid('range', call.body))),
+    query('services', async (call) => ({ services: await reads.services(await call.sourceIds(), valid('range', call.body)) })),
+    query('logs', async (call) => reads.logs(await call.sourceIds(), valid('logs', call.body))),
+    query('traces', async (call) => ({ traces: await reads.traces(await call.sourceIds(), valid('traces', call.body)) })),
+    query('metric-names', async (call) => ({ metrics: await reads.metricNames(await call.sourceIds(), valid('range', call.body)) })),
+    query('metrics', async (call) => reads.metric(await call.sourceIds(), valid('metric', call.body))),
+    query('deploys', async (call) => ({ deploys: await reads.deploys(await call.sourceIds(), valid('deploys', call.body)) })),
+    { method: 'GET', pattern: '/api/traces/:traceId', access: 'session', run: async (call) => {
+      const trace = /^[0-9a-f]{32}$/i.test(call.params.traceId!) ? await reads.trace(await call.sourceIds(), call.params.traceId!.toLowerCase()) : undefined;
+      if (!trace) throw new ApiError(404, 'Trace not found');
+      return trace;
+    } },
+  ];
+}
+
+export function dashboardRoutes({ dashboards }: ConsoleHttpDeps): Route[] {
+  type Fields = Parameters<typeof dashboards.create>[1];
+  const tenant = (call: Call) => call.session.tenant.id;
+  return [
+    { method: 'GET', pattern: '/api/dashboards', access: 'session', run: async (call) => ({ dashboards: await dashboards.list(tenant(call)) }) },
+    { method: 'POST', pattern: '/api/dashboards', access: 'session', status: 201, run: (call) => dashboards.create(tenant(call), validBody<Fields>('Dashboard', call.body)) },
+    { method: 'GET', pattern: '/api/dashboards/:id', access: 'session', run: (call) => dashboards.get(tenant(call), call.params.id!) },
+    { method: 'PUT', pattern: '/api/dashboards/:id', access: 'session', run: (call) => dashboards.replace(tenant(call), call.params.id!, validBody<Fields>('Dashboard', call.body)) },
+    { method: 'DELETE', pattern: '/api/dashboards/:id', access: 'session', status: 204, run: (call) => dashboards.remove(tenant(call), call.params.id!) },
+  ];
+}
