@@ -2,7 +2,7 @@ import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { humanLogLine, humanLogStream, servingSummary } from './terminal.ts';
 
-const SERVE = { role: 'serve', host: '127.0.0.1', httpPort: 4318, grpcPort: 4317, relayPort: 8080, queryPort: 0, dataDir: './data', cluster: false };
+const SERVE = { role: 'serve', host: '127.0.0.1', httpPort: 4318, grpcPort: 4317, relayPort: 8080, queryPort: 0, consoleUrl: 'http://localhost:4320', dataDir: './data', cluster: false };
 
 describe('servingSummary', () => {
   it('says which port takes which protocol, and what to do next', () => {
@@ -14,6 +14,13 @@ describe('servingSummary', () => {
     expect(text).toContain('npx sluice demo');
     expect(text).not.toContain('ClickHouse');
     expect(servingSummary({ ...SERVE, queryPort: 8123 })).toMatch(/ClickHouse\s+http:\/\/127\.0\.0\.1:8123\s+read-only SQL for Grafana/);
+    expect(text).toMatch(/Console\s+http:\/\/localhost:4320\s+web UI/);
+    expect(text).not.toContain('one-time link');
+  });
+
+  it('prints the first owner\'s one-time console link while there is none', () => {
+    const text = servingSummary({ ...SERVE, firstRunLink: 'http://localhost:4320/first-run#token=frt_abc' });
+    expect(text).toMatch(/one-time link[^\n]*\n {2}http:\/\/localhost:4320\/first-run#token=frt_abc\n/);
   });
 
   it('shows an address to type for a wildcard host, and no next steps for a cluster role', () => {

@@ -14,6 +14,10 @@ export interface Serving {
   relayPort: number;
   /** 0: the query endpoint is off (SLUICE_QUERY_PORT). */
   queryPort: number;
+  /** The web console's URL; '' when this role serves none. */
+  consoleUrl: string;
+  /** The first owner's one-time sign-in link, while there is none. */
+  firstRunLink?: string | undefined;
   dataDir: string;
   cluster: boolean;
 }
@@ -34,6 +38,7 @@ export function servingSummary(s: Serving): string {
     rows.push(['OTLP/HTTP', http, 'OTEL_EXPORTER_OTLP_ENDPOINT for http/protobuf and http/json; agent API']);
   }
   if (s.grpcPort) rows.push(['OTLP/gRPC', `http://${host}:${s.grpcPort}`, 'OTEL_EXPORTER_OTLP_ENDPOINT with OTEL_EXPORTER_OTLP_PROTOCOL=grpc']);
+  if (s.consoleUrl) rows.push(['Console', s.consoleUrl, 'web UI: sources, logs, traces, metrics']);
   if (s.relayPort) rows.push(['Relay', `http://${host}:${s.relayPort}`, 'forms and notifications']);
   if (s.queryPort) rows.push(['ClickHouse', `http://${host}:${s.queryPort}`, 'read-only SQL for Grafana (README: Grafana)']);
   if (s.httpPort) {
@@ -51,7 +56,8 @@ export function servingSummary(s: Serving): string {
         '  npx sluice query "SELECT ServiceName, count() FROM otel.otel_traces GROUP BY ServiceName"',
       ]
     : [];
-  return [`Sluice ${s.role} is serving (${where})`, '', ...table, ...next, '', 'Ctrl-C stops it. Logs follow.', ''].join('\n');
+  const firstRun = s.firstRunLink ? ['', 'Sign in to the console the first time with this one-time link (24 hours; it makes you its owner):', `  ${s.firstRunLink}`] : [];
+  return [`Sluice ${s.role} is serving (${where})`, '', ...table, ...firstRun, ...next, '', 'Ctrl-C stops it. Logs follow.', ''].join('\n');
 }
 
 const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
