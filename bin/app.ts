@@ -38,6 +38,13 @@ export interface RunningRelay extends Relay {
   port: number;
 }
 
+/** The web console as served: its port, the URL users open, the first owner's link while there is none. */
+export interface RunningConsole {
+  port: number;
+  url: string;
+  firstRunLink: string | undefined;
+}
+
 export interface RunningSluice {
   httpPort: number;
   /** 0 when this role has no gRPC front end. */
@@ -46,6 +53,8 @@ export interface RunningSluice {
   queryPort: number;
   /** The notification relay, on roles with a front end (cluster: when SLUICE_RELAY_MASTER_KEY is set). */
   relay: RunningRelay | undefined;
+  /** The web console, where this role serves it (config console.enabled). */
+  console: RunningConsole | undefined;
   /** Undefined for `gateway`, which stores nothing itself. */
   storage: Storage | undefined;
   state: StateStore;
@@ -199,7 +208,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     }
 
     log.info({ role, host: config.host, httpPort, grpcPort, relayPort: relay?.port ?? 0, queryPort, dataDir: config.dataDir, cluster: !!nc, engine: http.engine }, 'sluice is serving');
-    return { httpPort, grpcPort, queryPort, relay, storage, state, sources, configs, installTokens, metrics, readiness, shutdown: (deadline) => graph.shutdown(deadline), stopping: () => graph.stopping };
+    return { httpPort, grpcPort, queryPort, relay, console: undefined, storage, state, sources, configs, installTokens, metrics, readiness, shutdown: (deadline) => graph.shutdown(deadline), stopping: () => graph.stopping };
   } catch (err) {
     await graph.shutdown();
     throw err;
