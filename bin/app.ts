@@ -119,9 +119,10 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         (detail) => log.error({ detail }, 'pipeline task failed unexpectedly'),
       );
       const guards = { auth: sources, limiter: await graph.limiter('ingest'), clientIp, budget };
-      handler = ingestRoutes({ ...guards, ingest, metrics, readiness, log, configs, installTokens, publicUrl: () => publicUrl(config, httpPort) });
+      const tally = await graph.ingestTally();
+      handler = ingestRoutes({ ...guards, ingest, tally, metrics, readiness, log, configs, installTokens, publicUrl: () => publicUrl(config, httpPort) });
 
-      const grpc = new OtlpGrpcServer({ ...guards, ingest, metrics, log, maxBodyBytes: config.limits.maxBodyBytes, limits: await grpcLimits(config) });
+      const grpc = new OtlpGrpcServer({ ...guards, ingest, tally, metrics, log, maxBodyBytes: config.limits.maxBodyBytes, limits: await grpcLimits(config) });
       grpcPort = await listenOn(grpc, config.host, config.grpc.port, 'OTLP/gRPC port (SLUICE_OTLP_GRPC_PORT)');
       servers.push(grpc);
       graph.onStop('gRPC server', (deadline) => grpc.close(serverGraceMs(deadline)));

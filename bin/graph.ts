@@ -26,6 +26,7 @@ import { InstallTokens } from '../gateway/install-tokens.ts';
 import type { Limiter } from '../gateway/limiter.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
 import { AccountStore } from '../accounts/store.ts';
+import { IngestTally } from '../pipeline/ingest-tally.ts';
 import { openRelay, type Relay } from '../relay/index.ts';
 import { RelayJobResolver } from '../relay/delivery-resolver.ts';
 import { AttemptLog } from '../delivery/attempt-log.ts';
@@ -224,6 +225,21 @@ export class SluiceGraph {
       this.onStop('bus', (deadline) => bus.shutdown(deadline));
       this.metrics.busSource = () => bus.figures();
       return bus;
+    });
+  }
+
+  /**
+   * The front ends' per-source counts (serve, gateway), written to ingest_counts through the bus
+   * every 10 s by a supervised loop (restarts counted in sluice_loop_restarts_total; not in
+   * readiness: ingestion does not need it). Built after the bus and stopped before it: the last
+   * counts are flushed once the front ends have stopped.
+   */
+  ingestTally(): Promise<IngestTally> {
+    return this.once('ingest tally', async () => {
+      const tally = new IngestTally({ bus: await this.bus(), log: this.log, onDropped: (rows) => this.metrics.ingestCountsDropped.inc(rows) });
+      this.supervisor.run('ingest tally', (context) => tally.run(context));
+      this.onStop('ingest tally', () => tally.shutdown());
+      return tally;
     });
   }
 

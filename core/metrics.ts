@@ -334,6 +334,13 @@ export class SluiceMetrics {
     },
   });
 
+  /** Rows of the per-source ingest counts given up (pipeline/ingest-tally.ts). */
+  readonly ingestCountsDropped = new Counter({
+    name: 'sluice_ingest_counts_dropped_total',
+    help: 'Rows of ingest_counts (requests and items per source for the console) dropped: the bus refused them for too long (the oldest go first), or at shutdown.',
+    registers: [this.registry],
+  });
+
   /** Long-running loops (consumers, watches) that failed and were started again. */
   readonly loopRestarts = new Counter({
     name: 'sluice_loop_restarts_total',

@@ -9,8 +9,9 @@ import { SluiceError, toSluiceError } from '../core/errors.ts';
 import type { Signal, SluiceMetrics } from '../core/metrics.ts';
 import type { Logger } from '../core/log.ts';
 import type { IngestService } from '../pipeline/ingest.ts';
+import type { IngestTally } from '../pipeline/ingest-tally.ts';
 import { parseContentEncoding } from '../pipeline/decompress.ts';
-import { requireSource, type KeyAuthenticator } from './auth.ts';
+import { presentedApiKey, requireSource, type KeyAuthenticator } from './auth.ts';
 import type { ClientIpResolver } from './client-ip.ts';
 import type { HttpRequest, HttpResponse } from './http/adapter.ts';
 import type { Limiter } from './limiter.ts';
@@ -26,6 +27,8 @@ export interface IngestGuards {
 
 export interface OtlpHttpDeps extends IngestGuards {
   ingest: IngestService;
+  /** Counts each request per source for the console (ingest_counts). */
+  tally: IngestTally;
   metrics: SluiceMetrics;
   log: Logger;
 }
@@ -56,6 +59,17 @@ export async function rateLimit(guards: Pick<IngestGuards, 'limiter' | 'clientIp
   }
 }
 
+/**
+ * The source a refused request counts under in the tally: the one admission found, else its
+ * key's when the key is valid (a 415 sent with a good key shows in its source's overview). A
+ * refusal of admission itself counts under no source: a rate-limited flood is not spent a hash on.
+ */
+export function refusedSource(auth: KeyAuthenticator, admitted: string, err: unknown, headers: Readonly<Record<string, string | undefined>>): string {
+  if (admitted || !(err instanceof SluiceError) || err.code === 'rate_limited' || err.code === 'unauthorized') return admitted;
+  const key = presentedApiKey(headers['x-api-key'], headers.authorization);
+  return (key && auth.authenticate(key)) || '';
+}
+
 /** Rate limit, then authenticate: refuses with 429 or 401 (gRPC: from the call's metadata). Returns the source id. */
 export async function admit(guards: IngestGuards, request: Pick<HttpRequest, 'remoteAddress' | 'headers'>): Promise<string> {
   await rateLimit(guards, request);
@@ -66,11 +80,12 @@ export function otlpHttpHandler(signal: Signal, deps: OtlpHttpDeps): (request: H
   return async (request) => {
     const format = formatOf(request.headers['content-type']);
     let response: HttpResponse;
+    let sourceId = '';
     try {
       if (!format) throw new SluiceError('unsupported_media_type', 'Content-Type must be application/x-protobuf or application/json');
       const encoding = parseContentEncoding(request.headers['content-encoding']);
       if (!encoding) throw new SluiceError('unsupported_media_type', 'Content-Encoding must be gzip, zstd or identity');
-      const sourceId = await admit(deps, request);
+      sourceId = await admit(deps, request);
       // Held until the bus settled the rows; 503 when the budget is used up.
       const reservation = deps.budget.reserve(0);
       try {
@@ -81,10 +96,12 @@ export function otlpHttpHandler(signal: Signal, deps: OtlpHttpDeps): (request: H
           headers: { 'content-type': MEDIA_TYPE[format] },
           body: encodeExportResponse(signal, format, { rejected: outcome.rejected, message: outcome.rejectMessage }),
         };
+        deps.tally.accepted(sourceId, signal, outcome.accepted, outcome.rejected);
       } finally {
         reservation.release();
       }
     } catch (err) {
+      deps.tally.refused(refusedSource(deps.auth, sourceId, err, request.headers), signal, err);
       response = errorResponse(err, format ?? 'json', deps.log);
     }
     deps.metrics.requests.inc({ protocol: 'http', signal, status: statusLabel(request, response) });

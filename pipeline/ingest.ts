@@ -8,7 +8,7 @@
  * is resized to the rows when they come back, and is handed to the bus with them.
  */
 import type { Reservation } from '../core/byte-budget.ts';
-import { SluiceError } from '../core/errors.ts';
+import { SluiceError, toSluiceError } from '../core/errors.ts';
 import type { SignalLabel, SluiceMetrics, Transport } from '../core/metrics.ts';
 import { chunkBytes, type Bus } from '../bus/bus.ts';
 import type { ContentEncoding } from './decompress.ts';
@@ -49,6 +49,17 @@ export interface IngestOutcome {
   accepted: number;
   rejected: number;
   rejectMessage?: string;
+}
+
+/**
+ * A request refused after its payload was decoded (the bus or storage could not take its rows):
+ * the error it is answered with, unchanged, and the items it held, which the front end counts
+ * as refused (pipeline/ingest-tally.ts).
+ */
+export class RefusedAfterDecoding extends SluiceError {
+  constructor(readonly items: number, error: SluiceError) {
+    super(error.code, error.message, { cause: error.cause ?? error, retryAfterSeconds: error.retryAfterSeconds });
+  }
 }
 
 export interface IngestServiceOptions {
@@ -100,9 +111,9 @@ export class IngestService {
       // fails), so their buffers can carry another request's rows.
       this.pool.recycle(result.tables);
     } catch (err) {
-      const reason = err instanceof SluiceError ? err.code : 'internal';
-      this.metrics.itemsRefused.inc({ ...labels, reason }, result.accepted + result.rejected);
-      throw err;
+      const error = toSluiceError(err);
+      this.metrics.itemsRefused.inc({ ...labels, reason: error.code }, result.accepted + result.rejected);
+      throw new RefusedAfterDecoding(result.accepted + result.rejected, error);
     }
     this.metrics.itemsAccepted.inc(labels, result.accepted);
     if (result.rejected > 0) this.metrics.itemsDropped.inc(labels, result.rejected);

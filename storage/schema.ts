@@ -23,7 +23,8 @@ export type TableName =
   | 'otel_metrics_exp_histogram'
   | 'otel_metrics_summary'
   | AgentTableName
-  | RelayTableName;
+  | RelayTableName
+  | 'ingest_counts';
 
 /** Tables of the notification relay (relay/, delivery/): its submissions, the delivery jobs they queued and every attempt. */
 export type RelayTableName = 'relay_submissions' | 'relay_delivery_jobs' | 'relay_delivery_attempts';
@@ -122,6 +123,7 @@ export const TABLE_COLUMNS: Readonly<Record<TableName, readonly string[]>> = {
     'TenantId', 'JobId', 'SubmissionId', 'FormId', 'Channel', 'Destination', 'Series', 'Attempt', 'State',
     'At', 'DurationMs', 'Error', 'ProviderStatus', 'NextAttemptAt',
   ],
+  ingest_counts: ['SourceId', 'Timestamp', 'Signal', 'Outcome', 'Reason', 'Requests', 'Items'],
 };
 
 /** How a table is partitioned: by the UTC day (`toDate`) or month (`toYYYYMM`) of a time column. */
@@ -150,6 +152,7 @@ export const PARTITIONS: Partial<Record<TableName, Partitioning>> = {
   relay_submissions: { column: 'ReceivedAt', by: 'month' },
   relay_delivery_jobs: { column: 'CreatedAt', by: 'month' },
   relay_delivery_attempts: { column: 'At', by: 'month' },
+  ingest_counts: { column: 'Timestamp', by: 'month' },
 };
 
 /**
@@ -400,7 +403,7 @@ ORDER BY (SourceId, ServiceName, MetricName, toStartOfHour(TimeUnix), cityHash64
 ${t.ttl}${t.settings}`;
 }
 
-const METRIC_TYPE_COLUMNS: Record<Exclude<TableName, 'otel_traces' | 'otel_logs' | AgentTableName | RelayTableName>, string> = {
+const METRIC_TYPE_COLUMNS: Record<Exclude<TableName, 'otel_traces' | 'otel_logs' | 'ingest_counts' | AgentTableName | RelayTableName>, string> = {
   otel_metrics_gauge: `    Value Float64 CODEC(ZSTD(1)),
     Flags UInt32 CODEC(ZSTD(1)),
     ${EXEMPLARS_NESTED}`,
@@ -598,6 +601,28 @@ ORDER BY (TenantId, JobId, Series, Attempt, At)
 ${t.ttl}${t.settings}`;
 }
 
+/**
+ * What the front ends took in (pipeline/ingest-tally.ts): requests and items per source, signal,
+ * outcome and refusal reason, in 10-second buckets. Every gateway adds its own rows for the same
+ * bucket; SummingMergeTree adds them up as parts merge (readers still sum: merging is eventual).
+ * SourceId is empty for requests refused before their source was known (no key, a bad key, rate
+ * limited).
+ */
+function ingestCountsTable(t: TableSql): string {
+  return `${t.create} (
+    SourceId LowCardinality(String) CODEC(ZSTD(1)),
+    Timestamp DateTime CODEC(Delta(4), ZSTD(1)),
+    Signal LowCardinality(String) CODEC(ZSTD(1)),
+    Outcome LowCardinality(String) CODEC(ZSTD(1)),
+    Reason LowCardinality(String) CODEC(ZSTD(1)),
+    Requests UInt64 CODEC(ZSTD(1)),
+    Items UInt64 CODEC(ZSTD(1))
+) ENGINE = ${t.engine}
+${partitionBy('ingest_counts')}
+ORDER BY (SourceId, Signal, Outcome, Reason, Timestamp)
+${t.ttl}${t.settings}`;
+}
+
 const TRACE_ID_TS = 'otel_traces_trace_id_ts';
 /** Migration 5's other table: the new one until the swap, the old one after it. */
 const TRACE_ID_TS_SWAP = 'otel_traces_trace_id_ts_swap';
@@ -701,5 +726,13 @@ export const MIGRATIONS: readonly Migration[] = [
     verify: (tables) => isAggregating(tables.get(TRACE_ID_TS)) && !tables.has(TRACE_ID_TS_SWAP)
       ? undefined
       : `${TRACE_ID_TS} is ${tables.get(TRACE_ID_TS) ?? 'missing'}${tables.has(TRACE_ID_TS_SWAP) ? ` and ${TRACE_ID_TS_SWAP} is left` : ''}`,
+  },
+  {
+    version: 6,
+    name: 'ingest counts per source',
+    statements(db, options) {
+      const ttl = { column: 'Timestamp', days: options.ttlDays?.ingest_counts };
+      return [ingestCountsTable(tableSql(db, 'ingest_counts', options, ttl, tableEngine(options, 'SummingMergeTree', '(Requests, Items)')))];
+    },
   },
 ];

@@ -13,6 +13,7 @@ import { SluiceMetrics } from '../core/metrics.ts';
 import { clientIpResolver } from '../gateway/client-ip.ts';
 import { OtlpGrpcServer } from '../gateway/grpc/server.ts';
 import { TokenBucketLimiter } from '../gateway/limiter.ts';
+import { IngestTally } from '../pipeline/ingest-tally.ts';
 import { capturedLog } from './faults.ts';
 import { H2_PREFACE, h2Connect, partialCall, silentConnection, type CallOutcome } from './grpc-raw.ts';
 import { eventually, startTestSluice, type TestSluice } from './harness.ts';
@@ -198,6 +199,8 @@ describe('close(graceMs)', () => {
       limiter: new TokenBucketLimiter({ ratePerMinute: 1000, burst: 1000 }),
       clientIp: clientIpResolver([]),
       metrics,
+      // Counts go nowhere: this test is about closing.
+      tally: new IngestTally({ bus: { publish: async () => {} }, log: capturedLog().log }),
       log: capturedLog().log,
       maxBodyBytes: 10 * MiB,
       limits: { maxConnections: 100, handshakeTimeoutMs: 10_000, idleTimeoutMs: 60_000, messageTimeoutMs: 60_000, maxConnectionBytes: 16 * MiB },

@@ -13,15 +13,16 @@
 import { constants, createServer, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import type { ByteBudget, Reservation } from '../../core/byte-budget.ts';
-import { GrpcCode, SluiceError, toSluiceError } from '../../core/errors.ts';
+import { GrpcCode, SluiceError, toSluiceError, type ErrorCode } from '../../core/errors.ts';
 import type { Logger } from '../../core/log.ts';
 import type { Signal, SluiceMetrics } from '../../core/metrics.ts';
-import type { IngestService } from '../../pipeline/ingest.ts';
+import { RefusedAfterDecoding, type IngestOutcome, type IngestService } from '../../pipeline/ingest.ts';
+import type { IngestTally } from '../../pipeline/ingest-tally.ts';
 import type { KeyAuthenticator } from '../auth.ts';
 import type { ClientIpResolver } from '../client-ip.ts';
 import { formatBytes } from '../http/body.ts';
 import type { Limiter } from '../limiter.ts';
-import { admit } from '../otlp-http.ts';
+import { admit, refusedSource } from '../otlp-http.ts';
 import { encodeExportResponse } from '../otlp-response.ts';
 import { closeStream, Connections, type Connection } from './connections.ts';
 import { LimitReporter, type GrpcLimits } from './limits.ts';
@@ -38,6 +39,8 @@ export interface GrpcDeps {
   limiter: Limiter;
   clientIp: ClientIpResolver;
   metrics: SluiceMetrics;
+  /** Counts each call per source for the console (ingest_counts). */
+  tally: IngestTally;
   log: Logger;
   maxBodyBytes: number;
   limits: GrpcLimits;
@@ -60,6 +63,21 @@ const SETTINGS = {
 };
 
 const OK: GrpcStatus = { code: GrpcCode.OK, message: '' };
+
+/** The tally's reason for a call that broke the protocol or ended early (a CallError, not a SluiceError). */
+const CALL_ERROR_REASONS: Readonly<Record<number, ErrorCode>> = {
+  [GrpcCode.CANCELLED]: 'aborted',
+  [GrpcCode.DEADLINE_EXCEEDED]: 'request_timeout',
+  [GrpcCode.UNIMPLEMENTED]: 'unsupported_media_type',
+  [GrpcCode.INTERNAL]: 'bad_request',
+};
+
+/** How a call was refused: its status, and for the tally the reason and the items when counted. */
+interface Refusal {
+  status: GrpcStatus;
+  reason: ErrorCode;
+  items?: number;
+}
 
 export class OtlpGrpcServer {
   private connections: Connections | undefined;
@@ -111,10 +129,11 @@ export class OtlpGrpcServer {
     const signal = SIGNALS[headers[':path'] ?? ''];
     if (!signal) return answer(stream, { code: GrpcCode.UNIMPLEMENTED, message: `unknown method ${headers[':path']}` });
 
-    const call = new Call(stream, (status) => deps.metrics.requests.inc({ protocol: 'grpc', signal, status: CODE_NAMES[status.code] ?? String(status.code) }));
+    const call = new Call(stream, signal, deps);
     const timeoutMs = Math.min(deps.limits.messageTimeoutMs, parseTimeout(first(headers['grpc-timeout'])) ?? Infinity);
     const deadline = setTimeout(() => {
-      const expired = call.answer({ code: GrpcCode.DEADLINE_EXCEEDED, message: `the request message did not arrive within ${Math.ceil(timeoutMs)} ms` });
+      const status = { code: GrpcCode.DEADLINE_EXCEEDED, message: `the request message did not arrive within ${Math.ceil(timeoutMs)} ms` };
+      const expired = call.refuse({ status, reason: 'request_timeout' });
       // A client's own shorter deadline is its business, not a limit of ours.
       if (expired && timeoutMs === deps.limits.messageTimeoutMs) this.reporter.reached('message_timeout');
     }, timeoutMs);
@@ -125,6 +144,7 @@ export class OtlpGrpcServer {
       if (!encoding) throw new CallError({ code: GrpcCode.UNIMPLEMENTED, message: `grpc-encoding ${headers['grpc-encoding']} is not supported: ${ACCEPTED_ENCODINGS}` });
       if (!PROTOBUF.test(contentType)) throw new SluiceError('unsupported_media_type', 'OTLP/gRPC messages are protobuf: content-type must be application/grpc or application/grpc+proto');
       const sourceId = await admit(deps, { remoteAddress: connection.remoteAddress, headers: metadata(headers) });
+      call.sourceId = sourceId;
       if (call.answered) return;
       const message = await readMessage(stream, (length) => {
         if (length > deps.maxBodyBytes) throw new SluiceError('payload_too_large', `the request message of ${length} bytes exceeds ${formatBytes(deps.maxBodyBytes)}`);
@@ -140,9 +160,10 @@ export class OtlpGrpcServer {
       clearTimeout(deadline);
       if (message.compressed && encoding === 'identity') throw new CallError({ code: GrpcCode.INTERNAL, message: 'a compressed message needs a grpc-encoding' });
       const outcome = await deps.ingest.ingestOtlp({ signal, transport: 'grpc', format: 'protobuf', encoding: message.compressed ? encoding : 'identity', body: message.body, sourceId, reservation: reservation! });
-      call.answer(OK, encodeExportResponse(signal, 'protobuf', { rejected: outcome.rejected, message: outcome.rejectMessage }) as Uint8Array);
+      call.accept(outcome);
     } catch (err) {
-      call.answer(this.statusOf(err));
+      call.sourceId = refusedSource(deps.auth, call.sourceId, err, metadata(headers));
+      call.refuse(this.refusalOf(err));
     } finally {
       clearTimeout(deadline);
       reservation?.release();
@@ -150,36 +171,56 @@ export class OtlpGrpcServer {
     }
   }
 
-  private statusOf(err: unknown): GrpcStatus {
-    if (err instanceof CallError) return err.status;
+  private refusalOf(err: unknown): Refusal {
+    if (err instanceof CallError) return { status: err.status, reason: CALL_ERROR_REASONS[err.status.code] ?? 'bad_request' };
     const error = toSluiceError(err);
     if (error.code === 'internal') this.deps.log.error({ err: error.cause ?? error }, 'gRPC export failed unexpectedly');
-    return { code: error.grpcCode, message: error.message, retryAfterSeconds: error.retryAfterSeconds };
+    const status = { code: error.grpcCode, message: error.message, retryAfterSeconds: error.retryAfterSeconds };
+    return { status, reason: error.code, items: error instanceof RefusedAfterDecoding ? error.items : undefined };
   }
 }
 
 /** application/grpc and application/grpc+proto, parameters allowed. */
 const PROTOBUF = /^application\/grpc(\+proto)?(;|$)/;
 
-/** A call answered once, and counted once: a client gone before the answer counts as CANCELLED. */
+/**
+ * A call answered once, and counted once (sluice_requests_total and the tally): a client gone
+ * before the answer counts as CANCELLED.
+ */
 class Call {
   answered = false;
+  /** The source the tally counts the call under: its key's once admitted, '' until then. */
+  sourceId = '';
 
   constructor(
     private readonly stream: ServerHttp2Stream,
-    private readonly count: (status: GrpcStatus) => void,
+    private readonly signal: Signal,
+    private readonly deps: Pick<GrpcDeps, 'metrics' | 'tally'>,
   ) {
     stream.once('close', () => {
-      if (!this.answered) this.answer({ code: GrpcCode.CANCELLED, message: 'the client cancelled the call' });
+      if (!this.answered) this.refuse({ status: { code: GrpcCode.CANCELLED, message: 'the client cancelled the call' }, reason: 'aborted' });
     });
   }
 
-  /** False when the call was answered (or cancelled) already. */
-  answer(status: GrpcStatus, message?: Uint8Array): boolean {
+  /** OK with the export response (partial_success for items refused one by one). */
+  accept(outcome: IngestOutcome): void {
+    if (!this.settle(OK)) return;
+    this.deps.tally.accepted(this.sourceId, this.signal, outcome.accepted, outcome.rejected);
+    answer(this.stream, OK, encodeExportResponse(this.signal, 'protobuf', { rejected: outcome.rejected, message: outcome.rejectMessage }) as Uint8Array);
+  }
+
+  /** An error status alone; false when the call was answered (or cancelled) already. */
+  refuse({ status, reason, items }: Refusal): boolean {
+    if (!this.settle(status)) return false;
+    this.deps.tally.refusedFor(this.sourceId, this.signal, reason, items);
+    answer(this.stream, status);
+    return true;
+  }
+
+  private settle(status: GrpcStatus): boolean {
     if (this.answered) return false;
     this.answered = true;
-    this.count(status);
-    answer(this.stream, status, message);
+    this.deps.metrics.requests.inc({ protocol: 'grpc', signal: this.signal, status: CODE_NAMES[status.code] ?? String(status.code) });
     return true;
   }
 }

@@ -4,6 +4,7 @@
  * RowBinary is inserted the way storage/chdb.ts does it (through a file). libchdb binds one
  * data directory per process, so each test file opens one ChdbTables.
  */
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -73,7 +74,9 @@ export class ChdbTables {
       const file = join(this.dir, `${table}-${Date.now()}-${Math.random()}.bin`);
       writeFileSync(file, data);
       const list = columns.map(quoteIdentifier).join(', ');
-      this.session.query(`INSERT INTO otel.${quoteIdentifier(table)} (${list}) FROM INFILE ${quoteString(file)} FORMAT RowBinary`, 'CSV');
+      // A token of its own, as storage does: the tables' dedup window would drop a block whose bytes match an earlier one.
+      const settings = `SETTINGS insert_deduplication_token = ${quoteString(`unique:${randomUUID()}`)}`;
+      this.session.query(`INSERT INTO otel.${quoteIdentifier(table)} (${list}) FROM INFILE ${quoteString(file)} ${settings} FORMAT RowBinary`, 'CSV');
       rmSync(file);
     }
   }
