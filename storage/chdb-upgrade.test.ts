@@ -51,7 +51,7 @@ describe('a data dir from before migration 5', () => {
     );
     expect(table!.engine).toBe('AggregatingMergeTree');
     expect(table!.create_table_query).toContain('min_compressed_bytes_to_fsync_after_merge = 1');
-    expect((await rows<{ version: number }>('SELECT version FROM otel.sluice_schema_migrations ORDER BY version')).map((r) => r.version)).toEqual([1, 2, 3, 4, 5]);
+    expect((await rows<{ version: number }>('SELECT version FROM otel.sluice_schema_migrations ORDER BY version')).map((r) => r.version)).toEqual([1, 2, 3, 4, 5, 6]);
     expect(await rows("SELECT name FROM system.tables WHERE database = 'otel' AND name = 'otel_traces_trace_id_ts_swap'")).toEqual([]);
   });
 

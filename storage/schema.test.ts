@@ -32,7 +32,7 @@ describe('storage schema', () => {
     expect(again).toEqual({ applied: [], current: first.current });
     const tables = rows("SELECT name, engine FROM system.tables WHERE database = 'telemetry_a' ORDER BY name");
     expect(tables.map((t) => t.name)).toEqual([
-      'agent_heartbeats', 'agent_logs', 'agent_metrics', 'deploy_markers', 'otel_logs', 'otel_metrics_exp_histogram', 'otel_metrics_gauge', 'otel_metrics_histogram', 'otel_metrics_sum',
+      'agent_heartbeats', 'agent_logs', 'agent_metrics', 'deploy_markers', 'ingest_counts', 'otel_logs', 'otel_metrics_exp_histogram', 'otel_metrics_gauge', 'otel_metrics_histogram', 'otel_metrics_sum',
       'otel_metrics_summary', 'otel_traces', 'otel_traces_trace_id_ts', 'otel_traces_trace_id_ts_mv', 'relay_delivery_attempts', 'relay_delivery_jobs', 'relay_submissions',
       'sluice_schema_migrations',
     ]);
@@ -111,9 +111,11 @@ describe('schema options', () => {
     expect(statements.join('\n')).not.toMatch(/ON CLUSTER|Replicated|\bTTL\b/);
     for (const table of TABLES) {
       // Heartbeats keep the latest report per agent: a ReplacingMergeTree on LastSeen; the trace
-      // id lookup one row per trace, as the exporter's: an AggregatingMergeTree.
+      // id lookup one row per trace, as the exporter's: an AggregatingMergeTree; the ingest counts
+      // one row per bucket and key, summed.
       const engine = table === 'agent_heartbeats' ? /ENGINE = ReplacingMergeTree\(LastSeen\)\n/
-        : table === 'otel_traces_trace_id_ts' ? /ENGINE = AggregatingMergeTree\n/ : /ENGINE = MergeTree\b(?!\()/;
+        : table === 'otel_traces_trace_id_ts' ? /ENGINE = AggregatingMergeTree\n/
+          : table === 'ingest_counts' ? /ENGINE = SummingMergeTree\(\(Requests, Items\)\)\n/ : /ENGINE = MergeTree\b(?!\()/;
       expect(tableDdl(statements, table), table).toMatch(engine);
     }
   });
@@ -128,8 +130,9 @@ describe('schema options', () => {
     const statements = await sent(REPLICATED);
     for (const table of TABLES) {
       const ddl = tableDdl(statements, table);
-      const family = { agent_heartbeats: 'ReplacingMergeTree', otel_traces_trace_id_ts: 'AggregatingMergeTree' }[table] ?? 'MergeTree';
-      const engine = `ENGINE = Replicated${family}('/clickhouse/tables/{shard}/{database}/{table}', '{replica}'${table === 'agent_heartbeats' ? ', LastSeen' : ''})`;
+      const family = { agent_heartbeats: 'ReplacingMergeTree', otel_traces_trace_id_ts: 'AggregatingMergeTree', ingest_counts: 'SummingMergeTree' }[table] ?? 'MergeTree';
+      const args = { agent_heartbeats: ', LastSeen', ingest_counts: ', (Requests, Items)' }[table] ?? '';
+      const engine = `ENGINE = Replicated${family}('/clickhouse/tables/{shard}/{database}/{table}', '{replica}'${args})`;
       expect(ddl, table).toContain(engine);
       expect(ddl, table).not.toContain('non_replicated_deduplication_window');
     }
@@ -198,6 +201,8 @@ describe('schema options', () => {
 
 describe('migration 5: the trace id lookup on AggregatingMergeTree', () => {
   const BEFORE = MIGRATIONS.filter((m) => m.version < 5);
+  /** Up to this migration: what later ones add is theirs to test. */
+  const THROUGH = MIGRATIONS.filter((m) => m.version <= 5);
   /** Each trace's first and last span, as the exporter's lookup reads them (a trace's rows merge within a week's partition). */
   const lookup = (db: string) => rows(
     `SELECT SourceId, TraceId, toString(min(Start)) AS Start, toString(max(End)) AS End FROM ${db}.otel_traces_trace_id_ts GROUP BY SourceId, TraceId ORDER BY SourceId, TraceId`,
@@ -237,7 +242,7 @@ describe('migration 5: the trace id lookup on AggregatingMergeTree', () => {
 
   it('converts the MergeTree of before, keeping its rows, and the view fills the new table', async () => {
     await before('lookup_a');
-    const report = await migrate(runner, 'lookup_a');
+    const report = await migrate(runner, 'lookup_a', {}, THROUGH);
     expect(report.applied.map((m) => m.version)).toEqual([5]);
     expectConverted('lookup_a');
     session.query("INSERT INTO lookup_a.otel_traces (SourceId, Timestamp, TraceId) VALUES ('s2', '2026-08-03 09:30:00', 'a')");
@@ -252,7 +257,7 @@ describe('migration 5: the trace id lookup on AggregatingMergeTree', () => {
       const db = `lookup_resume_${steps}`;
       await before(db);
       for (const sql of TRACE_ID_TS_MIGRATION.statements(db, {}, tables(db)).slice(0, steps)) session.query(sql);
-      const report = await migrate(runner, db);
+      const report = await migrate(runner, db, {}, THROUGH);
       expect(report.applied.map((m) => m.version)).toEqual([5]);
       expectConverted(db);
     });
@@ -269,11 +274,27 @@ describe('migration 5: the trace id lookup on AggregatingMergeTree', () => {
         return output;
       },
     };
-    await expect(migrate(racing, 'lookup_race')).rejects.toThrow(
+    await expect(migrate(racing, 'lookup_race', {}, THROUGH)).rejects.toThrow(
       'migration 5 (otel_traces_trace_id_ts on AggregatingMergeTree) is not complete: otel_traces_trace_id_ts is MergeTree; was another migrate running? Run it again',
     );
     expect(rows('SELECT version FROM lookup_race.sluice_schema_migrations').map((r) => r.version)).not.toContain(5);
-    expect((await migrate(runner, 'lookup_race')).applied.map((m) => m.version)).toEqual([5]);
+    expect((await migrate(runner, 'lookup_race', {}, THROUGH)).applied.map((m) => m.version)).toEqual([5]);
     expectConverted('lookup_race');
+  });
+});
+
+describe('migration 6: ingest_counts', () => {
+  it('adds the table to a database of before, partitioned by month, sorted by source, summing Requests and Items', async () => {
+    await migrate(runner, 'counts_a', {}, MIGRATIONS.filter((m) => m.version < 6));
+    const report = await migrate(runner, 'counts_a', { ttlDays: { ingest_counts: 30 } });
+    expect(report.applied.map((m) => m.version)).toEqual([6]);
+    const [table] = rows("SELECT engine, sorting_key, partition_key, create_table_query FROM system.tables WHERE database = 'counts_a' AND name = 'ingest_counts'");
+    expect(table).toMatchObject({ engine: 'SummingMergeTree', sorting_key: 'SourceId, Signal, Outcome, Reason, Timestamp', partition_key: 'toYYYYMM(Timestamp)' });
+    expect(table.create_table_query).toContain('TTL Timestamp + toIntervalDay(30)');
+    const types = Object.fromEntries(rows("SELECT name, type FROM system.columns WHERE database = 'counts_a' AND table = 'ingest_counts'").map((c) => [c.name, c.type]));
+    expect(types).toEqual({
+      SourceId: 'LowCardinality(String)', Timestamp: 'DateTime', Signal: 'LowCardinality(String)', Outcome: 'LowCardinality(String)',
+      Reason: 'LowCardinality(String)', Requests: 'UInt64', Items: 'UInt64',
+    });
   });
 });
