@@ -76,6 +76,26 @@ describe('cluster mode', () => {
     expect(Number(JSON.parse(duplicates).n)).toBe(0);
   });
 
+  it('every gateway\'s ingest counts reach ingest_counts through JetStream, added up', async () => {
+    const source = await gateways[0]!.sources.createSource('counted');
+    await eventually(() => gateways.every((gateway) => gateway.sources.authenticate(source.apiKey) === source.id), 10_000, 10);
+    // The same request through each gateway: two identical rows of one bucket, both kept.
+    for (const gateway of gateways) {
+      const response = await fetch(`http://127.0.0.1:${gateway.httpPort}/api/v1/ingest`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': source.apiKey },
+        body: JSON.stringify({ entries: [{ message: 'one' }, { message: 'two' }] }),
+      });
+      expect(response.status).toBe(200);
+    }
+    const totals = async () => JSON.parse(await consumer.storage!.query(
+      `SELECT toUInt32(sum(Requests)) AS requests, toUInt32(sum(Items)) AS items FROM otel.ingest_counts WHERE SourceId = '${source.id}' AND Outcome = 'accepted'`,
+    )) as { requests: number; items: number };
+    // A flush every 10 s on each gateway, then the consumer.
+    await eventually(async () => (await totals()).requests >= 2, 30_000, 250);
+    expect(await totals()).toEqual({ requests: 2, items: 4 });
+  });
+
   it('the agent API runs through the cluster: batches land once, configs and install tokens reach every gateway', async () => {
     const source = await gateways[0]!.sources.createSource('agents');
     await new Promise((r) => setTimeout(r, 200));
