@@ -41,7 +41,7 @@ function tallyWith(options: { maxPendingRows?: number } = {}) {
 const stored = () => tables.select(
   'SELECT SourceId, toString(Timestamp) AS Timestamp, Signal, Outcome, Reason, sum(Requests) AS Requests, sum(Items) AS Items ' +
     'FROM otel.ingest_counts GROUP BY ALL ORDER BY Timestamp, SourceId, Signal, Outcome, Reason',
-).map((row) => ({ ...row, Requests: Number(row.Requests), Items: Number(row.Items) }));
+).map((r) => ({ ...r, Requests: Number(r.Requests), Items: Number(r.Items) }) as ReturnType<typeof row>);
 
 const row = (SourceId: string, Timestamp: string, Signal: string, Outcome: string, Reason: string, Requests: number, Items: number) =>
   ({ SourceId, Timestamp, Signal, Outcome, Reason, Requests, Items });
