@@ -9,7 +9,6 @@
 import { SluiceError, toSluiceError } from '../core/errors.ts';
 import type { Logger } from '../core/log.ts';
 import type { SignalLabel, SluiceMetrics } from '../core/metrics.ts';
-import { parseContentEncoding } from '../pipeline/decompress.ts';
 import type { IngestService } from '../pipeline/ingest.ts';
 import type { AgentKind } from '../pipeline/agent/schemas.ts';
 import type { IngestTally } from '../pipeline/ingest-tally.ts';
@@ -17,7 +16,7 @@ import { etagMatches, type AgentConfigs } from './agent-configs.ts';
 import { MANIFEST_CONTENT_TYPES, MANIFEST_FORMATS, renderManifest, type ManifestFormat } from './agent-manifest.ts';
 import type { HttpRequest, HttpResponse } from './http/adapter.ts';
 import type { InstallTokens } from './install-tokens.ts';
-import { admit, rateLimit, refusedSource, statusLabel, type IngestGuards } from './otlp-http.ts';
+import { admit, rateLimit, refusedSource, statusLabel, withAdmittedBody, type IngestGuards } from './otlp-http.ts';
 
 export interface AgentHttpDeps extends IngestGuards {
   ingest: IngestService;
@@ -63,27 +62,17 @@ function counted(signal: string, deps: AgentHttpDeps, handler: Handler): Handler
 
 function ingestHandler(payload: AgentKind, signal: SignalLabel, deps: AgentHttpDeps): Handler {
   return counted(signal, deps, async (request) => {
-    let sourceId = '';
+    const admitted = { sourceId: '' };
     try {
       requireJson(request);
-      const encoding = parseContentEncoding(request.headers['content-encoding']);
-      if (!encoding) throw new SluiceError('unsupported_media_type', 'Content-Encoding must be gzip, zstd or identity');
-      sourceId = await admit(deps, request);
-      // Held until the bus settled the rows; 503 when the budget is used up.
-      const reservation = deps.budget.reserve(0);
-      try {
-        const body = await request.body(reservation);
-        const outcome = await deps.ingest.ingestAgent({ payload, encoding, body, sourceId, reservation });
-        const answer: Record<string, unknown> = { accepted: outcome.accepted };
-        // A heartbeat learns whether its config changed without a second request.
-        if (payload === 'heartbeat') answer.configEtag = deps.configs.current(sourceId).etag;
-        deps.tally.accepted(sourceId, signal, outcome.accepted, outcome.rejected);
-        return json(200, answer);
-      } finally {
-        reservation.release();
-      }
+      const outcome = await withAdmittedBody(deps, request, admitted, (taken) => deps.ingest.ingestAgent({ payload, ...taken }));
+      const answer: Record<string, unknown> = { accepted: outcome.accepted };
+      // A heartbeat learns whether its config changed without a second request.
+      if (payload === 'heartbeat') answer.configEtag = deps.configs.current(admitted.sourceId).etag;
+      deps.tally.accepted(admitted.sourceId, signal, outcome.accepted, outcome.rejected);
+      return json(200, answer);
     } catch (err) {
-      deps.tally.refused(refusedSource(deps.auth, sourceId, err, request.headers), signal, err);
+      deps.tally.refused(refusedSource(deps.auth, admitted.sourceId, err, request.headers), signal, err);
       throw err;
     }
   });

@@ -4,13 +4,13 @@
  * the Export*ServiceResponse (with partial_success) on success, a google.rpc.Status on error,
  * both in the request's content type.
  */
-import type { ByteBudget } from '../core/byte-budget.ts';
+import type { ByteBudget, Reservation } from '../core/byte-budget.ts';
 import { SluiceError, toSluiceError } from '../core/errors.ts';
 import type { Signal, SluiceMetrics } from '../core/metrics.ts';
 import type { Logger } from '../core/log.ts';
 import type { IngestService } from '../pipeline/ingest.ts';
 import type { IngestTally } from '../pipeline/ingest-tally.ts';
-import { parseContentEncoding } from '../pipeline/decompress.ts';
+import { parseContentEncoding, type ContentEncoding } from '../pipeline/decompress.ts';
 import { presentedApiKey, requireSource, type KeyAuthenticator } from './auth.ts';
 import type { ClientIpResolver } from './client-ip.ts';
 import type { HttpRequest, HttpResponse } from './http/adapter.ts';
@@ -76,32 +76,54 @@ export async function admit(guards: IngestGuards, request: Pick<HttpRequest, 're
   return requireSource(guards.auth, request.headers['x-api-key'], request.headers.authorization);
 }
 
+/** What an admitted HTTP ingest request hands the pipeline. */
+export interface AdmittedBody {
+  encoding: ContentEncoding;
+  body: Uint8Array;
+  sourceId: string;
+  reservation: Reservation;
+}
+
+/**
+ * The steps every HTTP ingest request takes before the pipeline: its Content-Encoding, admission
+ * (`admitted.sourceId` is set as soon as the source is known, for the tally), the byte budget and
+ * the body; then `ingest`, with the budget held until it settles.
+ */
+export async function withAdmittedBody<T>(
+  deps: IngestGuards,
+  request: HttpRequest,
+  admitted: { sourceId: string },
+  ingest: (taken: AdmittedBody) => Promise<T>,
+): Promise<T> {
+  const encoding = parseContentEncoding(request.headers['content-encoding']);
+  if (!encoding) throw new SluiceError('unsupported_media_type', 'Content-Encoding must be gzip, zstd or identity');
+  const sourceId = (admitted.sourceId = await admit(deps, request));
+  // Held until the bus settled the rows; 503 when the budget is used up.
+  const reservation = deps.budget.reserve(0);
+  try {
+    const body = await request.body(reservation);
+    return await ingest({ encoding, body, sourceId, reservation });
+  } finally {
+    reservation.release();
+  }
+}
+
 export function otlpHttpHandler(signal: Signal, deps: OtlpHttpDeps): (request: HttpRequest) => Promise<HttpResponse> {
   return async (request) => {
     const format = formatOf(request.headers['content-type']);
     let response: HttpResponse;
-    let sourceId = '';
+    const admitted = { sourceId: '' };
     try {
       if (!format) throw new SluiceError('unsupported_media_type', 'Content-Type must be application/x-protobuf or application/json');
-      const encoding = parseContentEncoding(request.headers['content-encoding']);
-      if (!encoding) throw new SluiceError('unsupported_media_type', 'Content-Encoding must be gzip, zstd or identity');
-      sourceId = await admit(deps, request);
-      // Held until the bus settled the rows; 503 when the budget is used up.
-      const reservation = deps.budget.reserve(0);
-      try {
-        const body = await request.body(reservation);
-        const outcome = await deps.ingest.ingestOtlp({ signal, transport: 'http', format, encoding, body, sourceId, reservation });
-        response = {
-          status: 200,
-          headers: { 'content-type': MEDIA_TYPE[format] },
-          body: encodeExportResponse(signal, format, { rejected: outcome.rejected, message: outcome.rejectMessage }),
-        };
-        deps.tally.accepted(sourceId, signal, outcome.accepted, outcome.rejected);
-      } finally {
-        reservation.release();
-      }
+      const outcome = await withAdmittedBody(deps, request, admitted, (taken) => deps.ingest.ingestOtlp({ signal, transport: 'http', format, ...taken }));
+      response = {
+        status: 200,
+        headers: { 'content-type': MEDIA_TYPE[format] },
+        body: encodeExportResponse(signal, format, { rejected: outcome.rejected, message: outcome.rejectMessage }),
+      };
+      deps.tally.accepted(admitted.sourceId, signal, outcome.accepted, outcome.rejected);
     } catch (err) {
-      deps.tally.refused(refusedSource(deps.auth, sourceId, err, request.headers), signal, err);
+      deps.tally.refused(refusedSource(deps.auth, admitted.sourceId, err, request.headers), signal, err);
       response = errorResponse(err, format ?? 'json', deps.log);
     }
     deps.metrics.requests.inc({ protocol: 'http', signal, status: statusLabel(request, response) });
