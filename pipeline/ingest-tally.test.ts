@@ -151,6 +151,17 @@ describe('IngestTally', () => {
     expect(entries().find((e) => e.msg === 'ingest counts lost at shutdown: the bus did not take them')).toMatchObject({ level: 50, rows: 2 });
   });
 
+  it('cuts many rows into chunks that fit a cluster\'s bus messages', async () => {
+    const { tally, bus } = tallyWith();
+    for (let i = 0; i < 20_000; i++) tally.accepted(`src_${String(i).padStart(6, '0')}`, 'traces', i);
+    await tally.flush();
+    const chunks = bus.published[0]!;
+    expect(chunks.length).toBeGreaterThan(1);
+    for (const chunk of chunks) expect(chunk.data.byteLength).toBeLessThan(257 * 1024);
+    expect(chunks.reduce((rows, chunk) => rows + chunk.rows, 0)).toBe(20_000);
+    expect(tables.select('SELECT toUInt32(count()) AS n, toUInt32(sum(Items)) AS items FROM otel.ingest_counts')).toEqual([{ n: 20_000, items: 19_999 * 20_000 / 2 }]);
+  });
+
   it('adds up the rows of several gateways for one bucket (SummingMergeTree)', async () => {
     const gateways = [tallyWith(), tallyWith()];
     for (const { tally } of gateways) {

@@ -149,8 +149,7 @@ export class IngestTally {
     const bucket = Math.floor(this.since / this.intervalMs) * this.intervalMs;
     this.counts = new Map();
     this.since = this.now();
-    const chunk = encodeRows(counts, bucket / 1000);
-    if (chunk) this.keep([chunk]);
+    this.keep(encodeRows(counts, bucket / 1000));
     if (this.pending.length === 0) return;
     const chunks = this.pending.splice(0);
     const rows = this.pendingRows;
@@ -164,7 +163,7 @@ export class IngestTally {
   }
 
   /** Keeps chunks for the next flush, oldest first; drops the oldest past maxPendingRows. */
-  private keep(chunks: TableChunk[]): void {
+  private keep(chunks: readonly TableChunk[]): void {
     this.pending.push(...chunks);
     for (const chunk of chunks) this.pendingRows += chunk.rows;
     let dropped = 0;
@@ -180,10 +179,13 @@ export class IngestTally {
   }
 }
 
+/** Rows per chunk are cut at this size: a cluster's bus messages hold at most about 1 MiB. */
+const MAX_CHUNK_BYTES = 256 * 1024;
+
 /** The rows of one bucket (`seconds`: its start), one per source, signal, outcome and reason counted. */
-function encodeRows(counts: ReadonlyMap<string, Float64Array>, seconds: number): TableChunk | undefined {
-  if (counts.size === 0) return undefined;
-  const out = new TranscodeOutput();
+function encodeRows(counts: ReadonlyMap<string, Float64Array>, seconds: number): TableChunk[] {
+  if (counts.size === 0) return [];
+  const out = new TranscodeOutput(MAX_CHUNK_BYTES);
   const rows = out.table('ingest_counts');
   const w = rows.writer;
   const day = Math.floor(seconds / 86_400);
@@ -206,7 +208,7 @@ function encodeRows(counts: ReadonlyMap<string, Float64Array>, seconds: number):
       }
     }
   }
-  return out.finish().tables[0];
+  return out.finish().tables;
 }
 
 /** A UInt64 from a safe integer (counts stay far below 2^53). */
