@@ -1,11 +1,11 @@
 /**
  * IngestTally: what the front ends took in, per source, signal, outcome and refusal reason, for
  * the console's overview. Each front end counts every request once, as it answers it; every
- * FLUSH_INTERVAL_MS the counts become rows of `ingest_counts` (storage/schema.ts), published on
+ * flush interval (10 s) the counts become rows of `ingest_counts` (storage/schema.ts), published on
  * the bus like any other rows, so the embedded log and JetStream carry them and every gateway of
  * a cluster adds its own rows to the same table.
  *
- * What is counted (README: Storage, ingest_counts):
+ * What is counted (README: Ingest counts):
  * - an accepted request: one request, the items the pipeline stored (spans, log records, data
  *   points, entries); items it refused one by one inside the request (OTLP partial_success) are
  *   refused items of reason `bad_request`, with no request of their own;
@@ -18,7 +18,7 @@
  *
  * The hot path is one Map lookup by source and two additions into a Float64Array of that source
  * (a slot per signal and outcome): nothing is allocated per request. A flush that the bus refuses
- * is kept and sent again with the next one, up to MAX_PENDING_ROWS rows: past that the oldest
+ * is kept and sent again with the next one, up to maxPendingRows rows: past that the oldest
  * rows are dropped, counted and logged, so a long storage outage never grows memory without
  * limit.
  */
@@ -30,8 +30,6 @@ import { sleep, type LoopContext } from '../core/supervisor.ts';
 import { RefusedAfterDecoding } from './ingest.ts';
 import { TranscodeOutput } from './otlp/output.ts';
 import type { RowBinaryWriter } from './otlp/rowbinary.ts';
-
-export type Outcome = 'accepted' | 'refused';
 
 const SIGNALS: readonly SignalLabel[] = ['traces', 'logs', 'metrics', 'agent_logs', 'agent_metrics', 'heartbeats', 'deploys'];
 const SIGNAL_SLOT = new Map(SIGNALS.map((signal, i) => [signal, i]));
