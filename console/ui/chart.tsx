@@ -7,14 +7,15 @@ import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import type { DeployMarker, TimeRange } from '../api.ts';
 import { deployMarkersPlugin } from './deploy-markers.ts';
+import { formatAxisTime, formatDateTime } from './time.ts';
 
 export interface ChartLine {
   label: string;
   points: Array<[time: number, value: number | null]>;
 }
 
-/** Quiet colours that stay apart from each other on white; a series beyond ten reuses one. */
-export const PALETTE = ['#2563eb', '#059669', '#dc2626', '#7c3aed', '#d97706', '#0891b2', '#db2777', '#4d7c0f', '#64748b', '#9333ea'];
+/** Quiet colours that stay apart on white; no red, which means errors and refusals. A series beyond ten reuses one. */
+export const PALETTE = ['#2563eb', '#059669', '#7c3aed', '#d97706', '#0891b2', '#db2777', '#4d7c0f', '#64748b', '#4338ca', '#0f766e'];
 
 /** 1.2k, 3.4M: axis labels stay short. */
 export function compactNumber(value: number): string {
@@ -57,12 +58,14 @@ export function TimeChart({ lines, range, deploys = [], unit = '', height = 220,
     const target = holder.current;
     if (!target) return;
     const format = (value: number | null) => (value === null || value === undefined ? '–' : `${compactNumber(value)}${unit}`);
+    const span = range.to - range.from;
     const options: uPlot.Options = {
       width: Math.max(target.clientWidth, 200),
       height,
       scales: { x: { time: true, range: () => [range.from / 1000, range.to / 1000] } },
       series: [
-        {},
+        // Times in the user's time zone and locale (Intl), not uPlot's English formats.
+        { value: (_u: uPlot, value: number | null) => (value === null || value === undefined ? '–' : formatDateTime(value * 1000)) },
         ...lines.map((line, i) => ({
           label: line.label,
           stroke: colours?.[i] ?? PALETTE[i % PALETTE.length],
@@ -72,7 +75,7 @@ export function TimeChart({ lines, range, deploys = [], unit = '', height = 220,
         })),
       ],
       axes: [
-        { stroke: '#475569', grid: { stroke: '#eef1f5' }, ticks: { stroke: '#e2e8f0' } },
+        { stroke: '#475569', grid: { stroke: '#eef1f5' }, ticks: { stroke: '#e2e8f0' }, size: 34, space: span > 36 * 3600_000 ? 110 : 70, values: (_u, values) => values.map((value) => formatAxisTime(value * 1000, span)) },
         { stroke: '#475569', grid: { stroke: '#eef1f5' }, ticks: { stroke: '#e2e8f0' }, size: 56, values: (_u, values) => values.map((value) => `${compactNumber(value)}${unit}`) },
       ],
       legend: { live: true },

@@ -53,17 +53,18 @@ function labelOf(deploy: DeployMarker): HTMLElement {
 
 export function deployMarkersPlugin(deploys: DeployMarker[]): uPlot.Plugin {
   const sorted = [...deploys].sort((a, b) => a.time - b.time);
-  let labels: HTMLElement[] = [];
+  let labels: HTMLElement[] | undefined;
   return {
     hooks: {
-      ready: (u) => {
-        const layer = document.createElement('div');
-        layer.className = 'deploy-layer';
-        labels = sorted.map(labelOf);
-        layer.append(...labels);
-        u.over.append(layer);
-      },
       draw: (u) => {
+        // Made on the first draw, which comes before uPlot's ready hook.
+        if (!labels) {
+          const layer = document.createElement('div');
+          layer.className = 'deploy-layer';
+          labels = sorted.map(labelOf);
+          layer.append(...labels);
+          u.over.append(layer);
+        }
         const { left, top, width, height } = u.bbox;
         const ctx = u.ctx;
         ctx.save();
@@ -80,7 +81,7 @@ export function deployMarkersPlugin(deploys: DeployMarker[]): uPlot.Plugin {
             ctx.lineTo(x + 0.5, top + height);
             ctx.stroke();
           }
-          const label = labels[i];
+          const label = labels![i];
           if (!label) return;
           label.hidden = !inside;
           if (!inside) return;

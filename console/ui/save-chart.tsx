@@ -62,7 +62,7 @@ export function SaveToDashboard({ chart }: { chart: ChartSpec['query'] }) {
   }
   return (
     <form class="save-chart-form" onSubmit={save} data-testid="save-dashboard-form">
-      <label class="field">Chart title
+      <label class="field wide">Chart title
         <input value={title} onInput={(event) => setTitle(event.currentTarget.value)} data-testid="save-dashboard-title" />
       </label>
       <label class="field">Dashboard

@@ -2,7 +2,7 @@
  * The time range of a page: read from the URL, resolved against the clock when the URL changes or
  * the user presses Refresh, and changed by the picker (a new history entry, so Back undoes it).
  */
-import { useMemo, useState } from 'preact/hooks';
+import { useEffect, useMemo, useState } from 'preact/hooks';
 import type { TimeRange } from '../api.ts';
 import { navigate, withQuery, type Place } from './router.tsx';
 import {
@@ -37,6 +37,13 @@ export function TimeRangePicker({ page }: { page: PageRange }) {
   const [from, setFrom] = useState(toLocalInput(range.from));
   const [to, setTo] = useState(toLocalInput(range.to));
   const [error, setError] = useState('');
+  // Back and Forward change the URL under the picker: it shows what the URL now says.
+  const key = choice.kind === 'relative' ? choice.preset.key : `${choice.from}-${choice.to}`;
+  useEffect(() => {
+    setCustom(choice.kind === 'absolute');
+    setFrom(toLocalInput(range.from));
+    setTo(toLocalInput(range.to));
+  }, [key]);
 
   const pick = (value: string) => {
     if (value === CUSTOM) {

@@ -58,10 +58,27 @@ export function formatDateTime(ms: number): string {
   return dateTime.format(ms);
 }
 
+const axisClock = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' });
+const axisDay = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'numeric' });
+
+/** A time axis label: the clock within a day or so, the date (and the clock off midnight) beyond. */
+export function formatAxisTime(ms: number, spanMs: number): string {
+  if (spanMs <= 36 * HOUR) return axisClock.format(ms);
+  const date = new Date(ms);
+  const midnight = date.getHours() === 0 && date.getMinutes() === 0;
+  return midnight ? axisDay.format(ms) : `${axisDay.format(ms)} ${axisClock.format(ms)}`;
+}
+
 /** "14:03:22.123" — log lines, where milliseconds tell neighbours apart. */
 export function formatClock(ms: number, withMs = false): string {
   const text = clock.format(ms);
   return withMs ? `${text}.${String(Math.floor(ms) % 1000).padStart(3, '0')}` : text;
+}
+
+/** A log line's time: the clock with milliseconds, after the date when it is not today. */
+export function formatStamp(ms: number, now = Date.now()): string {
+  const today = new Date(now).toDateString() === new Date(ms).toDateString();
+  return today ? formatClock(ms, true) : `${axisDay.format(ms)} ${formatClock(ms, true)}`;
 }
 
 export function formatDay(ms: number): string {
@@ -70,6 +87,7 @@ export function formatDay(ms: number): string {
 
 /** 0.4 ms, 12 ms, 1.25 s, 3.5 min. */
 export function formatDuration(ms: number): string {
+  if (ms === 0) return '0';
   if (ms < 1) return `${ms.toFixed(2)} ms`;
   if (ms < 1000) return `${ms < 10 ? ms.toFixed(1) : Math.round(ms)} ms`;
   if (ms < MINUTE) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
@@ -83,7 +101,8 @@ export function formatAgo(ms: number, now = Date.now()): string {
   if (seconds < 45) return 'just now';
   if (seconds < 3600) return `${Math.round(seconds / 60)} min ago`;
   if (seconds < 86_400) return `${Math.round(seconds / 3600)} h ago`;
-  return `${Math.round(seconds / 86_400)} days ago`;
+  const days = Math.round(seconds / 86_400);
+  return days === 1 ? 'a day ago' : `${days} days ago`;
 }
 
 /** The value of an `<input type="datetime-local">` (local time) for `ms`, and back. */

@@ -10,7 +10,7 @@ import { AttributeFilters, ErrorNote, KeyValues, Loading, Onboarding, parseAttri
 import { useLoad, useTitle } from '../hooks.ts';
 import { Link, href, navigate, withQuery, type Place } from '../router.tsx';
 import { TimeRangePicker, rangeQuery, useTimeRange } from '../time-range.tsx';
-import { formatClock, formatDay, formatDateTime } from '../time.ts';
+import { formatClock, formatDay, formatDateTime, formatStamp } from '../time.ts';
 
 const PAGE = 100;
 const TAIL_EVERY_MS = 2000;
@@ -201,7 +201,7 @@ export function LogsPage({ place }: { place: Place }) {
                   const key = entryKey(entry);
                   return (
                     <tr key={key} class={selected && entryKey(selected) === key ? 'selected' : ''} onClick={() => setSelected(entry)} data-testid="log-row">
-                      <td class="nowrap"><button type="button" class="link-button" title={formatDateTime(entry.time)} onClick={(event) => { event.stopPropagation(); setSelected(entry); }}>{formatClock(entry.time, true)}</button></td>
+                      <td class="nowrap"><button type="button" class="link-button" title={formatDateTime(entry.time)} onClick={(event) => { event.stopPropagation(); setSelected(entry); }}>{formatStamp(entry.time)}</button></td>
                       <td><span class={severityClass(entry.severityNumber)}>{severityName(entry)}</span></td>
                       <td class="nowrap">{entry.service}{entry.kind === 'agent' && <span class="badge" title="From the Sluice agent">agent</span>}</td>
                       <td class="message">{entry.body}</td>

@@ -94,6 +94,7 @@ export function SourcesPage() {
     });
   };
   const names = new Map(sources.data?.sources.map((source) => [source.id, source.name]) ?? []);
+  const agentCount = (sourceId: string) => agents.data?.agents.filter((agent) => agent.sourceId === sourceId).length ?? 0;
 
   return (
     <>
@@ -134,6 +135,7 @@ export function SourcesPage() {
                   <button type="button" class="small-button" disabled={busy} onClick={() => act(async () => ({ kind: 'key', sourceName: source.name, issued: await api.issueKey(source.id) }))} data-testid="key-add">Add a key</button>
                 </td>
                 <td>
+                  {agentCount(source.id) > 0 && <div class="small" data-testid="source-agents">{agentCount(source.id)} reporting</div>}
                   <button type="button" class="small-button" disabled={busy} onClick={() => act(async () => ({ kind: 'install', sourceName: source.name, token: await api.installToken(source.id) }))} data-testid="install-token-create">Install an agent</button>
                 </td>
               </tr>

@@ -13,11 +13,25 @@ import { Link, navigate, withQuery, type Place } from '../router.tsx';
 import { formatDateTime, formatDuration } from '../time.ts';
 import { layoutWaterfall, nanoseconds } from '../waterfall.ts';
 
-/** The same colour for a service on every trace. */
-function serviceColour(service: string): string {
-  let hash = 0;
-  for (let i = 0; i < service.length; i++) hash = (hash * 31 + service.charCodeAt(i)) >>> 0;
-  return PALETTE[hash % PALETTE.length]!;
+/** A colour per service, in order of first appearance: up to ten services of a trace are told apart. */
+function serviceColours(spans: SpanView[]): (service: string) => string {
+  const colours = new Map<string, string>();
+  for (const span of spans) if (!colours.has(span.service)) colours.set(span.service, PALETTE[colours.size % PALETTE.length]!);
+  return (service) => colours.get(service) ?? PALETTE[0]!;
+}
+
+type LabelPlace = 'after' | 'before' | 'inside';
+
+/** Where a bar's duration goes: after the bar when there is room, else before it, else inside its end. */
+function labelAt(left: number, width: number): LabelPlace {
+  if (left + width < 86) return 'after';
+  return left > 14 ? 'before' : 'inside';
+}
+function labelStyle(left: number, width: number): Record<string, string> {
+  const place = labelAt(left, width);
+  if (place === 'after') return { left: `${left + width + 0.5}%` };
+  if (place === 'before') return { right: `${100 - left + 0.5}%` };
+  return { right: `${100 - left - width + 0.5}%` };
 }
 
 function isError(span: SpanView): boolean {
@@ -95,6 +109,7 @@ export function TracePage({ place, params }: { place: Place; params: Record<stri
   const root = waterfall.rows[0]?.span;
   const total = Math.max(waterfall.totalMs, 0.001);
   const services = [...new Set(spans.map((span) => span.service))];
+  const serviceColour = useMemo(() => serviceColours(waterfall.rows.map((row) => row.span)), [trace.data]);
   const ticks = [0, 0.25, 0.5, 0.75, 1];
 
   return (
@@ -148,7 +163,7 @@ export function TracePage({ place, params }: { place: Place; params: Record<stri
                     </div>
                     <div class="wf-track">
                       <span class="wf-bar" style={{ left: `${left}%`, width: `${width}%`, background: isError(span) ? '#dc2626' : serviceColour(span.service) }} />
-                      <span class="wf-duration" style={left + width > 80 ? { right: `${100 - left + 0.5}%` } : { left: `${left + width + 0.5}%` }}>{formatDuration(row.durationMs)}</span>
+                      <span class={`wf-duration${labelAt(left, width) === 'inside' ? ' inside' : ''}`} style={labelStyle(left, width)}>{formatDuration(row.durationMs)}</span>
                     </div>
                   </div>
                 );
