@@ -149,8 +149,9 @@ export function App() {
   const found = PAGES.map(([pattern, page]) => [match(pattern, place.path), page] as const).find(([params]) => params);
   return (
     <SessionContext.Provider value={me}>
+      <a class="skip-link" href="#main">Skip to the page</a>
       <NavBar me={me} place={place} onSignOut={signOut} />
-      <main class="page" id="main">
+      <main class="page" id="main" tabIndex={-1}>
         {found ? (
           (() => {
             const [params, Page] = found;

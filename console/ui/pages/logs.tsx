@@ -184,8 +184,8 @@ export function LogsPage({ place }: { place: Place }) {
       </form>
       <ErrorNote error={first.error || more.error} />
       {first.loading && !first.data && <Loading what="Loading logs" />}
-      {first.data && entries.length === 0 && !filtered && !live && <Onboarding signal="logs" />}
-      {first.data && entries.length === 0 && (filtered || live) && (
+      {first.data && first.data.logs.length === 0 && entries.length === 0 && !filtered && !live && <Onboarding signal="logs" />}
+      {first.data && first.data.logs.length === 0 && entries.length === 0 && (filtered || live) && (
         <section class="empty" data-testid="logs-no-match">
           <p>{live ? 'Waiting for new logs…' : 'No logs match these filters in this time range.'}</p>
           {filtered && <Link href={href('/logs', rangeQuery(place))}>Clear the filters</Link>}
