@@ -62,6 +62,20 @@ export function KeyValues({ values, testid, empty = 'none' }: { values: Record<s
   );
 }
 
+/** The Service field of a search form. `current` (the URL's) stays an option when the range has none of it. */
+export function ServiceSelect({ value, services, current, onChange, disabled, testid }: {
+  value: string; services: string[]; current: string; onChange: (service: string) => void; disabled?: boolean; testid: string;
+}) {
+  return (
+    <label class="field">Service
+      <select value={value} onChange={(event) => onChange(event.currentTarget.value)} disabled={disabled} data-testid={testid}>
+        <option value="">All services</option>
+        {[...new Set([...services, ...(current ? [current] : [])])].map((name) => <option key={name} value={name}>{name}</option>)}
+      </select>
+    </label>
+  );
+}
+
 /** `key=value` as the URL holds an attribute filter (`attr=http.route=/cart`): split at the first `=`. */
 export function parseAttribute(text: string): AttributeFilter | undefined {
   const at = text.indexOf('=');

@@ -29,6 +29,16 @@ export function rangeQuery(place: Place): Record<string, string | undefined> {
   return { range: place.query.get('range') ?? undefined, from: place.query.get('from') ?? undefined, to: place.query.get('to') ?? undefined };
 }
 
+/** A page's title and its time range picker. */
+export function RangePageHead({ title, page }: { title: string; page: PageRange }) {
+  return (
+    <div class="page-head">
+      <h1>{title}</h1>
+      <TimeRangePicker page={page} />
+    </div>
+  );
+}
+
 const CUSTOM = 'custom';
 
 export function TimeRangePicker({ page }: { page: PageRange }) {

@@ -6,10 +6,10 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type { LogEntry, LogQuery } from '../../api.ts';
 import { api, problem } from '../api.ts';
-import { AttributeFilters, ErrorNote, KeyValues, Loading, Onboarding, parseAttribute } from '../components.tsx';
+import { AttributeFilters, ErrorNote, KeyValues, Loading, Onboarding, ServiceSelect, parseAttribute } from '../components.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
 import { Link, href, navigate, withQuery, type Place } from '../router.tsx';
-import { TimeRangePicker, rangeQuery, useTimeRange } from '../time-range.tsx';
+import { RangePageHead, rangeQuery, useTimeRange } from '../time-range.tsx';
 import { formatClock, formatDay, formatDateTime, formatStamp } from '../time.ts';
 
 const PAGE = 100;
@@ -154,20 +154,12 @@ export function LogsPage({ place }: { place: Place }) {
 
   return (
     <>
-      <div class="page-head">
-        <h1>Logs</h1>
-        <TimeRangePicker page={page} />
-      </div>
+      <RangePageHead title="Logs" page={page} />
       <form class="filters" onSubmit={search} data-testid="logs-filters">
         <label class="field grow">Text
           <input type="search" data-search value={draft.text} placeholder="Search the message (press / to come here)" onInput={(event) => setDraft({ ...draft, text: event.currentTarget.value })} data-testid="logs-text" />
         </label>
-        <label class="field">Service
-          <select value={draft.service} onChange={(event) => setDraft({ ...draft, service: event.currentTarget.value })} data-testid="logs-service">
-            <option value="">All services</option>
-            {[...new Set([...(services.data?.services ?? []), ...(service ? [service] : [])])].map((name) => <option key={name} value={name}>{name}</option>)}
-          </select>
-        </label>
+        <ServiceSelect value={draft.service} services={services.data?.services ?? []} current={service} onChange={(next) => setDraft({ ...draft, service: next })} testid="logs-service" />
         <label class="field">Severity at least
           <select value={draft.sev} onChange={(event) => setDraft({ ...draft, sev: event.currentTarget.value })} data-testid="logs-severity">
             <option value="">Any</option>

@@ -6,10 +6,10 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import type { Aggregation, MetricInfo, MetricKind, MetricQuery } from '../../api.ts';
 import { api } from '../api.ts';
-import { AttributeFilters, ErrorNote, Loading, Onboarding, parseAttribute } from '../components.tsx';
+import { AttributeFilters, ErrorNote, Loading, Onboarding, ServiceSelect, parseAttribute } from '../components.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
 import { Link, href, navigate, withQuery, type Place } from '../router.tsx';
-import { TimeRangePicker, rangeQuery, useTimeRange } from '../time-range.tsx';
+import { RangePageHead, rangeQuery, useTimeRange } from '../time-range.tsx';
 import { MetricChart, describeQuery } from '../metric-chart.tsx';
 import { SaveToDashboard } from '../save-chart.tsx';
 
@@ -75,10 +75,7 @@ export function MetricsPage({ place }: { place: Place }) {
 
   return (
     <>
-      <div class="page-head">
-        <h1>Metrics</h1>
-        <TimeRangePicker page={page} />
-      </div>
+      <RangePageHead title="Metrics" page={page} />
       <ErrorNote error={names.error} />
       {names.loading && !names.data && <Loading what="Loading metric names" />}
       {names.data && metrics.length === 0 && !name && <Onboarding signal="metrics" />}
@@ -100,12 +97,7 @@ export function MetricsPage({ place }: { place: Place }) {
               {AGGREGATIONS[kind].map((one) => <option key={one} value={one}>{one === 'rate' ? 'rate (per second)' : one}</option>)}
             </select>
           </label>
-          <label class="field">Service
-            <select value={service} onChange={(event) => set({ service: event.currentTarget.value })} disabled={!name} data-testid="metrics-service">
-              <option value="">All services</option>
-              {[...new Set([...(info?.services ?? []), ...(service ? [service] : [])])].map((one) => <option key={one} value={one}>{one}</option>)}
-            </select>
-          </label>
+          <ServiceSelect value={service} services={info?.services ?? []} current={service} onChange={(next) => set({ service: next })} disabled={!name} testid="metrics-service" />
           <label class="field">Group by
             <input list="group-by-suggestions" value={groupDraft} placeholder="e.g. service.name" disabled={!name} onInput={(event) => setGroupDraft(event.currentTarget.value)} onBlur={() => groupDraft.trim() !== groupBy && set({ group: groupDraft.trim() })} data-testid="metrics-group-by" />
             <datalist id="group-by-suggestions"><option value="service.name" /></datalist>

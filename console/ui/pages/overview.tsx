@@ -10,7 +10,7 @@ import { TimeChart, type ChartLine } from '../chart.tsx';
 import { ErrorNote, Loading, Onboarding } from '../components.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
 import type { Place } from '../router.tsx';
-import { TimeRangePicker, useTimeRange } from '../time-range.tsx';
+import { RangePageHead, useTimeRange } from '../time-range.tsx';
 
 const OUTCOMES = ['received', 'accepted', 'refused'] as const;
 const OUTCOME_COLOURS = ['#2563eb', '#059669', '#dc2626'];
@@ -77,10 +77,7 @@ export function OverviewPage({ place }: { place: Place }) {
 
   return (
     <>
-      <div class="page-head">
-        <h1>Overview</h1>
-        <TimeRangePicker page={page} />
-      </div>
+      <RangePageHead title="Overview" page={page} />
       <ErrorNote error={overview.error || deploys.error} />
       {overview.loading && !overview.data && <Loading />}
       {overview.data && shown.length === 0 && <Onboarding signal="telemetry" />}

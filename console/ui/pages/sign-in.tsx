@@ -12,6 +12,24 @@ import type { Place } from '../router.tsx';
 
 type SignedIn = (me: Me, next: string) => void;
 
+/** A form's submit: busy while `run` runs, its failure explained on the form (then it can be sent again). */
+function useSubmit(run: () => Promise<void>, explain: (err: unknown) => string) {
+  const [error, setError] = useState('');
+  const [busy, setBusy] = useState(false);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setBusy(true);
+    setError('');
+    try {
+      await run();
+    } catch (err) {
+      setError(explain(err));
+      setBusy(false);
+    }
+  };
+  return { error, busy, submit };
+}
+
 /** Only a path of this console is a place to go back to after signing in. */
 function safeNext(next: string | null): string {
   return next && next.startsWith('/') && !next.startsWith('//') && !next.startsWith('/\\') ? next : '/';
@@ -27,19 +45,7 @@ export function SignInPage({ place, onSignedIn }: { place: Place; onSignedIn: Si
   useTitle('Sign in');
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
-  const [error, setError] = useState('');
-  const [busy, setBusy] = useState(false);
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    setBusy(true);
-    setError('');
-    try {
-      onSignedIn(await api.signIn({ email, password }), safeNext(place.query.get('next')));
-    } catch (err) {
-      setError(signInProblem(err));
-      setBusy(false);
-    }
-  };
+  const { error, busy, submit } = useSubmit(async () => onSignedIn(await api.signIn({ email, password }), safeNext(place.query.get('next'))), signInProblem);
   return (
     <main class="auth">
       <form class="auth-card" onSubmit={submit} data-testid="sign-in-form">
@@ -63,20 +69,11 @@ export function FirstRunPage({ onSignedIn }: { onSignedIn: SignedIn }) {
   const [name, setName] = useState('');
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
-  const [error, setError] = useState('');
-  const [busy, setBusy] = useState(false);
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    setBusy(true);
-    setError('');
-    try {
-      // Sources first: the new owner's next step is a source and its API key. The token leaves the URL.
-      onSignedIn(await api.firstRun({ token, name, email, password }), '/sources');
-    } catch (err) {
-      setError(err instanceof ApiFailure && (err.status === 401 || err.status === 403) ? 'This link is used or expired. Restart Sluice to print a new one, or sign in.' : problem(err));
-      setBusy(false);
-    }
-  };
+  // Sources first: the new owner's next step is a source and its API key. The token leaves the URL.
+  const { error, busy, submit } = useSubmit(
+    async () => onSignedIn(await api.firstRun({ token, name, email, password }), '/sources'),
+    (err) => (err instanceof ApiFailure && (err.status === 401 || err.status === 403) ? 'This link has been used or has expired. If the console is set up already, sign in.' : problem(err)),
+  );
   if (!token) {
     return (
       <main class="auth">

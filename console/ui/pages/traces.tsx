@@ -5,10 +5,10 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import type { TraceQuery } from '../../api.ts';
 import { api } from '../api.ts';
-import { AttributeFilters, ErrorNote, Loading, Onboarding, parseAttribute } from '../components.tsx';
+import { AttributeFilters, ErrorNote, Loading, Onboarding, ServiceSelect, parseAttribute } from '../components.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
 import { Link, href, navigate, withQuery, type Place } from '../router.tsx';
-import { TimeRangePicker, rangeQuery, useTimeRange } from '../time-range.tsx';
+import { RangePageHead, rangeQuery, useTimeRange } from '../time-range.tsx';
 import { formatDateTime, formatDuration } from '../time.ts';
 
 const STATUSES = ['ok', 'error', 'unset'] as const;
@@ -57,17 +57,9 @@ export function TracesPage({ place }: { place: Place }) {
 
   return (
     <>
-      <div class="page-head">
-        <h1>Traces</h1>
-        <TimeRangePicker page={page} />
-      </div>
+      <RangePageHead title="Traces" page={page} />
       <form class="filters" onSubmit={search} data-testid="traces-filters">
-        <label class="field">Service
-          <select value={draft.service} onChange={(event) => setDraft({ ...draft, service: event.currentTarget.value })} data-testid="traces-service">
-            <option value="">All services</option>
-            {[...new Set([...(services.data?.services ?? []), ...(service ? [service] : [])])].map((name) => <option key={name} value={name}>{name}</option>)}
-          </select>
-        </label>
+        <ServiceSelect value={draft.service} services={services.data?.services ?? []} current={service} onChange={(next) => setDraft({ ...draft, service: next })} testid="traces-service" />
         <label class="field grow">Operation
           <input type="search" data-search value={draft.operation} placeholder="Span name, e.g. GET /cart" onInput={(event) => setDraft({ ...draft, operation: event.currentTarget.value })} data-testid="traces-operation" />
         </label>
