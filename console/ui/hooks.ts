@@ -14,8 +14,6 @@ export interface Loaded<T> {
   loading: boolean;
   /** Runs the call again with the same inputs. */
   reload: () => void;
-  /** Replaces the data in place (after a change the page made itself). */
-  set: (data: T) => void;
 }
 
 /** Runs `load` when `inputs` change (compared by value, as JSON) and keeps its answer. */
@@ -36,7 +34,7 @@ export function useLoad<T>(load: (signal: AbortSignal) => Promise<T>, inputs: un
     return () => controller.abort();
   }, [key, tick]);
 
-  return { ...state, reload: () => setTick((n) => n + 1), set: (data) => setState({ data, error: '', loading: false }) };
+  return { ...state, reload: () => setTick((n) => n + 1) };
 }
 
 /** The signed-in user and tenant; pages render only inside a session. */

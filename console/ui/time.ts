@@ -43,10 +43,6 @@ export function resolveRange(choice: RangeChoice, now: number): TimeRange {
   return choice.kind === 'relative' ? { from: now - choice.preset.ms, to: now } : { from: choice.from, to: choice.to };
 }
 
-export function describeRange(choice: RangeChoice): string {
-  return choice.kind === 'relative' ? choice.preset.label : `${formatDateTime(choice.from)} – ${formatDateTime(choice.to)}`;
-}
-
 export const TIME_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone;
 
 const dateTime = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit' });
