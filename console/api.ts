@@ -14,6 +14,11 @@ export interface Me {
   tenant: { id: string; name: string };
   /** Sent back as the `X-CSRF-Token` header on every POST, PUT and DELETE. */
   csrfToken: string;
+  /**
+   * Where sources send their telemetry, for the console's instructions (`OTEL_EXPORTER_OTLP_ENDPOINT`).
+   * Optional: when absent the app shows this host with the default ports 4318 and 4317.
+   */
+  ingest?: { otlpHttp: string; otlpGrpc: string };
 }
 
 /** POST /api/session: sign in. */

@@ -1,0 +1,98 @@
+/**
+ * The app's side of the console API (console/api.ts, console/ROUTES.md): same-origin fetches with
+ * the session cookie, JSON both ways, the CSRF token on every write. A 401 on any route but
+ * sign-in and first-run means the session is gone: the app is told, and shows the sign-in page.
+ */
+import type {
+  AgentView, Dashboard, DeployMarker, FirstRunRequest, InstallTokenView, IssuedKeyView, LogPage, LogQuery, Me,
+  MetricInfo, MetricQuery, MetricResult, Overview, SignInRequest, SourceKey, SourceView, TimeRange, TraceQuery,
+  TraceSummary, TraceView,
+} from '../api.ts';
+
+/** An error answer of the API (or no answer at all: status 0). */
+export class ApiFailure extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+let csrfToken = '';
+let onSignedOut: () => void = () => {};
+
+/** Kept from GET /api/me or the sign-in answer; sent back on writes. */
+export function rememberSession(me: Me | undefined): void {
+  csrfToken = me?.csrfToken ?? '';
+}
+
+/** What to do when the API answers 401 (the session expired or was ended elsewhere). */
+export function whenSignedOut(handler: () => void): void {
+  onSignedOut = handler;
+}
+
+/** Routes whose 401 is an answer to show (wrong password, used link), not a lost session. */
+const SIGN_IN_ROUTES = new Set(['/api/session', '/api/first-run', '/api/me']);
+
+async function call<T>(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (method !== 'GET') headers['x-csrf-token'] = csrfToken;
+  let response: Response;
+  try {
+    response = await fetch(path, { method, headers, credentials: 'same-origin', body: body === undefined ? undefined : JSON.stringify(body), signal });
+  } catch (err) {
+    if ((err as Error).name === 'AbortError') throw err;
+    throw new ApiFailure(0, 'The console server did not answer. Is Sluice running?');
+  }
+  if (response.status === 401 && !SIGN_IN_ROUTES.has(path)) onSignedOut();
+  if (response.status === 204) return undefined as T;
+  const text = await response.text();
+  let parsed: unknown;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  if (!response.ok) {
+    const message = (parsed as { message?: unknown } | undefined)?.message;
+    throw new ApiFailure(response.status, typeof message === 'string' ? message : `${response.status} ${response.statusText}`);
+  }
+  return parsed as T;
+}
+
+const enc = encodeURIComponent;
+
+/** One function per route of ROUTES.md. Queries take an AbortSignal: a newer query cancels the older. */
+export const api = {
+  me: () => call<Me>('GET', '/api/me'),
+  signIn: (request: SignInRequest) => call<Me>('POST', '/api/session', request),
+  firstRun: (request: FirstRunRequest) => call<Me>('POST', '/api/first-run', request),
+  signOut: () => call<void>('DELETE', '/api/session'),
+
+  sources: () => call<{ sources: SourceView[] }>('GET', '/api/sources'),
+  createSource: (name: string) => call<{ source: SourceView; key: IssuedKeyView }>('POST', '/api/sources', { name }),
+  issueKey: (sourceId: string, revokeKeyId?: string) => call<IssuedKeyView>('POST', `/api/sources/${enc(sourceId)}/keys`, revokeKeyId ? { revokeKeyId } : {}),
+  revokeKey: (sourceId: string, keyId: string) => call<SourceKey>('POST', `/api/sources/${enc(sourceId)}/keys/${enc(keyId)}/revoke`),
+  installToken: (sourceId: string) => call<InstallTokenView>('POST', `/api/sources/${enc(sourceId)}/install-tokens`),
+  agents: () => call<{ agents: AgentView[] }>('GET', '/api/agents'),
+
+  overview: (range: TimeRange, signal?: AbortSignal) => call<Overview>('POST', '/api/query/overview', range, signal),
+  services: (range: TimeRange, signal?: AbortSignal) => call<{ services: string[] }>('POST', '/api/query/services', range, signal),
+  logs: (query: LogQuery, signal?: AbortSignal) => call<LogPage>('POST', '/api/query/logs', query, signal),
+  traces: (query: TraceQuery, signal?: AbortSignal) => call<{ traces: TraceSummary[] }>('POST', '/api/query/traces', query, signal),
+  trace: (traceId: string, signal?: AbortSignal) => call<TraceView>('GET', `/api/traces/${enc(traceId)}`, undefined, signal),
+  metricNames: (range: TimeRange, signal?: AbortSignal) => call<{ metrics: MetricInfo[] }>('POST', '/api/query/metric-names', range, signal),
+  metrics: (query: MetricQuery, signal?: AbortSignal) => call<MetricResult>('POST', '/api/query/metrics', query, signal),
+  deploys: (range: TimeRange & { services?: string[] }, signal?: AbortSignal) => call<{ deploys: DeployMarker[] }>('POST', '/api/query/deploys', range, signal),
+
+  dashboards: () => call<{ dashboards: Dashboard[] }>('GET', '/api/dashboards'),
+  createDashboard: (body: Pick<Dashboard, 'name' | 'charts'>) => call<Dashboard>('POST', '/api/dashboards', body),
+  saveDashboard: (id: string, body: Pick<Dashboard, 'name' | 'charts'>) => call<Dashboard>('PUT', `/api/dashboards/${enc(id)}`, body),
+  deleteDashboard: (id: string) => call<void>('DELETE', `/api/dashboards/${enc(id)}`),
+};
+
+/** A message for the page from whatever a call threw. */
+export function problem(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,169 @@
+/**
+ * The app's frame: it asks GET /api/me who is signed in, shows the sign-in or first-run page when
+ * nobody is, and otherwise the nav bar and the page the path names. A 401 from any later call
+ * ends the session in the app too and returns to sign-in, then to the page the user was on.
+ */
+import type { JSX } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import type { Me } from '../api.ts';
+import { api, problem, rememberSession, whenSignedOut } from './api.ts';
+import { SessionContext } from './hooks.ts';
+import { DashboardPage, DashboardsPage } from './pages/dashboards.tsx';
+import { FirstRunPage, SignInPage } from './pages/sign-in.tsx';
+import { LogsPage } from './pages/logs.tsx';
+import { MetricsPage } from './pages/metrics.tsx';
+import { OverviewPage } from './pages/overview.tsx';
+import { SourcesPage } from './pages/sources.tsx';
+import { TracePage } from './pages/trace.tsx';
+import { TracesPage } from './pages/traces.tsx';
+import { Link, href, match, navigate, usePlace, type Place } from './router.tsx';
+import { rangeQuery } from './time-range.tsx';
+
+type Page = (props: { place: Place; params: Record<string, string> }) => JSX.Element;
+
+const PAGES: Array<[pattern: string, page: Page]> = [
+  ['/', OverviewPage],
+  ['/sources', SourcesPage],
+  ['/logs', LogsPage],
+  ['/traces', TracesPage],
+  ['/traces/:traceId', TracePage],
+  ['/metrics', MetricsPage],
+  ['/dashboards', DashboardsPage],
+  ['/dashboards/:id', DashboardPage],
+];
+
+const NAV: Array<[path: string, label: string, testid: string]> = [
+  ['/', 'Overview', 'nav-overview'],
+  ['/sources', 'Sources', 'nav-sources'],
+  ['/logs', 'Logs', 'nav-logs'],
+  ['/traces', 'Traces', 'nav-traces'],
+  ['/metrics', 'Metrics', 'nav-metrics'],
+  ['/dashboards', 'Dashboards', 'nav-dashboards'],
+];
+
+/** The sign-in page, with the page to return to. */
+function signInUrl(): string {
+  const back = location.pathname + location.search;
+  return href('/sign-in', { next: back === '/' || back.startsWith('/sign-in') ? undefined : back });
+}
+
+function NavBar({ me, place, onSignOut }: { me: Me; place: Place; onSignOut: () => void }) {
+  // The nav links carry the time range along: from Logs of the last 6 h to Traces of the last 6 h.
+  const range = rangeQuery(place);
+  const active = (path: string) => (path === '/' ? place.path === '/' : place.path === path || place.path.startsWith(`${path}/`));
+  return (
+    <header class="topbar">
+      <nav aria-label="Console">
+        <span class="brand">Sluice</span>
+        <ul>
+          {NAV.map(([path, label, testid]) => (
+            <li key={path}>
+              <Link href={path === '/sources' || path === '/dashboards' ? path : href(path, range)} class={active(path) ? 'active' : ''} aria-current={active(path) ? 'page' : undefined} data-testid={testid}>
+                {label}
+              </Link>
+            </li>
+          ))}
+        </ul>
+      </nav>
+      <div class="who">
+        <span class="tenant" data-testid="nav-tenant">{me.tenant.name}</span>
+        <span class="user" data-testid="nav-user" title={me.user.email}>{me.user.name || me.user.email}</span>
+        <button type="button" class="small-button" onClick={onSignOut} data-testid="sign-out">Sign out</button>
+      </div>
+    </header>
+  );
+}
+
+/** `/` focuses the page's search box, as on most consoles, unless the user is typing somewhere. */
+function focusSearchOnSlash(event: KeyboardEvent): void {
+  if (event.key !== '/' || event.ctrlKey || event.metaKey || event.altKey) return;
+  const target = event.target as HTMLElement | null;
+  if (target && (target.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(target.tagName))) return;
+  const search = document.querySelector<HTMLElement>('[data-search]');
+  if (!search) return;
+  event.preventDefault();
+  search.focus();
+}
+
+export function App() {
+  const place = usePlace();
+  const [me, setMe] = useState<Me | undefined>();
+  const [state, setState] = useState<'loading' | 'ready' | 'failed'>('loading');
+  const [error, setError] = useState('');
+
+  const signedIn = (who: Me | undefined) => {
+    rememberSession(who);
+    setMe(who);
+  };
+
+  useEffect(() => {
+    whenSignedOut(() => {
+      signedIn(undefined);
+      if (!location.pathname.startsWith('/sign-in')) navigate(signInUrl(), { replace: true });
+    });
+    api.me().then(
+      (who) => {
+        signedIn(who);
+        setState('ready');
+      },
+      (err) => {
+        if ((err as { status?: number }).status === 401) setState('ready');
+        else {
+          setError(problem(err));
+          setState('failed');
+        }
+      },
+    );
+    document.addEventListener('keydown', focusSearchOnSlash);
+    return () => document.removeEventListener('keydown', focusSearchOnSlash);
+  }, []);
+
+  // Signed out: everything but first-run shows sign-in. Signed in: sign-in and first-run lead home.
+  useEffect(() => {
+    if (state !== 'ready') return;
+    if (!me && place.path !== '/sign-in' && place.path !== '/first-run') navigate(signInUrl(), { replace: true });
+    if (me && (place.path === '/sign-in' || place.path === '/first-run')) navigate('/', { replace: true });
+  }, [state, me, place.path]);
+
+  if (state === 'loading') return <main class="boot"><p role="status">Loading…</p></main>;
+  if (state === 'failed') return <main class="boot"><p class="note note-error" role="alert">{error}</p></main>;
+
+  const onSignedIn = (who: Me, next: string) => {
+    signedIn(who);
+    navigate(next, { replace: true });
+  };
+  if (!me) {
+    if (place.path === '/first-run') return <FirstRunPage onSignedIn={onSignedIn} />;
+    return <SignInPage place={place} onSignedIn={onSignedIn} />;
+  }
+
+  const signOut = async () => {
+    try {
+      await api.signOut();
+    } catch {
+      // Signed out here whatever the server said: the cookie is the server's to clear.
+    }
+    signedIn(undefined);
+    navigate('/sign-in', { replace: true });
+  };
+  const found = PAGES.map(([pattern, page]) => [match(pattern, place.path), page] as const).find(([params]) => params);
+  return (
+    <SessionContext.Provider value={me}>
+      <a class="skip-link" href="#main">Skip to the page</a>
+      <NavBar me={me} place={place} onSignOut={signOut} />
+      <main class="page" id="main" tabIndex={-1}>
+        {found ? (
+          (() => {
+            const [params, Page] = found;
+            return <Page place={place} params={params!} />;
+          })()
+        ) : (
+          <section class="empty" data-testid="not-found">
+            <h1>Nothing here</h1>
+            <p>This address is not a page of the console. <Link href="/">Go to the overview</Link>.</p>
+          </section>
+        )}
+      </main>
+    </SessionContext.Provider>
+  );
+}

@@ -1,0 +1,98 @@
+/**
+ * A time-series chart on uPlot: lines over the page's whole time range, deploy markers on top,
+ * the width following its container. uPlot draws on a canvas and sets element styles from script
+ * (CSSOM), which the console's `default-src 'self'` policy allows.
+ */
+import { useEffect, useRef } from 'preact/hooks';
+import uPlot from 'uplot';
+import type { DeployMarker, TimeRange } from '../api.ts';
+import { deployMarkersPlugin } from './deploy-markers.ts';
+import { formatAxisTime, formatDateTime } from './time.ts';
+
+export interface ChartLine {
+  label: string;
+  points: Array<[time: number, value: number | null]>;
+}
+
+/** Quiet colours that stay apart on white; no red, which means errors and refusals. A series beyond ten reuses one. */
+export const PALETTE = ['#2563eb', '#059669', '#7c3aed', '#d97706', '#0891b2', '#db2777', '#4d7c0f', '#64748b', '#4338ca', '#0f766e'];
+
+/** 1.2k, 3.4M: axis labels stay short. */
+export function compactNumber(value: number): string {
+  const size = Math.abs(value);
+  if (size >= 1e9) return `${+(value / 1e9).toFixed(1)}G`;
+  if (size >= 1e6) return `${+(value / 1e6).toFixed(1)}M`;
+  if (size >= 1e3) return `${+(value / 1e3).toFixed(1)}k`;
+  if (size === 0 || size >= 1) return `${+value.toFixed(2)}`;
+  return value.toPrecision(2);
+}
+
+/** The lines as uPlot's aligned columns: one x column (seconds) shared by every line, null where a line has no point. */
+export function alignLines(lines: ChartLine[]): uPlot.AlignedData {
+  const times = [...new Set(lines.flatMap((line) => line.points.map(([time]) => time)))].sort((a, b) => a - b);
+  const index = new Map(times.map((time, i) => [time, i]));
+  const columns = lines.map((line) => {
+    const column = new Array<number | null>(times.length).fill(null);
+    for (const [time, value] of line.points) column[index.get(time)!] = value;
+    return column;
+  });
+  return [times.map((time) => time / 1000), ...columns];
+}
+
+interface TimeChartProps {
+  lines: ChartLine[];
+  range: TimeRange;
+  deploys?: DeployMarker[];
+  /** Shown after values in the legend and axis, e.g. `/s` or `ms`. */
+  unit?: string;
+  height?: number;
+  testid: string;
+  /** Fixed colours per line (the overview keeps received / accepted / refused the same everywhere). */
+  colours?: string[];
+}
+
+export function TimeChart({ lines, range, deploys = [], unit = '', height = 220, testid, colours }: TimeChartProps) {
+  const holder = useRef<HTMLDivElement>(null);
+
+  useEffect(() => {
+    const target = holder.current;
+    if (!target) return;
+    const format = (value: number | null) => (value === null || value === undefined ? '–' : `${compactNumber(value)}${unit}`);
+    const span = range.to - range.from;
+    const options: uPlot.Options = {
+      width: Math.max(target.clientWidth, 200),
+      height,
+      scales: { x: { time: true, range: () => [range.from / 1000, range.to / 1000] } },
+      series: [
+        // Times in the user's time zone and locale (Intl), not uPlot's English formats.
+        { value: (_u: uPlot, value: number | null) => (value === null || value === undefined ? '–' : formatDateTime(value * 1000)) },
+        ...lines.map((line, i) => ({
+          label: line.label,
+          stroke: colours?.[i] ?? PALETTE[i % PALETTE.length],
+          width: 1.5,
+          points: { show: false },
+          value: (_u: uPlot, value: number | null) => format(value),
+        })),
+      ],
+      axes: [
+        { stroke: '#475569', grid: { stroke: '#eef1f5' }, ticks: { stroke: '#e2e8f0' }, size: 34, space: span > 36 * 3600_000 ? 110 : 70, values: (_u, values) => values.map((value) => formatAxisTime(value * 1000, span)) },
+        { stroke: '#475569', grid: { stroke: '#eef1f5' }, ticks: { stroke: '#e2e8f0' }, size: 56, values: (_u, values) => values.map((value) => `${compactNumber(value)}${unit}`) },
+      ],
+      legend: { live: true },
+      cursor: { drag: { x: false, y: false } },
+      plugins: [deployMarkersPlugin(deploys)],
+    };
+    const chart = new uPlot(options, alignLines(lines), target);
+    const resize = new ResizeObserver(() => {
+      const width = Math.max(target.clientWidth, 200);
+      if (width !== chart.width) chart.setSize({ width, height });
+    });
+    resize.observe(target);
+    return () => {
+      resize.disconnect();
+      chart.destroy();
+    };
+  }, [lines, deploys, range.from, range.to, unit, height, colours]);
+
+  return <div class="chart" ref={holder} data-testid={testid} />;
+}

@@ -1,0 +1,108 @@
+/**
+ * Signing in (POST /api/session), and the first run: the owner opens the link `npm start` printed,
+ * whose `#token=…` never reaches the server's logs (a fragment is not sent), and claims the
+ * console with a name, an email and a password (POST /api/first-run).
+ */
+import { useState } from 'preact/hooks';
+import type { Me } from '../../api.ts';
+import { ApiFailure, api, problem } from '../api.ts';
+import { ErrorNote } from '../components.tsx';
+import { useTitle } from '../hooks.ts';
+import type { Place } from '../router.tsx';
+
+type SignedIn = (me: Me, next: string) => void;
+
+/** A form's submit: busy while `run` runs, its failure explained on the form (then it can be sent again). */
+function useSubmit(run: () => Promise<void>, explain: (err: unknown) => string) {
+  const [error, setError] = useState('');
+  const [busy, setBusy] = useState(false);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setBusy(true);
+    setError('');
+    try {
+      await run();
+    } catch (err) {
+      setError(explain(err));
+      setBusy(false);
+    }
+  };
+  return { error, busy, submit };
+}
+
+/** Only a path of this console is a place to go back to after signing in. */
+function safeNext(next: string | null): string {
+  return next && next.startsWith('/') && !next.startsWith('//') && !next.startsWith('/\\') ? next : '/';
+}
+
+function signInProblem(err: unknown): string {
+  if (err instanceof ApiFailure && err.status === 401) return 'Wrong email or password.';
+  if (err instanceof ApiFailure && err.status === 429) return 'Too many attempts. Wait a minute and try again.';
+  return problem(err);
+}
+
+export function SignInPage({ place, onSignedIn }: { place: Place; onSignedIn: SignedIn }) {
+  useTitle('Sign in');
+  const [email, setEmail] = useState('');
+  const [password, setPassword] = useState('');
+  const { error, busy, submit } = useSubmit(async () => onSignedIn(await api.signIn({ email, password }), safeNext(place.query.get('next'))), signInProblem);
+  return (
+    <main class="auth">
+      <form class="auth-card" onSubmit={submit} data-testid="sign-in-form">
+        <h1>Sign in to Sluice</h1>
+        <ErrorNote error={error} testid="sign-in-error" />
+        <label class="field">Email
+          <input type="email" autoComplete="username" required value={email} onInput={(event) => setEmail(event.currentTarget.value)} data-testid="sign-in-email" autoFocus />
+        </label>
+        <label class="field">Password
+          <input type="password" autoComplete="current-password" required value={password} onInput={(event) => setPassword(event.currentTarget.value)} data-testid="sign-in-password" />
+        </label>
+        <button type="submit" class="primary" disabled={busy} data-testid="sign-in-submit">{busy ? 'Signing in…' : 'Sign in'}</button>
+      </form>
+    </main>
+  );
+}
+
+export function FirstRunPage({ onSignedIn }: { onSignedIn: SignedIn }) {
+  useTitle('Set up the console');
+  const [token] = useState(() => new URLSearchParams(location.hash.slice(1)).get('token') ?? '');
+  const [name, setName] = useState('');
+  const [email, setEmail] = useState('');
+  const [password, setPassword] = useState('');
+  // Sources first: the new owner's next step is a source and its API key. The token leaves the URL.
+  const { error, busy, submit } = useSubmit(
+    async () => onSignedIn(await api.firstRun({ token, name, email, password }), '/sources'),
+    (err) => (err instanceof ApiFailure && (err.status === 401 || err.status === 403) ? 'This link has been used or has expired. If the console is set up already, sign in.' : problem(err)),
+  );
+  if (!token) {
+    return (
+      <main class="auth">
+        <section class="auth-card" data-testid="first-run-no-token">
+          <h1>Set up the console</h1>
+          <p>Open the link Sluice printed when it started for the first time: it ends with <code>#token=…</code>.</p>
+          <p>Already set up? <a href="/sign-in">Sign in</a>.</p>
+        </section>
+      </main>
+    );
+  }
+  return (
+    <main class="auth">
+      <form class="auth-card" onSubmit={submit} data-testid="first-run-form">
+        <h1>Set up the console</h1>
+        <p class="muted">You become the owner of this Sluice.</p>
+        <ErrorNote error={error} testid="first-run-error" />
+        <label class="field">Your name
+          <input required autoComplete="name" value={name} onInput={(event) => setName(event.currentTarget.value)} data-testid="first-run-name" autoFocus />
+        </label>
+        <label class="field">Email
+          <input type="email" required autoComplete="username" value={email} onInput={(event) => setEmail(event.currentTarget.value)} data-testid="first-run-email" />
+        </label>
+        <label class="field">Password
+          <input type="password" required minLength={12} autoComplete="new-password" value={password} onInput={(event) => setPassword(event.currentTarget.value)} data-testid="first-run-password" aria-describedby="password-hint" />
+          <span id="password-hint" class="muted small">At least 12 characters.</span>
+        </label>
+        <button type="submit" class="primary" disabled={busy} data-testid="first-run-submit">{busy ? 'Setting up…' : 'Create owner account'}</button>
+      </form>
+    </main>
+  );
+}
