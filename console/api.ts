@@ -18,7 +18,7 @@ export interface Me {
    * Where sources send their telemetry, for the console's instructions (`OTEL_EXPORTER_OTLP_ENDPOINT`).
    * Optional: when absent the app shows this host with the default ports 4318 and 4317.
    */
-  ingest?: { otlpHttp: string; otlpGrpc: string };
+  ingest: { otlpHttp: string; otlpGrpc: string };
 }
 
 /** POST /api/session: sign in. */

@@ -14,6 +14,7 @@ import type { Limiter } from '../gateway/limiter.ts';
 import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
 import { checkPassword, type AccountStore } from '../accounts/index.ts';
+import type { Me } from './api.ts';
 import type { ConsoleAssets } from './assets.ts';
 import type { Dashboards } from './dashboards.ts';
 import type { FirstRun } from './first-run.ts';
@@ -36,8 +37,8 @@ export interface ConsoleHttpDeps {
   assets: ConsoleAssets;
   /** Whether the API answers this Origin: the console's own only (known once its port is bound). */
   isConsoleOrigin: (origin: string) => boolean;
-  /** Base URL of the ingest HTTP port, for install commands. */
-  ingestUrl: string;
+  /** Where telemetry goes (the empty states' setup lines, install commands). */
+  ingest: { otlpHttp: string; otlpGrpc: string };
   /** Guards sign-in and first-run against guessing (per client IP; shared with the relay's sign-in). */
   signInLimiter: Limiter;
   clientIp: ClientIpResolver;
@@ -89,7 +90,7 @@ const WRITES = new Set(['POST', 'PUT', 'DELETE']);
 function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
   const signedIn = async (user: Parameters<ConsoleSessions['start']>[0]) => {
     const { setCookie, signedIn: session } = await deps.sessions.start(user);
-    return new Answer({ status: 200, headers: { 'set-cookie': setCookie, ...jsonHeaders() }, body: JSON.stringify(me(session)) });
+    return new Answer({ status: 200, headers: { 'set-cookie': setCookie, ...jsonHeaders() }, body: JSON.stringify(me(session, deps.ingest)) });
   };
   return [
     { method: 'POST', pattern: '/api/first-run', access: 'open', run: async ({ body }) => {
@@ -108,12 +109,12 @@ function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
       const setCookie = await deps.sessions.end(session.sessionId);
       return new Answer({ status: 204, headers: { 'set-cookie': setCookie } });
     } },
-    { method: 'GET', pattern: '/api/me', access: 'session', run: ({ session }) => me(session) },
+    { method: 'GET', pattern: '/api/me', access: 'session', run: ({ session }) => me(session, deps.ingest) },
   ];
 }
 
-function me({ user, tenant, csrfToken }: SignedIn) {
-  return { user: { id: user.id, email: user.email, name: user.name, role: user.role }, tenant: { id: tenant.id, name: tenant.name }, csrfToken };
+function me({ user, tenant, csrfToken }: SignedIn, ingest: Me['ingest']): Me {
+  return { user: { id: user.id, email: user.email, name: user.name, role: user.role }, tenant: { id: tenant.id, name: tenant.name }, csrfToken, ingest };
 }
 
 const jsonHeaders = () => ({ 'content-type': JSON_TYPE, 'cache-control': 'no-store' });

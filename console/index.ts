@@ -37,8 +37,8 @@ export interface ConsoleParts {
   log: Logger;
   /** SLUICE_CONSOLE_PUBLIC_URL, or '' for the loopback names of the bound port. */
   publicUrl: string;
-  /** Base URL of the ingest HTTP port (install commands). */
-  ingestUrl: string;
+  /** Where telemetry goes: the OTLP/HTTP base URL (also the agent API's), the OTLP/gRPC one. */
+  ingest: { otlpHttp: string; otlpGrpc: string };
 }
 
 export interface Console {

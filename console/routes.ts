@@ -72,7 +72,7 @@ export function sourceRoutes(deps: ConsoleHttpDeps): Route[] {
       const view: InstallTokenView = {
         token: issued.token,
         expiresAt: ms(issued.expiresAt),
-        command: `curl -fsS ${deps.ingestUrl}/install/${issued.token} | kubectl apply -f -`,
+        command: `curl -fsS ${deps.ingest.otlpHttp}/install/${issued.token} | kubectl apply -f -`,
       };
       return view;
     } },
