@@ -14,10 +14,7 @@ export interface Me {
   tenant: { id: string; name: string };
   /** Sent back as the `X-CSRF-Token` header on every POST, PUT and DELETE. */
   csrfToken: string;
-  /**
-   * Where sources send their telemetry, for the console's instructions (`OTEL_EXPORTER_OTLP_ENDPOINT`).
-   * Optional: when absent the app shows this host with the default ports 4318 and 4317.
-   */
+  /** Where sources send their telemetry, for the console's instructions (`OTEL_EXPORTER_OTLP_ENDPOINT`). */
   ingest: { otlpHttp: string; otlpGrpc: string };
 }
 
