@@ -26,9 +26,9 @@ export async function metricNames(db: StatementExecutor, sources: readonly strin
   const bounds = params.range(range);
   const services = (column: string) => `arraySort(arrayFilter(s -> s != '', groupUniqArray(100)(toString(${column}))))`;
   const branches = NAME_TABLES.map(([kind, table]) =>
-    `SELECT toString(MetricName) AS name, '${kind}' AS kind, any(MetricUnit) AS unit, any(MetricDescription) AS description, ${services('ServiceName')} AS services
+    `SELECT toString(MetricName) AS name, '${kind}' AS kind, anyIf(MetricUnit, MetricUnit != '') AS unit, anyIf(MetricDescription, MetricDescription != '') AS description, ${services('ServiceName')} AS services
      FROM ${table} WHERE ${source} AND ${within('TimeUnix', bounds)} GROUP BY MetricName`);
-  branches.push(`SELECT toString(MetricName), 'agent', toString(any(Unit)), '', ${services('Service')}
+  branches.push(`SELECT toString(MetricName), 'agent', toString(anyIf(Unit, Unit != '')), '', ${services('Service')}
      FROM agent_metrics WHERE ${source} AND ${within('Timestamp', bounds)} GROUP BY MetricName`);
   return db.rows<MetricInfo>(`SELECT * FROM (\n${branches.join('\nUNION ALL\n')}\n) ORDER BY name, kind LIMIT ${MAX_METRIC_NAMES}`, params);
 }
