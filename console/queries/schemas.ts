@@ -121,6 +121,8 @@ function validate<T extends TimeRange>(kind: Kind, body: unknown): T {
     return Object.fromEntries(Object.entries(SCHEMAS).map(([key, schema]) => [key, ajv.compile(schema)])) as Record<Kind, ValidateFunction>;
   })();
   const check = validators[kind];
+  // A copy: the defaults (limit) go into it, not into the caller's object.
+  if (typeof body === 'object' && body !== null && !Array.isArray(body)) body = { ...body };
   if (!check(body)) {
     const { field, message } = firstProblem(check.errors!);
     throw new QueryValidationError(field, message);
