@@ -29,6 +29,13 @@ describe('query body validation', () => {
     expect(validateMetricQuery({ ...range, name: 'm', kind: 'histogram', aggregation: 'p99', groupBy: 'service.name', stepSeconds: 60 })).toMatchObject({ aggregation: 'p99' });
   });
 
+  it("fills defaults into a copy, never into the caller's object (one range serves several queries)", () => {
+    const body = { ...range };
+    expect(validateTraceQuery(body).limit).toBe(20);
+    expect(body).toEqual(range);
+    expect(validateTimeRange(body)).toEqual(range);
+  });
+
   it('refuses ranges that are not sane, naming the field', () => {
     expect(refusal(validateTimeRange, { from: to, to })).toEqual({ field: 'to', message: 'to must be after from', statusCode: 400 });
     expect(refusal(validateTimeRange, { from: to - 32 * 24 * HOUR, to })).toMatchObject({ field: 'to', message: 'to must be at most 31 days after from' });
