@@ -15,7 +15,7 @@
  */
 import type { LogEntry, LogPage, LogQuery } from '../api.ts';
 import { QueryValidationError } from './errors.ts';
-import { mapEquals, nanosToMillis, Params, type StatementExecutor, type StringMap } from './statement.ts';
+import { mapEquals, nanosToMillis, Params, type StatementExecutor } from './statement.ts';
 
 interface Cursor {
   /** Unix nanoseconds of the last entry shown. */
@@ -36,19 +36,8 @@ export function decodeCursor(cursor: string): Cursor {
   return { timeNs: match[1]!, skip: Number(match[2]) };
 }
 
-interface LogRow {
-  kind: 'otlp' | 'agent';
-  timeNs: string;
-  sourceId: string;
-  service: string;
-  severityText: string;
-  severityNumber: number;
-  body: string;
-  traceId: string;
-  spanId: string;
-  attributes: StringMap;
-  resource: StringMap;
-}
+/** An entry as the statement gives it: all but `time`, made from `timeNs`. */
+type LogRow = Omit<LogEntry, 'time'>;
 
 /** A page of log entries; `query` is validated (schemas.ts), `limit` filled in. */
 export async function logs(db: StatementExecutor, sources: readonly string[], query: LogQuery & { limit: number }): Promise<LogPage> {

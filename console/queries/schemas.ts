@@ -32,56 +32,37 @@ const attributes = {
     properties: { key: name, value: { type: 'string', maxLength: 1024 } },
   },
 } as const;
-const rangeProperties = { from: time, to: time } as const;
-
-export const timeRangeSchema = {
-  $id: 'ConsoleTimeRange',
+/** A body of a time range and more: `from` and `to` required, no field but those named. */
+const rangeBody = <P extends object>($id: string, properties: P, required: readonly string[] = []) => ({
+  $id,
   type: 'object',
-  required: ['from', 'to'],
+  required: ['from', 'to', ...required],
   additionalProperties: false,
-  properties: rangeProperties,
-} as const;
+  properties: { from: time, to: time, ...properties },
+}) as const;
 
-export const deployQuerySchema = {
-  $id: 'ConsoleDeployQuery',
-  type: 'object',
-  required: ['from', 'to'],
-  additionalProperties: false,
-  properties: { ...rangeProperties, services: names },
-} as const;
+export const timeRangeSchema = rangeBody('ConsoleTimeRange', {});
 
-export const logQuerySchema = {
-  $id: 'ConsoleLogQuery',
-  type: 'object',
-  required: ['from', 'to'],
-  additionalProperties: false,
-  properties: {
-    ...rangeProperties,
-    services: names,
-    minSeverity: { type: 'integer', minimum: 0, maximum: 24 },
-    text: { type: 'string', minLength: 1, maxLength: 1024 },
-    attributes,
-    cursor: { type: 'string', minLength: 1, maxLength: 256 },
-    limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
-  },
-} as const;
+export const deployQuerySchema = rangeBody('ConsoleDeployQuery', { services: names });
 
-export const traceQuerySchema = {
-  $id: 'ConsoleTraceQuery',
-  type: 'object',
-  required: ['from', 'to'],
-  additionalProperties: false,
-  properties: {
-    ...rangeProperties,
-    services: names,
-    operation: name,
-    minDurationMs: { type: 'number', minimum: 0, maximum: 1e9 },
-    maxDurationMs: { type: 'number', minimum: 0, maximum: 1e9 },
-    status: { enum: ['ok', 'error', 'unset'] },
-    attributes,
-    limit: { type: 'integer', minimum: 1, maximum: 200, default: 20 },
-  },
-} as const;
+export const logQuerySchema = rangeBody('ConsoleLogQuery', {
+  services: names,
+  minSeverity: { type: 'integer', minimum: 0, maximum: 24 },
+  text: { type: 'string', minLength: 1, maxLength: 1024 },
+  attributes,
+  cursor: { type: 'string', minLength: 1, maxLength: 256 },
+  limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
+});
+
+export const traceQuerySchema = rangeBody('ConsoleTraceQuery', {
+  services: names,
+  operation: name,
+  minDurationMs: { type: 'number', minimum: 0, maximum: 1e9 },
+  maxDurationMs: { type: 'number', minimum: 0, maximum: 1e9 },
+  status: { enum: ['ok', 'error', 'unset'] },
+  attributes,
+  limit: { type: 'integer', minimum: 1, maximum: 200, default: 20 },
+});
 
 /** The aggregations each kind of metric has (percentiles need buckets; rate a running total). */
 export const AGGREGATIONS: Readonly<Record<MetricKind, readonly Aggregation[]>> = {
@@ -93,22 +74,15 @@ export const AGGREGATIONS: Readonly<Record<MetricKind, readonly Aggregation[]>> 
   agent: ['avg', 'sum', 'min', 'max', 'count', 'rate'],
 };
 
-export const metricQuerySchema = {
-  $id: 'ConsoleMetricQuery',
-  type: 'object',
-  required: ['from', 'to', 'name', 'kind', 'aggregation'],
-  additionalProperties: false,
-  properties: {
-    ...rangeProperties,
-    name,
-    kind: { enum: Object.keys(AGGREGATIONS) },
-    aggregation: { enum: ['avg', 'sum', 'min', 'max', 'rate', 'p50', 'p95', 'p99', 'count'] },
-    services: names,
-    groupBy: name,
-    attributes,
-    stepSeconds: { type: 'integer', minimum: 1, maximum: MAX_RANGE_DAYS * 86_400 },
-  },
-} as const;
+export const metricQuerySchema = rangeBody('ConsoleMetricQuery', {
+  name,
+  kind: { enum: Object.keys(AGGREGATIONS) },
+  aggregation: { enum: ['avg', 'sum', 'min', 'max', 'rate', 'p50', 'p95', 'p99', 'count'] },
+  services: names,
+  groupBy: name,
+  attributes,
+  stepSeconds: { type: 'integer', minimum: 1, maximum: MAX_RANGE_DAYS * 86_400 },
+}, ['name', 'kind', 'aggregation']);
 
 type Kind = 'timeRange' | 'deploys' | 'logs' | 'traces' | 'metric';
 const SCHEMAS = { timeRange: timeRangeSchema, deploys: deployQuerySchema, logs: logQuerySchema, traces: traceQuerySchema, metric: metricQuerySchema };
