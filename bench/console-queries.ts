@@ -74,6 +74,12 @@ try {
     ['counter rate', (t) => queries.metric(t, { ...range, name: 'http.server.requests', kind: 'sum', aggregation: 'rate' }), points],
     ['histogram p95 by service', (t) => queries.metric(t, { ...range, name: 'http.server.duration', kind: 'histogram', aggregation: 'p95', groupBy: 'service.name' }), points],
     ['agent metric rate by host', (t) => queries.metric(t, { ...range, name: 'net.bytes', kind: 'agent', aggregation: 'rate', groupBy: 'host.name' }), points],
+    // A dashboard opening: its charts asked at once (chDB runs parameterised statements one at a time).
+    ['8 charts at once', (t) => Promise.all(Array.from({ length: 8 }, (_, i) => queries.metric(t, {
+      ...range, name: ['process.cpu.utilization', 'http.server.requests', 'http.server.duration', 'net.bytes'][i % 4]!,
+      kind: (['gauge', 'sum', 'histogram', 'agent'] as const)[i % 4]!, aggregation: (['avg', 'rate', 'p95', 'rate'] as const)[i % 4]!,
+      groupBy: i < 4 ? 'service.name' : undefined,
+    }))), (a) => `${a.length} charts`],
     ['deploys', (t) => queries.deploys(t, range), (a) => `${a.length} markers`],
     ['agents', (t) => queries.agents(t), (a) => `${a.length} agents`],
   ];
