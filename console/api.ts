@@ -91,7 +91,11 @@ export interface SpanView {
   events: Array<{ timeNs: string; name: string; attributes: Record<string, string> }>;
   links: Array<{ traceId: string; spanId: string; attributes: Record<string, string> }>;
 }
-export interface TraceView { traceId: string; spans: SpanView[] }
+export interface TraceView {
+  traceId: string; spans: SpanView[];
+  /** The trace has more spans than a view holds (10,000): the first ones by start time are shown. */
+  truncated?: boolean;
+}
 
 export type MetricKind = 'gauge' | 'sum' | 'histogram' | 'exp_histogram' | 'summary' | 'agent';
 export interface MetricInfo { name: string; kind: MetricKind; unit: string; description: string; services: string[] }
@@ -109,7 +113,11 @@ export interface MetricQuery extends TimeRange {
   stepSeconds?: number;
 }
 export interface MetricSeries { group: string; points: Array<[time: number, value: number | null]> }
-export interface MetricResult { stepSeconds: number; series: MetricSeries[] }
+export interface MetricResult {
+  stepSeconds: number; series: MetricSeries[];
+  /** More groups matched than a chart shows (50): the ones with the most points are shown. */
+  truncated?: boolean;
+}
 
 export interface DeployMarker {
   time: number; sourceId: string; service: string; version: string; environment: string;

@@ -28,7 +28,12 @@ export interface StatementOutput {
 export interface StatementOptions {
   /** Output format when the statement has no FORMAT clause. */
   format: string;
-  /** Values of the statement's {name:Type} placeholders, in ClickHouse's text form; bound by the engine. */
+  /**
+   * Values of the statement's {name:Type} placeholders, bound by the engine. Each driver escapes
+   * them for its transport (chDB's binder, @clickhouse/client's query_params), so a value is
+   * passed as it is: `it's` or `a\b` arrive as those bytes. (The query endpoint refuses values
+   * with backslash escapes, the one case where ClickHouse's text form and the value differ.)
+   */
   params?: Readonly<Record<string, string>>;
 }
 

@@ -16,22 +16,19 @@
  * - errors come as "Code: N, e.displayText() = ..." which @clickhouse/client does not parse:
  *   the driver reads the code itself (tested below with a real parse error).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer as createHttpServer, type Server } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SluiceError } from '../core/errors.ts';
 import { transcodeOtlp } from '../pipeline/otlp/index.ts';
 import { startClickhouseFacade, type ClickhouseFacade } from '../test/clickhouse-facade.ts';
+import { startClickhouseServer, stopProcess, type ClickhouseServer } from '../test/clickhouse-server.ts';
 import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
+import { freePort } from '../test/sluice-processes.ts';
 import { ClickhouseServerStorage } from './clickhouse.ts';
 
 const DB = 'sluice_test';
-let server: { url: string; process: ChildProcess; dir: string };
+let server: ClickhouseServer;
 let storage: ClickhouseServerStorage;
 
 beforeAll(async () => {
@@ -43,10 +40,7 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   await storage?.shutdown();
-  if (server) {
-    await stopProcess(server.process);
-    await rm(server.dir, { recursive: true, force: true });
-  }
+  await server?.stop();
 });
 
 const rows = async (sql: string) => (await storage.query(sql)).split('\n').filter(Boolean).map((line) => JSON.parse(line));
@@ -217,68 +211,3 @@ function varint(value: number): Buffer {
   return Buffer.from(out);
 }
 
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
-
-function findBinary(name: string): string | undefined {
-  const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/sbin', '/usr/bin', '/usr/local/bin'];
-  return dirs.map((dir) => join(dir, name)).find((path) => existsSync(path));
-}
-
-/** A clickhouse-server of our own: loopback only, random ports, a temp dir, user `default` without password. */
-async function startClickhouseServer(): Promise<typeof server> {
-  const binary = findBinary('clickhouse-server');
-  if (!binary) {
-    throw new Error('clickhouse-server is not installed: run deploy/services.sh (as CI does). This suite needs a real server and does not skip.');
-  }
-  const dir = await mkdtemp(join(tmpdir(), 'sluice-clickhouse-'));
-  const [httpPort, tcpPort] = [await freePort(), await freePort()];
-  await writeFile(join(dir, 'config.xml'), `<?xml version="1.0"?>
-<yandex>
-  <logger><level>information</level><log>${dir}/server.log</log><errorlog>${dir}/server.err.log</errorlog><size>10M</size><count>1</count></logger>
-  <listen_host>127.0.0.1</listen_host>
-  <http_port>${httpPort}</http_port>
-  <tcp_port>${tcpPort}</tcp_port>
-  <path>${dir}/data/</path>
-  <tmp_path>${dir}/data/tmp/</tmp_path>
-  <user_files_path>${dir}/data/user_files/</user_files_path>
-  <users_config>users.xml</users_config>
-  <default_profile>default</default_profile>
-  <default_database>default</default_database>
-  <mark_cache_size>104857600</mark_cache_size>
-</yandex>
-`);
-  await writeFile(join(dir, 'users.xml'), `<?xml version="1.0"?>
-<yandex>
-  <profiles><default></default></profiles>
-  <users><default><password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default></users>
-  <quotas><default></default></quotas>
-</yandex>
-`);
-  const child = spawn(binary, [`--config-file=${join(dir, 'config.xml')}`], { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr!.on('data', (data) => (stderr += data));
-  const url = `http://default@127.0.0.1:${httpPort}`;
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline && child.exitCode === null) {
-    const ok = await fetch(`http://127.0.0.1:${httpPort}/ping`).then((r) => r.ok, () => false);
-    if (ok) return { url, process: child, dir };
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  await stopProcess(child);
-  const log = await readFile(join(dir, 'server.err.log'), 'utf8').catch(() => '');
-  throw new Error(`clickhouse-server did not answer on ${httpPort} within 30 s (exit ${child.exitCode}):\n${stderr}\n${log.slice(-2000)}`);
-}
-
-/** SIGKILL: a throwaway server in a temp dir needs no graceful stop (which waits ~8 s for clients). */
-async function stopProcess(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGKILL');
-  await exited;
-}

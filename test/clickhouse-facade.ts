@@ -11,7 +11,8 @@
  *   - exec() no data: POST /?query_id=…&<settings>  body = the SQL
  *   - exec() + data:  POST /?query_id=…&<settings>&query=<SQL>  body = the data (INSERT … FORMAT f)
  *   Settings travel as URL parameters (default_format, insert_deduplication_token, …); a
- *   `database` parameter only when the client was given one. A non-2xx status or an
+ *   `database` parameter only when the client was given one; query parameters as `param_<name>`
+ *   (bound by chDB, see unescapeParam). A non-2xx status or an
  *   X-ClickHouse-Exception-Code header is an error; the body `Code: N. DB::Exception: … (NAME)`
  *   is parsed into a ClickHouseError.
  * INSERT data is written to a temp file and loaded with `INSERT … FROM INFILE … SETTINGS …
@@ -38,8 +39,11 @@ import { createGunzip } from 'node:zlib';
 import type { Session } from 'chdb';
 import { quoteIdentifier, quoteString } from '../storage/storage.ts';
 
-/** URL parameters that are not settings. */
-const NOT_SETTINGS = new Set(['query', 'query_id', 'database', 'session_id', 'session_timeout', 'session_check', 'user', 'password', 'role']);
+/**
+ * URL parameters that are not settings. (wait_end_of_query: the facade answers once the
+ * statement ended anyway.)
+ */
+const NOT_SETTINGS = new Set(['query', 'query_id', 'database', 'session_id', 'session_timeout', 'session_check', 'user', 'password', 'role', 'wait_end_of_query']);
 /** INSERT INTO <table> [(columns)] FORMAT <format>, its data in the request body. */
 const INSERT_WITH_DATA = /^\s*(INSERT\s+INTO\s+[\s\S]+?)\s+FORMAT\s+(\w+)\s*;?\s*$/i;
 
@@ -78,14 +82,14 @@ export async function serveClickhouseFacade(dataDir: string, port = 0): Promise<
   let release: () => void = () => {};
   let released = Promise.resolve();
 
-  /** Runs one statement after every earlier one (USE first when the request names a database). */
-  const run = (sql: string, format: string, database: string) => {
+  /** Runs one statement after every earlier one (USE first when the request names a database), its parameters bound by chDB. */
+  const run = (sql: string, format: string, database: string, bound: Record<string, string> = {}) => {
     const next = queue.then(async () => {
       if (database !== currentDb) {
         await session.queryAsync(`USE ${quoteIdentifier(database)}`);
         currentDb = database;
       }
-      return session.queryAsync(sql, { format });
+      return Object.keys(bound).length > 0 ? session.queryBindAsync(sql, bound, { format }) : session.queryAsync(sql, { format });
     });
     queue = next.catch(() => undefined);
     return next;
@@ -121,10 +125,11 @@ export async function serveClickhouseFacade(dataDir: string, port = 0): Promise<
     const database = params.get('database') ?? 'default';
     const format = params.get('default_format') ?? 'TabSeparated';
     const settings = [...params].filter(([name]) => !NOT_SETTINGS.has(name) && !name.startsWith('param_') && name !== 'default_format');
-    if (params.has('session_id') || [...params.keys()].some((name) => name.startsWith('param_'))) {
+    if (params.has('session_id')) {
       req.resume();
-      throw new FacadeError(48, 'NOT_IMPLEMENTED', 'the facade has no sessions or query parameters');
+      throw new FacadeError(48, 'NOT_IMPLEMENTED', 'the facade has no sessions');
     }
+    const bound = Object.fromEntries([...params].filter(([name]) => name.startsWith('param_')).map(([name, value]) => [name.slice(6), unescapeParam(value)]));
     const body = bodyStream(req);
     const queryParam = params.get('query');
     const insert = queryParam === null ? null : INSERT_WITH_DATA.exec(queryParam);
@@ -158,7 +163,7 @@ export async function serveClickhouseFacade(dataDir: string, port = 0): Promise<
     // Other settings would need a SETTINGS clause in the right place of any statement: refused
     // rather than silently ignored (our driver sends none).
     if (settings.length > 0) throw new FacadeError(115, 'UNKNOWN_SETTING', `the facade passes settings on INSERT … FORMAT only, not ${settings.map(([n]) => n).join(', ')}`);
-    const result = await run(sql, format, database);
+    const result = await run(sql, format, database, bound);
     const summary = { read_rows: String(result.rowsRead), read_bytes: String(result.bytesRead), elapsed_ns: String(Math.round(result.elapsed * 1e9)) };
     res.writeHead(200, { ...headers, 'content-type': 'text/plain; charset=UTF-8', 'x-clickhouse-summary': JSON.stringify(summary) });
     res.end(Buffer.from(result.bytes()));
@@ -184,6 +189,15 @@ export async function serveClickhouseFacade(dataDir: string, port = 0): Promise<
       session.close();
     },
   };
+}
+
+/**
+ * A `param_` value as ClickHouse reads it: escaped text (`\\t`, `\\'`, `\\\\`..., as
+ * @clickhouse/client writes it), turned back into the value, which chDB's binder escapes again.
+ */
+function unescapeParam(value: string): string {
+  const escapes: Record<string, string> = { b: '\b', f: '\f', n: '\n', r: '\r', t: '\t', 0: '\0' };
+  return value.replace(/\\([\s\S])/g, (_, c: string) => escapes[c] ?? c);
 }
 
 function settingName(name: string): string {

@@ -1,0 +1,122 @@
+/**
+ * Logs: otel_logs and agent_logs as one list, newest first, a page at a time.
+ *
+ * One statement per page, in two steps the engine runs in order:
+ *   1. the boundary: the time of the (skip + limit + 1)-th newest matching entry, found by
+ *      reading only the time column (and the filters' columns) of both tables;
+ *   2. the page: the entries at or after the boundary, every column, in a total order (time,
+ *      then kind, source, service and a hash of the rest), `LIMIT limit + 1 OFFSET skip`.
+ * Step 2 reads whole rows only inside that narrow window, however many entries the range holds.
+ *
+ * The cursor is the time of the page's last entry and how many entries at exactly that time
+ * were already shown (`skip`): entries sharing one timestamp are common (an agent batch without
+ * timestamps is stamped with its receive time), and the total order pages through them without
+ * losing or repeating any.
+ */
+import type { LogEntry, LogPage, LogQuery } from '../api.ts';
+import { QueryValidationError } from './errors.ts';
+import { mapEquals, nanosToMillis, Params, type StatementExecutor } from './statement.ts';
+
+interface Cursor {
+  /** Unix nanoseconds of the last entry shown. */
+  timeNs: string;
+  /** Entries at exactly that time already shown. */
+  skip: number;
+}
+
+const CURSOR = /^(\d{1,19})\.(\d{1,7})$/;
+
+export function encodeCursor({ timeNs, skip }: Cursor): string {
+  return Buffer.from(`${timeNs}.${skip}`).toString('base64url');
+}
+
+export function decodeCursor(cursor: string): Cursor {
+  const match = CURSOR.exec(Buffer.from(cursor, 'base64url').toString('latin1'));
+  if (!match || BigInt(match[1]!) > 9_223_372_036_854_775_807n) throw new QueryValidationError('cursor', 'is not a cursor of this query (start from the first page)');
+  return { timeNs: match[1]!, skip: Number(match[2]) };
+}
+
+/** An entry as the statement gives it: all but `time`, made from `timeNs`. */
+type LogRow = Omit<LogEntry, 'time'>;
+
+/** A page of log entries; `query` is validated (schemas.ts), `limit` filled in. */
+export async function logs(db: StatementExecutor, sources: readonly string[], query: LogQuery & { limit: number }): Promise<LogPage> {
+  const cursor = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+  const params = new Params();
+  const { otel, agent } = conditions(params, sources, query, cursor);
+  const skip = cursor?.skip ?? 0;
+  const window = params.bind(skip + query.limit + 1, 'UInt32');
+  const rows = await db.rows<LogRow>(
+    `WITH (
+       SELECT min(ts) FROM (
+         SELECT ts FROM (
+           SELECT Timestamp AS ts FROM otel_logs WHERE ${otel} ORDER BY ts DESC LIMIT ${window}
+           UNION ALL
+           SELECT Timestamp AS ts FROM agent_logs WHERE ${agent} ORDER BY ts DESC LIMIT ${window}
+         ) ORDER BY ts DESC LIMIT ${window}
+       )
+     ) AS boundary
+     SELECT kind, toString(toUnixTimestamp64Nano(ts)) AS timeNs, sourceId, service, severityText, severityNumber, body,
+       traceId, spanId, attributes, resource
+     FROM (
+       SELECT 'otlp' AS kind, Timestamp AS ts, SourceId AS sourceId, toString(ServiceName) AS service,
+         toString(SeverityText) AS severityText, SeverityNumber AS severityNumber, Body AS body, TraceId AS traceId,
+         SpanId AS spanId, CAST(LogAttributes, 'Map(String, String)') AS attributes, CAST(ResourceAttributes, 'Map(String, String)') AS resource
+       FROM otel_logs WHERE ${otel} AND Timestamp >= boundary
+       UNION ALL
+       SELECT 'agent', Timestamp, SourceId, toString(Service), toString(Level), SeverityNumber, Message, '', '',
+         if(Host = '', CAST(Attributes, 'Map(String, String)'), mapUpdate(CAST(Attributes, 'Map(String, String)'), map('host.name', toString(Host)))),
+         CAST(map(), 'Map(String, String)')
+       FROM agent_logs WHERE ${agent} AND Timestamp >= boundary
+     )
+     ORDER BY ts DESC, kind, sourceId, service, cityHash64(body, severityNumber, severityText, traceId, spanId, attributes, resource)
+     LIMIT ${params.bind(query.limit + 1, 'UInt32')} OFFSET ${params.bind(skip, 'UInt32')}`,
+    params,
+  );
+  const more = rows.length > query.limit;
+  const page = more ? rows.slice(0, query.limit) : rows;
+  const entries = page.map((row): LogEntry => ({ ...row, time: nanosToMillis(row.timeNs) }));
+  if (!more) return { logs: entries };
+  // Entries of the page at the last entry's time, plus those of earlier pages at that same time.
+  const last = page[page.length - 1]!.timeNs;
+  let atLast = 0;
+  for (let i = page.length - 1; i >= 0 && page[i]!.timeNs === last; i--) atLast++;
+  const before = cursor?.timeNs === last ? skip : 0;
+  return { logs: entries, cursor: encodeCursor({ timeNs: last, skip: before + atLast }) };
+}
+
+/** The WHERE of each table: the tenant's sources, the range (up to the cursor), the filters. */
+function conditions(params: Params, sources: readonly string[], query: LogQuery, cursor: Cursor | undefined): { otel: string; agent: string } {
+  const source = params.sources('SourceId', sources);
+  const from = params.millis(query.from);
+  const to = params.millis(query.to);
+  const common = [source, `Timestamp >= ${from}`, `Timestamp < ${to}`];
+  if (cursor) common.push(`Timestamp <= fromUnixTimestamp64Nano(${params.bind(cursor.timeNs, 'Int64')})`);
+  const otel = [...common];
+  const agent = [...common];
+  if (query.services?.length) {
+    const services = params.list(query.services);
+    otel.push(`ServiceName IN ${services}`);
+    agent.push(`Service IN ${services}`);
+  }
+  if (query.minSeverity !== undefined) {
+    const least = params.bind(query.minSeverity, 'UInt32');
+    otel.push(`SeverityNumber >= ${least}`);
+    agent.push(`SeverityNumber >= ${least}`);
+  }
+  if (query.text !== undefined) {
+    const text = params.bind(query.text, 'String');
+    otel.push(`positionCaseInsensitiveUTF8(Body, ${text}) > 0`);
+    agent.push(`positionCaseInsensitiveUTF8(Message, ${text}) > 0`);
+  }
+  for (const { key, value } of query.attributes ?? []) {
+    const k = params.bind(key, 'String');
+    const v = params.bind(value, 'String');
+    const empty = value === '';
+    // A resource attribute (host.name, k8s.pod.name...) filters as well as a log attribute.
+    otel.push(`(${mapEquals('LogAttributes', k, v, empty)} OR ${mapEquals('ResourceAttributes', k, v, empty)})`);
+    // The agent's host and service are columns of their own; the console shows them as these keys.
+    agent.push(`(${mapEquals('Attributes', k, v, empty)} OR (${k} = 'host.name' AND Host = ${v}) OR (${k} = 'service.name' AND Service = ${v}))`);
+  }
+  return { otel: otel.join(' AND '), agent: agent.join(' AND ') };
+}

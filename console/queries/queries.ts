@@ -1,0 +1,83 @@
+/**
+ * ConsoleQueries: what the console's pages read, built on the server from structured filters
+ * (console/api.ts), never from SQL of the browser's. Every method takes the tenant's SourceIds
+ * first and every statement is restricted to them; an empty list answers empty without a
+ * statement. Bodies are validated here too (schemas.ts: QueryValidationError, 400), values are
+ * bound as query parameters (statement.ts), and every statement runs read-only under the limits
+ * (config.ts: QueryLimitError, 422).
+ *
+ * The same statements run on chDB (ChdbReader) and on a ClickHouse server
+ * (storage/clickhouse-reader.ts): the StatementRunner given decides.
+ */
+import type { StatementRunner } from '../../storage/chdb-reader.ts';
+import type {
+  AgentView, DeployMarker, LogPage, LogQuery, MetricInfo, MetricQuery, MetricResult, TimeRange, TraceQuery, TraceSummary, TraceView,
+} from '../api.ts';
+import { agents, deploys, services } from './catalog.ts';
+import { resolveLimits, type ConsoleQueryLimits } from './config.ts';
+import { logs } from './logs.ts';
+import { chooseStep, metric, metricNames } from './metrics.ts';
+import {
+  validateDeployQuery, validateLogQuery, validateMetricQuery, validateTimeRange, validateTraceId, validateTraceQuery,
+} from './schemas.ts';
+import { StatementExecutor } from './statement.ts';
+import { trace, traces } from './traces.ts';
+
+export class ConsoleQueries {
+  private readonly db: StatementExecutor;
+
+  /**
+   * `database`: the one holding Sluice's tables (storage's, e.g. `otel`). `limits`: defaults in
+   * config.ts; refused at once when one cannot be a limit.
+   */
+  constructor(runner: StatementRunner, database: string, limits?: Partial<ConsoleQueryLimits>) {
+    this.db = new StatementExecutor(runner, database, resolveLimits(limits));
+  }
+
+  /** Services that sent anything (spans, logs, metrics, agent data) or were deployed in the range. */
+  async services(sources: readonly string[], range: TimeRange): Promise<string[]> {
+    const valid = validateTimeRange(range);
+    return sources.length === 0 ? [] : services(this.db, sources, valid);
+  }
+
+  /** OTLP and agent log entries, newest first, a page at a time (`cursor`). */
+  async logs(sources: readonly string[], query: LogQuery): Promise<LogPage> {
+    const valid = validateLogQuery(query);
+    return sources.length === 0 ? { logs: [] } : logs(this.db, sources, valid);
+  }
+
+  /** Summaries of the traces with a span matching the filters, most recent first. */
+  async traces(sources: readonly string[], query: TraceQuery): Promise<TraceSummary[]> {
+    const valid = validateTraceQuery(query);
+    return sources.length === 0 ? [] : traces(this.db, sources, valid);
+  }
+
+  /** One trace, every span with its events and links; undefined when the tenant has no such trace. */
+  async trace(sources: readonly string[], traceId: string): Promise<TraceView | undefined> {
+    const id = validateTraceId(traceId);
+    return sources.length === 0 ? undefined : trace(this.db, sources, id);
+  }
+
+  /** Metric names in the range (OTLP metrics of every kind, and agent metrics). */
+  async metricNames(sources: readonly string[], range: TimeRange): Promise<MetricInfo[]> {
+    const valid = validateTimeRange(range);
+    return sources.length === 0 ? [] : metricNames(this.db, sources, valid);
+  }
+
+  /** One chart: the metric aggregated per time bucket (at most 500) and group (at most 50). */
+  async metric(sources: readonly string[], query: MetricQuery): Promise<MetricResult> {
+    const valid = validateMetricQuery(query);
+    return sources.length === 0 ? { stepSeconds: chooseStep(valid, valid.stepSeconds), series: [] } : metric(this.db, sources, valid);
+  }
+
+  /** Deploy markers in the range, newest first. */
+  async deploys(sources: readonly string[], query: TimeRange & { services?: string[] }): Promise<DeployMarker[]> {
+    const valid = validateDeployQuery(query);
+    return sources.length === 0 ? [] : deploys(this.db, sources, valid);
+  }
+
+  /** Each agent's latest heartbeat; stale when it is older than 5 minutes. */
+  async agents(sources: readonly string[]): Promise<AgentView[]> {
+    return sources.length === 0 ? [] : agents(this.db, sources);
+  }
+}

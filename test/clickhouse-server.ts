@@ -1,0 +1,84 @@
+/**
+ * A clickhouse-server of a test's own: loopback only, random ports, a temp dir, user `default`
+ * without password. The binary must be installed (deploy/services.sh installs it; CI runs that
+ * script): without it the test FAILS, it never skips.
+ *
+ * The server here is Debian's package, ClickHouse 18.16 (see storage/clickhouse.test.ts for
+ * what it cannot do).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { freePort } from './sluice-processes.ts';
+
+export interface ClickhouseServer {
+  /** `http://default@127.0.0.1:<port>` */
+  url: string;
+  process: ChildProcess;
+  dir: string;
+  /** Kills the server and removes its directory. */
+  stop(): Promise<void>;
+}
+
+function findBinary(name: string): string | undefined {
+  const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/sbin', '/usr/bin', '/usr/local/bin'];
+  return dirs.map((dir) => join(dir, name)).find((path) => existsSync(path));
+}
+
+export async function startClickhouseServer(): Promise<ClickhouseServer> {
+  const binary = findBinary('clickhouse-server');
+  if (!binary) {
+    throw new Error('clickhouse-server is not installed: run deploy/services.sh (as CI does). This suite needs a real server and does not skip.');
+  }
+  const dir = await mkdtemp(join(tmpdir(), 'sluice-clickhouse-'));
+  const [httpPort, tcpPort] = [await freePort(), await freePort()];
+  await writeFile(join(dir, 'config.xml'), `<?xml version="1.0"?>
+<yandex>
+  <logger><level>information</level><log>${dir}/server.log</log><errorlog>${dir}/server.err.log</errorlog><size>10M</size><count>1</count></logger>
+  <listen_host>127.0.0.1</listen_host>
+  <http_port>${httpPort}</http_port>
+  <tcp_port>${tcpPort}</tcp_port>
+  <path>${dir}/data/</path>
+  <tmp_path>${dir}/data/tmp/</tmp_path>
+  <user_files_path>${dir}/data/user_files/</user_files_path>
+  <users_config>users.xml</users_config>
+  <default_profile>default</default_profile>
+  <default_database>default</default_database>
+  <mark_cache_size>104857600</mark_cache_size>
+</yandex>
+`);
+  await writeFile(join(dir, 'users.xml'), `<?xml version="1.0"?>
+<yandex>
+  <profiles><default></default></profiles>
+  <users><default><password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default></users>
+  <quotas><default></default></quotas>
+</yandex>
+`);
+  const child = spawn(binary, [`--config-file=${join(dir, 'config.xml')}`], { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (data) => (stderr += data));
+  const url = `http://default@127.0.0.1:${httpPort}`;
+  const stop = async () => {
+    await stopProcess(child);
+    await rm(dir, { recursive: true, force: true });
+  };
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline && child.exitCode === null) {
+    const ok = await fetch(`http://127.0.0.1:${httpPort}/ping`).then((r) => r.ok, () => false);
+    if (ok) return { url, process: child, dir, stop };
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  await stopProcess(child);
+  const log = await readFile(join(dir, 'server.err.log'), 'utf8').catch(() => '');
+  throw new Error(`clickhouse-server did not answer on ${httpPort} within 30 s (exit ${child.exitCode}):\n${stderr}\n${log.slice(-2000)}`);
+}
+
+/** SIGKILL: a throwaway server in a temp dir needs no graceful stop (which waits ~8 s for clients). */
+export async function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+}
