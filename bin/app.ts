@@ -30,6 +30,7 @@ import { ControlServer } from './control.ts';
 import { serverGraceMs, SluiceGraph } from './graph.ts';
 import { MAX_RELAY_BODY_BYTES, openPublicRelay, relayHttpHandler, type Relay } from '../relay/index.ts';
 import { MAX_QUERY_BODY_BYTES, openQueryEndpoint } from '../query/index.ts';
+import { MAX_CONSOLE_BODY_BYTES } from '../console/index.ts';
 
 export type Role = 'serve' | 'gateway' | 'consume' | 'deliver';
 
@@ -95,6 +96,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     let httpPort = 0;
     let queryPort = 0;
     let relay: RunningRelay | undefined;
+    let consoleServing: RunningConsole | undefined;
     let handler = opsRoutes({ metrics, readiness, log });
     // One resolver of client addresses for every port that limits per client.
     const clientIp = clientIpResolver(config.limits.trustedProxies);
@@ -161,6 +163,26 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         servers.push(server);
         graph.onStop('relay server', (deadline) => server.close(serverGraceMs(deadline)));
       }
+
+      // The console reads storage and signs sessions: in a cluster it needs CLICKHOUSE_URL and the shared master key.
+      if (config.console.enabled && nc && !(config.relay.masterKey && config.clickhouse.url)) {
+        log.warn('console disabled: set SLUICE_RELAY_MASTER_KEY (the same on every gateway) and CLICKHOUSE_URL to serve it in cluster mode');
+      } else if (config.console.enabled) {
+        const ingestHost = new URL(publicUrl(config, httpPort)).hostname;
+        const opened = await graph.console({
+          clientIp,
+          budget,
+          ingest: () => ({ otlpHttp: publicUrl(config, httpPort), otlpGrpc: `http://${ingestHost.includes(':') ? `[${ingestHost}]` : ingestHost}:${grpcPort}` }),
+        });
+        const server = createHttpServer(config.http.engine, opened.handler, httpServerOptions(config, MAX_CONSOLE_BODY_BYTES), log);
+        const port = await listenOn(server, config.host, config.console.port, 'console port (SLUICE_CONSOLE_PORT)');
+        servers.push(server);
+        graph.onStop('console server', (deadline) => server.close(serverGraceMs(deadline)));
+        const url = opened.bind(port);
+        const firstRunLink = await opened.firstRunLink();
+        if (firstRunLink) log.info({ link: firstRunLink }, 'console: open this one-time link to sign in as its first owner');
+        consoleServing = { port, url, firstRunLink };
+      }
     }
     // The query endpoint reads the embedded engine: `serve` without NATS or CLICKHOUSE_URL (config.ts refuses it otherwise).
     if (role === 'serve' && config.query.port > 0) {
@@ -208,8 +230,8 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
       graph.onStop('control socket', () => control.shutdown());
     }
 
-    log.info({ role, host: config.host, httpPort, grpcPort, relayPort: relay?.port ?? 0, queryPort, dataDir: config.dataDir, cluster: !!nc, engine: http.engine }, 'sluice is serving');
-    return { httpPort, grpcPort, queryPort, relay, console: undefined, storage, state, sources, configs, installTokens, metrics, readiness, shutdown: (deadline) => graph.shutdown(deadline), stopping: () => graph.stopping };
+    log.info({ role, host: config.host, httpPort, grpcPort, relayPort: relay?.port ?? 0, queryPort, consolePort: consoleServing?.port ?? 0, dataDir: config.dataDir, cluster: !!nc, engine: http.engine }, 'sluice is serving');
+    return { httpPort, grpcPort, queryPort, relay, console: consoleServing, storage, state, sources, configs, installTokens, metrics, readiness, shutdown: (deadline) => graph.shutdown(deadline), stopping: () => graph.stopping };
   } catch (err) {
     await graph.shutdown();
     throw err;

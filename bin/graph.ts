@@ -26,6 +26,10 @@ import { InstallTokens } from '../gateway/install-tokens.ts';
 import type { Limiter } from '../gateway/limiter.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
 import { AccountStore } from '../accounts/store.ts';
+import { openConsole, type Console, type ConsoleParts } from '../console/index.ts';
+import { ConsoleQueries } from '../console/queries/index.ts';
+import { buildConsoleAssets } from '../console/ui/build.ts';
+import { ClickhouseReader } from '../storage/clickhouse-reader.ts';
 import { IngestTally } from '../pipeline/ingest-tally.ts';
 import { openRelay, type Relay } from '../relay/index.ts';
 import { RelayJobResolver } from '../relay/delivery-resolver.ts';
@@ -39,7 +43,7 @@ import { WhatsAppSender } from '../delivery/whatsapp.ts';
 import { DeliveryWorker } from '../delivery/worker.ts';
 import type { StateStore } from '../state/store.ts';
 import { readsAfter, type Storage } from '../storage/storage.ts';
-import { ChdbReader } from '../storage/chdb-reader.ts';
+import { ChdbReader, type StatementRunner } from '../storage/chdb-reader.ts';
 import { chdbEngineDir } from '../storage/chdb.ts';
 import { LocalAdmin } from './admin.ts';
 import {
@@ -54,6 +58,7 @@ import {
   LIMITER_KEYS,
   limitRule,
   type LimiterKind,
+  masterKey,
   relayParts,
   schemaOptions,
   storageStatus,
@@ -270,6 +275,36 @@ export class SluiceGraph {
         this.readiness.register(`state.${bucket}`, () => relay.store.statuses()[bucket] ?? { ok: false, detail: 'gone' });
       }
       return relay;
+    });
+  }
+
+  /**
+   * The web console's module (its port is the role's business): storage reads on the embedded
+   * engine's read connections, or on the ClickHouse server of CLICKHOUSE_URL in a cluster.
+   */
+  console(front: Pick<ConsoleParts, 'clientIp' | 'budget' | 'ingest'>): Promise<Console> {
+    return this.once('console', async () => {
+      let runner: StatementRunner;
+      if (this.config.clickhouse.url) {
+        const reader = new ClickhouseReader({ url: this.config.clickhouse.url });
+        this.onStop('console reads', () => reader.shutdown());
+        runner = reader;
+      } else {
+        runner = await this.chdbReader();
+      }
+      return openConsole({
+        ...front,
+        accounts: await this.accounts(),
+        state: await this.state(),
+        masterKey: await masterKey(this.config, 'the console'),
+        sources: await this.sources(),
+        installTokens: await this.installTokens(),
+        reads: new ConsoleQueries(runner, this.config.storage.database),
+        assets: await buildConsoleAssets(),
+        signInLimiter: await this.limiter('sign-in'),
+        log: this.log,
+        publicUrl: this.config.console.publicUrl,
+      });
     });
   }
 

@@ -15,10 +15,10 @@ import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
 import { checkPassword, type AccountStore } from '../accounts/index.ts';
 import type { Me } from './api.ts';
-import type { ConsoleAssets } from './assets.ts';
+import type { ConsoleAssets } from './ui/build.ts';
 import type { Dashboards } from './dashboards.ts';
 import type { FirstRun } from './first-run.ts';
-import type { ConsoleReads, QueryValidator } from './reads.ts';
+import type { ConsoleReads } from './reads.ts';
 import { validBody } from './schemas.ts';
 import type { ConsoleSessions, SignedIn } from './sessions.ts';
 import { dashboardRoutes, queryRoutes, sourceRoutes } from './routes.ts';
@@ -31,14 +31,12 @@ export interface ConsoleHttpDeps {
   installTokens: InstallTokens;
   dashboards: Dashboards;
   reads: ConsoleReads;
-  /** Checks a read's body (400 naming the problem). */
-  validateQuery: QueryValidator;
   /** The built app: its files by URL path. */
   assets: ConsoleAssets;
   /** Whether the API answers this Origin: the console's own only (known once its port is bound). */
   isConsoleOrigin: (origin: string) => boolean;
   /** Where telemetry goes (the empty states' setup lines, install commands). */
-  ingest: { otlpHttp: string; otlpGrpc: string };
+  ingest: () => { otlpHttp: string; otlpGrpc: string };
   /** Guards sign-in and first-run against guessing (per client IP; shared with the relay's sign-in). */
   signInLimiter: Limiter;
   clientIp: ClientIpResolver;
@@ -90,7 +88,7 @@ const WRITES = new Set(['POST', 'PUT', 'DELETE']);
 function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
   const signedIn = async (user: Parameters<ConsoleSessions['start']>[0]) => {
     const { setCookie, signedIn: session } = await deps.sessions.start(user);
-    return new Answer({ status: 200, headers: { 'set-cookie': setCookie, ...jsonHeaders() }, body: JSON.stringify(me(session, deps.ingest)) });
+    return new Answer({ status: 200, headers: { 'set-cookie': setCookie, ...jsonHeaders() }, body: JSON.stringify(me(session, deps.ingest())) });
   };
   return [
     { method: 'POST', pattern: '/api/first-run', access: 'open', run: async ({ body }) => {
@@ -109,7 +107,7 @@ function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
       const setCookie = await deps.sessions.end(session.sessionId);
       return new Answer({ status: 204, headers: { 'set-cookie': setCookie } });
     } },
-    { method: 'GET', pattern: '/api/me', access: 'session', run: ({ session }) => me(session, deps.ingest) },
+    { method: 'GET', pattern: '/api/me', access: 'session', run: ({ session }) => me(session, deps.ingest()) },
   ];
 }
 

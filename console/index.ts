@@ -14,12 +14,15 @@ import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { Limiter } from '../gateway/limiter.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
 import type { StateStore } from '../state/store.ts';
-import type { ConsoleAssets } from './assets.ts';
+import type { ConsoleAssets } from './ui/build.ts';
 import { Dashboards } from './dashboards.ts';
 import { FirstRun } from './first-run.ts';
 import { consoleHandler } from './http.ts';
-import type { ConsoleReads, QueryValidator } from './reads.ts';
+import type { ConsoleReads } from './reads.ts';
 import { ConsoleSessions } from './sessions.ts';
+
+/** Body size on the console port: ample for a dashboard of 24 charts; past it, 413. */
+export const MAX_CONSOLE_BODY_BYTES = 256 * 1024;
 
 export interface ConsoleParts {
   accounts: AccountStore;
@@ -29,7 +32,6 @@ export interface ConsoleParts {
   sources: SourceRegistry;
   installTokens: InstallTokens;
   reads: ConsoleReads;
-  validateQuery: QueryValidator;
   assets: ConsoleAssets;
   signInLimiter: Limiter;
   clientIp: ClientIpResolver;
@@ -37,8 +39,8 @@ export interface ConsoleParts {
   log: Logger;
   /** SLUICE_CONSOLE_PUBLIC_URL, or '' for the loopback names of the bound port. */
   publicUrl: string;
-  /** Where telemetry goes: the OTLP/HTTP base URL (also the agent API's), the OTLP/gRPC one. */
-  ingest: { otlpHttp: string; otlpGrpc: string };
+  /** Where telemetry goes: the OTLP/HTTP base URL (also the agent API's), the OTLP/gRPC one (known once their ports are bound). */
+  ingest: () => { otlpHttp: string; otlpGrpc: string };
 }
 
 export interface Console {

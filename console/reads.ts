@@ -1,7 +1,8 @@
 /**
  * What the console reads from storage, behind one interface (console/queries/ implements it on
  * chDB and on a ClickHouse server). Every method takes the caller's tenant's SourceIds first:
- * nothing outside them is ever read.
+ * nothing outside them is ever read. The query objects come from the browser as they are: the
+ * reads check them first (a 400 naming the field otherwise).
  */
 import type {
   AgentView, DeployMarker, LogPage, LogQuery, MetricInfo, MetricQuery, MetricResult, Overview, TimeRange, TraceQuery, TraceSummary, TraceView,
@@ -20,14 +21,3 @@ export interface ConsoleReads {
   deploys(sources: Scope, query: TimeRange & { services?: string[] }): Promise<DeployMarker[]>;
   agents(sources: Scope): Promise<AgentView[]>;
 }
-
-/** The query bodies, checked before a read runs (400 naming the problem otherwise). */
-export interface QueryBodies {
-  range: TimeRange;
-  logs: LogQuery;
-  traces: TraceQuery;
-  metric: MetricQuery;
-  deploys: TimeRange & { services?: string[] };
-}
-export type QueryKind = keyof QueryBodies;
-export type QueryValidator = <K extends QueryKind>(kind: K, body: unknown) => QueryBodies[K];

@@ -5,29 +5,18 @@
  * no error (a Content-Security-Policy violation would be one). A screenshot of each page goes to
  * test-output/ (not committed).
  */
-import { mkdir } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchChromium, SCREENSHOTS, watchPage } from './browser.ts';
 import { startTestSluice, type TestSluice } from './harness.ts';
 
-const CHROMIUM = process.env.SLUICE_TEST_CHROMIUM ?? '/usr/bin/chromium';
-const SCREENSHOTS = fileURLToPath(new URL('../test-output/', import.meta.url));
 const ENGINE = process.env.SLUICE_TEST_HTTP_ENGINE ?? 'node';
 let sluice: TestSluice;
 let browser: Browser;
 
 beforeAll(async () => {
   sluice = await startTestSluice();
-  await mkdir(SCREENSHOTS, { recursive: true });
-  try {
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
-  } catch (err) {
-    throw new Error(`Chromium could not start from ${CHROMIUM} (deploy/services.sh installs Debian's chromium): ${(err as Error).message}`);
-  }
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();
@@ -51,13 +40,7 @@ interface Visit {
 async function visit(origin: string, method: string, path: string, screenshot: string): Promise<Visit> {
   const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
   const tab = await context.newPage();
-  const complaints: string[] = [];
-  const requests: string[] = [];
-  tab.on('console', (message) => {
-    if (message.type() === 'error' || message.type() === 'warning') complaints.push(`${message.type()}: ${message.text()}`);
-  });
-  tab.on('pageerror', (err) => complaints.push(`exception: ${err.message}`));
-  tab.on('request', (request) => requests.push(request.url()));
+  const { complaints, requests } = watchPage(tab);
   const answer = await tab.goto(`${origin}/api/v1/docs`);
   expect(answer?.status()).toBe(200);
   const operation = tab.locator(`.opblock-${method.toLowerCase()}`).filter({ has: tab.locator(`.opblock-summary-path[data-path="${path}"]`) });

@@ -10,11 +10,11 @@ import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchChromium } from './browser.ts';
 import { startRelayFixture, type RelayFixture } from './relay-fixture.ts';
 
-const CHROMIUM = process.env.SLUICE_TEST_CHROMIUM ?? '/usr/bin/chromium';
 let relay: RelayFixture;
 let browser: Browser;
 const servers: Server[] = [];
@@ -54,14 +54,7 @@ function page(siteKey: string): string {
 beforeAll(async () => {
   snippet = await readmeSnippet();
   relay = await startRelayFixture();
-  try {
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
-  } catch (err) {
-    throw new Error(`Chromium could not start from ${CHROMIUM} (deploy/services.sh installs Debian's chromium): ${(err as Error).message}`);
-  }
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();

@@ -9,13 +9,15 @@
  * Anything else the engine reports is not the user's to fix (storage down, or a bug in our SQL)
  * and is thrown as it came: the console answers it as a server error.
  */
+import { ApiError } from '../../gateway/http/json-api.ts';
 import { clickhouseException } from '../../storage/errors.ts';
 import type { ConsoleQueryLimits } from './config.ts';
 
-export class ConsoleQueryError extends Error {
-  constructor(readonly statusCode: number, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+export class ConsoleQueryError extends ApiError {
+  constructor(statusCode: number, message: string, options?: { cause?: unknown; details?: Record<string, unknown> }) {
+    super(statusCode, message, options?.details);
     this.name = 'ConsoleQueryError';
+    if (options?.cause !== undefined) this.cause = options.cause;
   }
 }
 
@@ -24,7 +26,7 @@ export class QueryValidationError extends ConsoleQueryError {
   readonly field: string;
 
   constructor(field: string, problem: string) {
-    super(400, `${field} ${problem}`);
+    super(400, `${field} ${problem}`, { details: { field } });
     this.name = 'QueryValidationError';
     this.field = field;
   }

@@ -6,7 +6,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StatementRunner } from '../../storage/chdb-reader.ts';
 import { openTestEngine, type TestEngine } from '../../test/chdb-engine.ts';
-import { MAX_POINTS, overview, overviewSteps } from './overview.ts';
+import { MAX_POINTS, overviewSteps } from './overview.ts';
+import { ConsoleQueries } from './queries.ts';
+
+/** ConsoleQueries.overview on `runner`: the statement as the console runs it, limits and all. */
+const overviewOf = (runner: StatementRunner, sources: readonly string[], range: { from: number; to: number }) =>
+  new ConsoleQueries(runner, 'otel').overview(sources, range);
 
 let engine: TestEngine;
 
@@ -60,7 +65,7 @@ const nonZero = (points: Array<[number, number]>) => points.filter(([, value]) =
 
 describe('overview', () => {
   it('gives received, accepted and refused-by-reason items per second for each source and signal', async () => {
-    const result = await overview(engine.reader, 'otel', ['src_a'], HOUR);
+    const result = await overviewOf(engine.reader, ['src_a'], HOUR);
     expect(result.stepSeconds).toBe(30);
     expect(result.series.map((s) => [s.sourceId, s.signal, s.outcome, s.reason])).toEqual([
       ['src_a', 'logs', 'received', undefined],
@@ -86,35 +91,35 @@ describe('overview', () => {
   });
 
   it('reads only the sources it is given, never the refusals of no source', async () => {
-    const b = await overview(engine.reader, 'otel', ['src_b'], HOUR);
+    const b = await overviewOf(engine.reader, ['src_b'], HOUR);
     expect(b.series.map((s) => [s.sourceId, s.outcome, nonZero(s.points)])).toEqual([
       ['src_b', 'received', [[0, 1.4]]],
       ['src_b', 'accepted', [[0, 1.4]]],
     ]);
     // Ids are matched exactly as they are, whatever characters they hold.
-    const quoted = await overview(engine.reader, 'otel', ["it's", 'back\\slash\ttab', 'src_unknown', 'back'], HOUR);
+    const quoted = await overviewOf(engine.reader, ["it's", 'back\\slash\ttab', 'src_unknown', 'back'], HOUR);
     expect(quoted.series.map((s) => [s.sourceId, s.signal, s.outcome])).toEqual([
       ['back\\slash\ttab', 'logs', 'received'], ['back\\slash\ttab', 'logs', 'accepted'], ["it's", 'metrics', 'received'], ["it's", 'metrics', 'accepted'],
     ]);
     // Text that would change the statement if it were spliced in is only a name that matches nothing.
-    expect((await overview(engine.reader, 'otel', ["src_a') OR 1=1 OR SourceId IN ('"], HOUR)).series).toEqual([]);
+    expect((await overviewOf(engine.reader, ["src_a') OR 1=1 OR SourceId IN ('"], HOUR)).series).toEqual([]);
     const runner = recording();
-    expect(await overview(runner, 'otel', ['', ''], HOUR)).toEqual({ stepSeconds: 30, series: [] });
-    expect(await overview(runner, 'otel', [], HOUR)).toEqual({ stepSeconds: 30, series: [] });
+    expect(await overviewOf(runner, ['', ''], HOUR)).toEqual({ stepSeconds: 30, series: [] });
+    expect(await overviewOf(runner, [], HOUR)).toEqual({ stepSeconds: 30, series: [] });
     expect(runner.statements).toBe(0);
-    const both = await overview(runner, 'otel', ['src_b', '', 'src_a'], HOUR);
+    const both = await overviewOf(runner, ['src_b', '', 'src_a'], HOUR);
     expect(runner.statements).toBe(1);
     expect([...new Set(both.series.map((s) => s.sourceId))]).toEqual(['src_a', 'src_b']);
   });
 
   it('counts the rows of the range only, the first step from its start', async () => {
     // From 5 s before T0: the first step starts at T0 - 10 s (the row of T0 - 60 s is before it).
-    const result = await overview(engine.reader, 'otel', ['src_a'], { from: (T0 - 5) * 1000, to: (T0 + 55) * 1000 });
+    const result = await overviewOf(engine.reader, ['src_a'], { from: (T0 - 5) * 1000, to: (T0 + 55) * 1000 });
     expect(result.stepSeconds).toBe(10);
     const accepted = result.series.find((s) => s.signal === 'traces' && s.outcome === 'accepted')!;
     expect(accepted.points.map(([time]) => time / 1000 - T0)).toEqual([-10, 0, 10, 20, 30, 40, 50]);
     expect(nonZero(accepted.points)).toEqual([[0, 90], [10, 30]]);
-    const late = await overview(engine.reader, 'otel', ['src_a'], { from: (T0 + 3600) * 1000, to: (T0 + 3610) * 1000 });
+    const late = await overviewOf(engine.reader, ['src_a'], { from: (T0 + 3600) * 1000, to: (T0 + 3610) * 1000 });
     expect(late.series.map((s) => [s.outcome, nonZero(s.points)])).toEqual([['received', [[3600, 100]]], ['accepted', [[3600, 100]]]]);
   });
 });

@@ -12,7 +12,7 @@
  * one per request (README: Ingest counts), so every refusal shows.
  */
 import type { Overview, OverviewSeries, TimeRange } from '../api.ts';
-import type { StatementRunner } from '../../storage/chdb-reader.ts';
+import { Params, type StatementExecutor } from './statement.ts';
 
 /** The most points a series has. */
 export const MAX_POINTS = 120;
@@ -43,19 +43,17 @@ export function overviewSteps({ from, to }: TimeRange): OverviewSteps {
   return fits(86_400 * (Math.ceil((end - start) / 86_400 / MAX_POINTS) + 1))!;
 }
 
-/**
- * The statement for `sources` String parameters s0, s1...: each bound on its own, so a source id
- * reaches the engine exactly as it is (chDB escapes a String parameter for the engine; the text
- * of an Array(String) parameter would need quoting of its own that this escaping undoes).
- */
-function statement(sources: number): string {
-  const scope = Array.from({ length: sources }, (_, i) => `{s${i}:String}`).join(', ');
+/** The statement: item counts per source, signal, outcome, reason and point of the range. */
+function statement(params: Params, sources: readonly string[], steps: OverviewSteps): string {
+  const first = params.bind(steps.first, 'UInt32');
+  const step = params.bind(steps.stepSeconds, 'UInt32');
+  const end = params.bind(steps.first + steps.count * steps.stepSeconds, 'UInt32');
   return `SELECT SourceId, Signal, Outcome, Reason,
-    intDiv(toUInt32(Timestamp) - {first:UInt32}, {step:UInt32}) AS point,
+    intDiv(toUInt32(Timestamp) - ${first}, ${step}) AS point,
     toFloat64(sum(Items)) AS items
 FROM ingest_counts
-WHERE SourceId IN (${scope})
-    AND Timestamp >= toDateTime({first:UInt32}) AND Timestamp < toDateTime({end:UInt32})
+WHERE ${params.sources('SourceId', sources)}
+    AND Timestamp >= toDateTime(${first}) AND Timestamp < toDateTime(${end})
 GROUP BY SourceId, Signal, Outcome, Reason, point`;
 }
 
@@ -78,22 +76,15 @@ interface SignalCounts {
 }
 
 /** Items per second by source, signal and outcome over `range`, for the sources given only. */
-export async function overview(runner: StatementRunner, database: string, sources: readonly string[], range: TimeRange): Promise<Overview> {
+export async function overview(db: StatementExecutor, sources: readonly string[], range: TimeRange): Promise<Overview> {
   const steps = overviewSteps(range);
   // The empty SourceId holds refusals of no known source: no tenant's.
   const scope = [...new Set(sources)].filter((source) => source !== '');
   if (scope.length === 0) return { stepSeconds: steps.stepSeconds, series: [] };
-  const params: Record<string, string> = {
-    first: String(steps.first),
-    step: String(steps.stepSeconds),
-    end: String(steps.first + steps.count * steps.stepSeconds),
-  };
-  scope.forEach((source, i) => (params[`s${i}`] = source));
-  const output = await runner.run(database, statement(scope.length), { format: 'JSONEachRow', params });
+  const params = new Params();
+  const rows = await db.rows<CountRow>(statement(params, scope, steps), params);
   const counts = new Map<string, SignalCounts>();
-  for (const line of Buffer.from(output.bytes).toString('utf8').split('\n')) {
-    if (!line) continue;
-    const row = JSON.parse(line) as CountRow;
+  for (const row of rows) {
     const key = `${row.SourceId}\u0000${row.Signal}`;
     let entry = counts.get(key);
     if (!entry) {

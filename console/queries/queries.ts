@@ -11,11 +11,12 @@
  */
 import type { StatementRunner } from '../../storage/chdb-reader.ts';
 import type {
-  AgentView, DeployMarker, LogPage, LogQuery, MetricInfo, MetricQuery, MetricResult, TimeRange, TraceQuery, TraceSummary, TraceView,
+  AgentView, DeployMarker, LogPage, LogQuery, MetricInfo, MetricQuery, MetricResult, Overview, TimeRange, TraceQuery, TraceSummary, TraceView,
 } from '../api.ts';
 import { agents, deploys, services } from './catalog.ts';
 import { resolveLimits, type ConsoleQueryLimits } from './config.ts';
 import { logs } from './logs.ts';
+import { overview } from './overview.ts';
 import { chooseStep, metric, metricNames } from './metrics.ts';
 import {
   validateDeployQuery, validateLogQuery, validateMetricQuery, validateTimeRange, validateTraceId, validateTraceQuery,
@@ -32,6 +33,11 @@ export class ConsoleQueries {
    */
   constructor(runner: StatementRunner, database: string, limits?: Partial<ConsoleQueryLimits>) {
     this.db = new StatementExecutor(runner, database, resolveLimits(limits));
+  }
+
+  /** Items received, accepted and refused per second, per source and signal (ingest_counts). */
+  async overview(sources: readonly string[], range: TimeRange): Promise<Overview> {
+    return overview(this.db, sources, validateTimeRange(range));
   }
 
   /** Services that sent anything (spans, logs, metrics, agent data) or were deployed in the range. */

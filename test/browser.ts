@@ -1,0 +1,34 @@
+/**
+ * Debian's Chromium driven by playwright-core, for the tests of the pages Sluice serves
+ * (deploy/services.sh installs it; playwright's own browser download cannot work here), and
+ * where their screenshots go: test-output/ (not committed).
+ */
+import { mkdir } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { chromium, type Browser, type Page } from 'playwright-core';
+
+const CHROMIUM = process.env.SLUICE_TEST_CHROMIUM ?? '/usr/bin/chromium';
+export const SCREENSHOTS = fileURLToPath(new URL('../test-output/', import.meta.url));
+
+export async function launchChromium(): Promise<Browser> {
+  await mkdir(SCREENSHOTS, { recursive: true });
+  try {
+    return await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+  } catch (err) {
+    throw new Error(`Chromium could not start from ${CHROMIUM} (deploy/services.sh installs Debian's chromium): ${(err as Error).message}`);
+  }
+}
+
+/** Console errors and warnings and uncaught exceptions of a page, and every URL it asked for. */
+export function watchPage(page: Page): { complaints: string[]; requests: string[] } {
+  const seen = { complaints: [] as string[], requests: [] as string[] };
+  page.on('console', (message) => {
+    if (message.type() === 'error' || message.type() === 'warning') seen.complaints.push(`${message.type()}: ${message.text()}`);
+  });
+  page.on('pageerror', (err) => seen.complaints.push(`exception: ${err.message}`));
+  page.on('request', (request) => seen.requests.push(request.url()));
+  return seen;
+}

@@ -1,0 +1,223 @@
+/**
+ * The web console in a real browser (Debian's Chromium, playwright-core) against a whole
+ * `sluice serve`: the first owner signs in with the one-time link, creates a source, sends
+ * traces, logs and metrics with the official OpenTelemetry exporters and a deploy marker with
+ * curl, and finds each in its page, the marker drawn on the metric's chart; a second tenant's
+ * user sees none of it; sign-out ends the session. Screenshots of every page go to test-output/.
+ */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { context, trace, TraceFlags } from '@opentelemetry/api';
+import { SeverityNumber } from '@opentelemetry/api-logs';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { InMemoryLogRecordExporter, LoggerProvider, SimpleLogRecordProcessor } from '@opentelemetry/sdk-logs';
+import { AggregationType, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LogPage, TraceSummary } from '../console/api.ts';
+import { launchChromium, SCREENSHOTS, watchPage } from './browser.ts';
+import { ConsoleClient } from './console-client.ts';
+import { eventually, startTestSluice, type TestSluice } from './harness.ts';
+import { exportOnce, exporterFor, type Target } from './otel-clients.ts';
+
+const run = promisify(execFile);
+const PASSWORD = 'correct horse battery staple';
+let app: TestSluice;
+let browser: Browser;
+let page: Page;
+let seen: ReturnType<typeof watchPage>;
+let apiKey = '';
+
+const consoleUrl = (path: string) => app.console!.url + path;
+const shot = (name: string) => page.screenshot({ path: `${SCREENSHOTS}console-${name}.png` });
+const byTestId = (id: string) => page.getByTestId(id);
+
+/** A checkout trace of three services, the payment span failed; its trace id. */
+async function sendTraces(target: Target): Promise<string> {
+  const memory = new InMemorySpanExporter();
+  const provider = (service: string) => new BasicTracerProvider({ resource: resourceFromAttributes({ 'service.name': service }), spanProcessors: [new SimpleSpanProcessor(memory)] });
+  const frontend = provider('frontend').getTracer('shop');
+  const payment = provider('payment').getTracer('shop');
+  const root = frontend.startSpan('POST /checkout', { attributes: { 'http.route': '/checkout' } });
+  const inRoot = trace.setSpan(context.active(), root);
+  const charge = payment.startSpan('payment.Charge', { attributes: { 'card.kind': 'visa' } }, inRoot);
+  charge.addEvent('card declined', { code: 51 });
+  charge.setStatus({ code: 2, message: 'card declined' });
+  charge.end();
+  provider('inventory').getTracer('shop').startSpan('inventory.Reserve', {}, inRoot).end();
+  root.end();
+  const result = await exportOnce(exporterFor('traces', 'http/protobuf', target), memory.getFinishedSpans());
+  expect(result.code).toBe(0);
+  return root.spanContext().traceId;
+}
+
+/** An error log inside the trace's root span. */
+async function sendLogs(target: Target, traceId: string): Promise<void> {
+  const memory = new InMemoryLogRecordExporter();
+  const provider = new LoggerProvider({ resource: resourceFromAttributes({ 'service.name': 'payment' }), processors: [new SimpleLogRecordProcessor({ exporter: memory })] });
+  const spanContext = { traceId, spanId: '00f067aa0ba902b7', traceFlags: TraceFlags.SAMPLED };
+  provider.getLogger('shop').emit({
+    severityNumber: SeverityNumber.ERROR, severityText: 'ERROR', body: 'payment declined: card 4242 over its limit',
+    attributes: { 'order.id': 'o-1001' }, context: trace.setSpanContext(context.active(), spanContext),
+  });
+  const result = await exportOnce(exporterFor('logs', 'http/protobuf', target), memory.getFinishedLogRecords());
+  expect(result.code).toBe(0);
+}
+
+class ManualReader extends MetricReader {
+  protected async onForceFlush(): Promise<void> {}
+  protected async onShutdown(): Promise<void> {}
+}
+
+/** A duration histogram and an order counter of the payment service. */
+async function sendMetrics(target: Target): Promise<void> {
+  const reader = new ManualReader();
+  const provider = new MeterProvider({
+    resource: resourceFromAttributes({ 'service.name': 'payment' }),
+    readers: [reader],
+    views: [{ instrumentName: 'http.server.duration', aggregation: { type: AggregationType.EXPLICIT_BUCKET_HISTOGRAM, options: { boundaries: [10, 50, 100, 500] } } }],
+  });
+  const meter = provider.getMeter('shop');
+  const duration = meter.createHistogram('http.server.duration', { unit: 'ms', description: 'Duration of HTTP server requests' });
+  for (const value of [8, 40, 45, 90, 300, 420]) duration.record(value, { 'http.route': '/charge' });
+  meter.createCounter('orders.placed').add(12, { 'http.route': '/charge' });
+  const { resourceMetrics, errors } = await reader.collect();
+  expect(errors).toEqual([]);
+  const result = await exportOnce(exporterFor('metrics', 'http/protobuf', target), resourceMetrics);
+  expect(result.code).toBe(0);
+}
+
+beforeAll(async () => {
+  app = await startTestSluice({ 'console.enabled': true, 'console.port': 0 });
+  await app.relay!.admin.onboard({ name: 'Other Co', owner: { email: 'bob@other.example', password: PASSWORD } });
+  browser = await launchChromium();
+  const tab = await browser.newContext({ viewport: { width: 1366, height: 768 }, baseURL: app.console!.url });
+  page = await tab.newPage();
+  seen = watchPage(page);
+}, 60_000);
+afterAll(async () => {
+  await browser?.close();
+  await app?.stop();
+});
+
+describe('the console, as its first owner uses it', () => {
+  it('signs in with the one-time link the server printed', async () => {
+    await page.goto(app.console!.firstRunLink!);
+    await byTestId('first-run-name').fill('Ada Lovelace');
+    await byTestId('first-run-email').fill('ada@example.com');
+    await byTestId('first-run-password').fill(PASSWORD);
+    await shot('first-run');
+    await byTestId('first-run-submit').click();
+    await expect.poll(() => byTestId('nav-user').textContent(), { timeout: 15_000 }).toContain('Ada');
+    await byTestId('nav-sources').click();
+    await byTestId('sources-table').or(byTestId('sources-empty')).first().waitFor();
+  });
+
+  it('creates a source; the key is shown once, and an install command is ready', async () => {
+    await byTestId('source-name').fill('shop');
+    await byTestId('source-create').click();
+    apiKey = (await byTestId('api-key').textContent({ timeout: 15_000 }))!.trim();
+    expect(apiKey).toMatch(/^slk_/);
+    await shot('sources-key');
+    const shopRow = byTestId('source-row').filter({ hasText: 'shop' });
+    await shopRow.getByTestId('install-token-create').click();
+    expect(await byTestId('install-command').textContent({ timeout: 15_000 })).toMatch(/^curl -fsS http:\/\/localhost:\d+\/install\/\S+ \| kubectl apply -f -$/);
+    await shot('sources');
+  });
+
+  it('shows the traces, logs and metrics the official exporters sent, and the deploy marker on the chart', async () => {
+    const target: Target = { baseUrl: app.baseUrl, grpcAddress: app.grpcAddress, apiKey };
+    const traceId = await sendTraces(target);
+    await sendLogs(target, traceId);
+    await sendMetrics(target);
+    await run('curl', ['-fsS', `${app.baseUrl}/api/v1/webhooks/deploy`, '-H', `X-API-Key: ${apiKey}`, '-H', 'Content-Type: application/json',
+      '-d', JSON.stringify({ service: 'payment', version: '1.9.2', commit: '9f1c2e7', deployedBy: 'ci', timestamp: new Date(Date.now() - 60_000).toISOString() })]);
+
+    await byTestId('nav-logs').click();
+    const logRow = byTestId('log-row').filter({ hasText: 'payment declined' });
+    await eventually(async () => (await logRow.count()) > 0 || (await byTestId('logs-search').click(), false), 20_000, 500);
+    await logRow.first().click();
+    await byTestId('log-detail').waitFor();
+    expect(await byTestId('log-attributes').textContent()).toContain('o-1001');
+    await shot('logs');
+    await byTestId('log-view-trace').click();
+    await byTestId('waterfall').waitFor({ timeout: 15_000 });
+    expect(page.url()).toContain(`/traces/${traceId}`);
+    expect(await byTestId('waterfall-row').count()).toBe(3);
+    await byTestId('waterfall-row').filter({ hasText: 'payment.Charge' }).click();
+    expect(await byTestId('span-events').textContent()).toContain('card declined');
+    await shot('trace');
+
+    await byTestId('nav-traces').click();
+    await byTestId('traces-search').click();
+    await byTestId('trace-row').first().waitFor({ timeout: 15_000 });
+    expect(await byTestId('traces-table').textContent()).toContain('POST /checkout');
+    await shot('traces');
+
+    await byTestId('nav-metrics').click();
+    await byTestId('metric-link').filter({ hasText: 'http.server.duration' }).first().click({ timeout: 15_000 });
+    await byTestId('metric-chart').waitFor({ timeout: 15_000 });
+    const marker = byTestId('deploy-marker').filter({ hasText: '1.9.2' });
+    await marker.first().waitFor({ timeout: 15_000 });
+    expect(await marker.first().getAttribute('data-service')).toBe('payment');
+    await marker.first().hover();
+    await shot('metrics');
+
+    await byTestId('save-dashboard').click();
+    await byTestId('save-dashboard-name').fill('Payments');
+    await byTestId('save-dashboard-submit').click();
+    await byTestId('save-dashboard-done').waitFor({ timeout: 15_000 });
+    await byTestId('nav-dashboards').click();
+    await byTestId('dashboard-link').filter({ hasText: 'Payments' }).click();
+    await byTestId('dashboard-chart').first().waitFor({ timeout: 15_000 });
+    await byTestId('deploy-marker').first().waitFor({ timeout: 15_000 });
+    await shot('dashboard');
+
+    await byTestId('nav-overview').click();
+    await byTestId('overview-chart').first().waitFor({ timeout: 30_000 });
+    await shot('overview');
+  });
+
+  it('loads nothing from anywhere but the console itself, and logs no error', () => {
+    const origin = new URL(app.console!.url).origin;
+    expect(seen.requests.filter((url) => !url.startsWith(`${origin}/`))).toEqual([]);
+    expect(seen.complaints).toEqual([]);
+  });
+});
+
+describe("another tenant's user", () => {
+  it("sees none of it, in the pages and through the console API", async () => {
+    const tab = await browser.newContext({ viewport: { width: 1366, height: 768 }, baseURL: app.console!.url });
+    const other = await tab.newPage();
+    await other.goto('/sign-in');
+    await other.getByTestId('sign-in-email').fill('bob@other.example');
+    await other.getByTestId('sign-in-password').fill(PASSWORD);
+    await other.getByTestId('sign-in-submit').click();
+    await expect.poll(() => other.getByTestId('nav-tenant').textContent(), { timeout: 15_000 }).toContain('Other Co');
+    await other.getByTestId('nav-logs').click();
+    await other.getByTestId('empty-state').waitFor({ timeout: 15_000 });
+    await other.screenshot({ path: `${SCREENSHOTS}console-other-tenant-logs.png` });
+    await tab.close();
+
+    const api = new ConsoleClient(app.console!.url);
+    await api.signIn('bob@other.example', PASSWORD);
+    const range = { from: Date.now() - 3_600_000, to: Date.now() + 60_000 };
+    expect((await api.json<LogPage>('/api/query/logs', { method: 'POST', body: range })).logs).toEqual([]);
+    expect((await api.json<{ traces: TraceSummary[] }>('/api/query/traces', { method: 'POST', body: range })).traces).toEqual([]);
+    expect((await api.json<{ metrics: unknown[] }>('/api/query/metric-names', { method: 'POST', body: range })).metrics).toEqual([]);
+    expect((await api.json<{ deploys: unknown[] }>('/api/query/deploys', { method: 'POST', body: range })).deploys).toEqual([]);
+    expect((await api.json<{ sources: unknown[] }>('/api/sources')).sources).toEqual([]);
+  });
+});
+
+describe('sign-out', () => {
+  it('ends the session: the page goes to sign-in, and the old cookie is refused', async () => {
+    const cookie = (await page.context().cookies()).find((c) => c.name === 'sluice_session')!;
+    await byTestId('sign-out').click();
+    await byTestId('sign-in-form').waitFor({ timeout: 15_000 });
+    await shot('signed-out');
+    const replay = await fetch(consoleUrl('/api/me'), { headers: { cookie: `${cookie.name}=${cookie.value}`, origin: new URL(app.console!.url).origin } });
+    expect(replay.status).toBe(401);
+  });
+});
