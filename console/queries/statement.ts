@@ -14,7 +14,7 @@ import { settingsClause, type ConsoleQueryLimits } from './config.ts';
 import { queryError } from './errors.ts';
 
 /** The ClickHouse types our placeholders use. */
-export type ParamType = 'String' | 'Int64' | 'UInt32' | 'Float64';
+export type ParamType = 'String' | 'Int64' | 'UInt32';
 
 /** The parameters of one statement, named p0, p1... in the order they are bound. */
 export class Params {
@@ -25,9 +25,8 @@ export class Params {
   bind(value: string | number, type: ParamType): string {
     const name = `p${this.count++}`;
     if (typeof value === 'number') {
-      // Numbers come from validated input; one that is not what its type takes is our bug.
-      const integer = type !== 'Float64';
-      if (!Number.isFinite(value) || (integer && !Number.isSafeInteger(value))) throw new Error(`bad ${type} parameter: ${value}`);
+      // Numbers come from validated input, whole; one that is not is our bug.
+      if (!Number.isSafeInteger(value)) throw new Error(`bad ${type} parameter: ${value}`);
       this.values[name] = String(value);
     } else {
       this.values[name] = value;
@@ -94,9 +93,6 @@ export class StatementExecutor {
     return rows;
   }
 }
-
-/** A map column's value with every value as a string (the tables' maps are String to String already). */
-export type StringMap = Record<string, string>;
 
 /** Unix nanoseconds (an exact decimal string) to Unix milliseconds, rounded down. */
 export function nanosToMillis(ns: string): number {

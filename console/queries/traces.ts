@@ -14,7 +14,7 @@
  */
 import type { SpanView, TraceQuery, TraceSummary, TraceView } from '../api.ts';
 import { MAX_TRACE_SPANS } from './config.ts';
-import { mapEquals, nanosToMillis, Params, within, type StatementExecutor, type StringMap } from './statement.ts';
+import { mapEquals, nanosToMillis, Params, within, type StatementExecutor } from './statement.ts';
 
 /** Spans read per trace asked for in step 1 (at most the engine's lazy-materialization limit, 10,000). */
 const CANDIDATE_SPANS_PER_TRACE = 50;
@@ -88,8 +88,8 @@ function traceSpans(params: Params, sources: readonly string[], traceIds: readon
 }
 
 interface SpanRow extends Omit<SpanView, 'events' | 'links'> {
-  eventTimes: string[]; eventNames: string[]; eventAttributes: StringMap[];
-  linkTraceIds: string[]; linkSpanIds: string[]; linkAttributes: StringMap[];
+  eventTimes: string[]; eventNames: string[]; eventAttributes: Array<Record<string, string>>;
+  linkTraceIds: string[]; linkSpanIds: string[]; linkAttributes: Array<Record<string, string>>;
 }
 
 /** Every span of one trace of the tenant, by start time; undefined when it has none. */
