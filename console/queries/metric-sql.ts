@@ -11,7 +11,8 @@
  *               each series added between consecutive points: a delta point is its own increment;
  *               a cumulative one, its value minus the previous point's, or its whole value after a
  *               reset (a new start time, or a monotonic total that went down: the counter restarted
- *               from 0). A series' first point has no increment: one more step, and at least five
+ *               from 0). A series' first point has no increment, unless its start time is inside
+ *               what was read (the whole total is then new): one more step, and at least five
  *               minutes, is read before the range to find each series' previous point;
  *   buckets     p50/p95/p99 of histograms: bucket counts incremented the same way (per bucket),
  *               added up per group, time bucket and set of bounds; the quantile is interpolated
@@ -110,7 +111,10 @@ export function metricStatement(params: Params, sources: readonly string[], quer
       row_number() OVER w AS i, lagInFrame(start) OVER w AS pstart, lagInFrame(x) OVER w AS px, lagInFrame(y) OVER w AS py
     FROM ${t.table} WHERE ${where.join(' AND ')}
     WINDOW w AS (PARTITION BY sid ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)`;
-  const inRange = `t >= intDiv(${params.bind(query.from, 'Int64')}, 1000) AND (mode = 'delta' OR i > 1)`;
+  // A series' first point read counts whole when its counter started inside what was read (OTLP
+  // says since when a cumulative total runs): a service that just started has a first increment.
+  const readFrom = params.bind(Math.floor(window.readFromMs / 1000), 'Int64');
+  const inRange = `t >= intDiv(${params.bind(query.from, 'Int64')}, 1000) AND (mode = 'delta' OR i > 1 OR (start > 0 AND start >= ${readFrom}))`;
 
   if (shape === 'increments') {
     const combine: Record<string, string> = {

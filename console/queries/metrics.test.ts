@@ -50,6 +50,8 @@ beforeAll(async () => {
       { name: 'jobs', sum: { aggregationTemporality: 1, isMonotonic: true, dataPoints: every10s(0, 600).map((at) => ({ ...pointTimes(at, at - 10), asInt: 5 })) } },
       { name: 'active', sum: { aggregationTemporality: 2, isMonotonic: false, dataPoints: [10, 20, 15].map((v, i) => ({ ...pointTimes(base + 60 * i + 5, base - 100), asInt: v })) } },
       { name: 'latency', unit: 'ms', histogram: { aggregationTemporality: 2, dataPoints: histogramPoints() } },
+      // A service that just started: one cumulative point, its start 20 s before it.
+      { name: 'fresh', unit: 'ms', histogram: { aggregationTemporality: 2, dataPoints: [{ ...pointTimes(base + 30, base + 10), count: 4, sum: 60, bucketCounts: [0, 4, 0, 0], explicitBounds: [10, 20, 30] }] } },
     ], { 'host.name': 'w-1' }), source);
     await ingestOtlp(storage, 'metrics', metricsRequest('api', [
       { name: 'queue.depth', gauge: { dataPoints: gauge(20 * scale, 'a') } },
@@ -84,7 +86,7 @@ describe('metric names', () => {
   it("lists the range's metrics of every kind with unit, description and services; another source's are not there", async () => {
     const names = await queries.metricNames(['src-a'], { from, to });
     expect(names.map((m) => `${m.kind}:${m.name}`)).toEqual([
-      'sum:active', 'agent:bytes', 'agent:cpu', 'gauge:edges', 'sum:jobs', 'histogram:latency', 'gauge:many', 'gauge:queue.depth', 'sum:requests',
+      'sum:active', 'agent:bytes', 'agent:cpu', 'gauge:edges', 'histogram:fresh', 'sum:jobs', 'histogram:latency', 'gauge:many', 'gauge:queue.depth', 'sum:requests',
     ]);
     expect(names.find((m) => m.name === 'queue.depth')).toEqual({ name: 'queue.depth', kind: 'gauge', unit: '{item}', description: 'Items waiting', services: ['api', 'worker'] });
     expect(names.find((m) => m.name === 'bytes')).toEqual({ name: 'bytes', kind: 'agent', unit: 'By', description: '', services: ['node-agent'] });
@@ -127,7 +129,8 @@ describe('metric charts', () => {
   it('rates a delta sum (each point its own increment) and sums its deltas; a non-monotonic total goes down without a reset', async () => {
     expect(values(await chart({ name: 'jobs', kind: 'sum', aggregation: 'rate' }))['']!.slice(0, 11)).toEqual([...minutes(10, 0.5), null]);
     expect(values(await chart({ name: 'jobs', kind: 'sum', aggregation: 'sum' }))['']!.slice(0, 2)).toEqual([30, 30]);
-    expect(values(await chart({ name: 'active', kind: 'sum', aggregation: 'rate' }))['']!.slice(0, 3)).toEqual([null, 0.166667, -0.083333]);
+    // Its start time is inside what was read: the first point's whole total (10) is its first minute's increase.
+    expect(values(await chart({ name: 'active', kind: 'sum', aggregation: 'rate' }))['']!.slice(0, 3)).toEqual([0.166667, 0.166667, -0.083333]);
     expect(values(await chart({ name: 'active', kind: 'sum', aggregation: 'sum' }))['']!.slice(0, 3)).toEqual([10, 20, 15]);
   });
 
@@ -142,6 +145,11 @@ describe('metric charts', () => {
     expect((await p('p50'))['']![0]).toBe(15);
     // p99: rank 95.04 of 96; 87 are below 20, then 1.8 per unit up to 25: 20 + 8.04 / 1.8.
     expect((await p('p99'))['']![0]).toBeCloseTo(20 + 8.04 / 1.8, 5);
+  });
+
+  it("counts a series' first point whole when its start time was read: a service that just started has percentiles", async () => {
+    expect(values(await chart({ name: 'fresh', kind: 'histogram', aggregation: 'p50' }))['']).toEqual([15, ...minutes(59, null)]);
+    expect(values(await chart({ name: 'fresh', kind: 'histogram', aggregation: 'count' }))['']!.slice(0, 2)).toEqual([4, null]);
   });
 
   it("gives a histogram's observations per second, count, sum and mean", async () => {

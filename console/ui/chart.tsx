@@ -27,6 +27,15 @@ export function compactNumber(value: number): string {
   return value.toPrecision(2);
 }
 
+/** Indices of values with no value on either side: a line does not show them. */
+export function isolatedPoints(column: ReadonlyArray<number | null>): number[] {
+  const isolated: number[] = [];
+  for (let i = 0; i < column.length; i++) {
+    if (column[i] != null && column[i - 1] == null && column[i + 1] == null) isolated.push(i);
+  }
+  return isolated;
+}
+
 /** The lines as uPlot's aligned columns: one x column (seconds) shared by every line, null where a line has no point. */
 export function alignLines(lines: ChartLine[]): uPlot.AlignedData {
   const times = [...new Set(lines.flatMap((line) => line.points.map(([time]) => time)))].sort((a, b) => a - b);
@@ -59,6 +68,7 @@ export function TimeChart({ lines, range, deploys = [], unit = '', height = 220,
     if (!target) return;
     const format = (value: number | null) => (value === null || value === undefined ? '–' : `${compactNumber(value)}${unit}`);
     const span = range.to - range.from;
+    const data = alignLines(lines);
     const options: uPlot.Options = {
       width: Math.max(target.clientWidth, 200),
       height,
@@ -70,19 +80,22 @@ export function TimeChart({ lines, range, deploys = [], unit = '', height = 220,
           label: line.label,
           stroke: colours?.[i] ?? PALETTE[i % PALETTE.length],
           width: 1.5,
-          points: { show: false },
+          // A line draws nothing for a point with no neighbour (one export so far, or gaps
+          // around it): those points are drawn as dots.
+          points: { show: true, size: 6, filter: (_u: uPlot, seriesIdx: number) => isolatedPoints(data[seriesIdx] as Array<number | null>) },
           value: (_u: uPlot, value: number | null) => format(value),
         })),
       ],
       axes: [
         { stroke: '#475569', grid: { stroke: '#eef1f5' }, ticks: { stroke: '#e2e8f0' }, size: 34, space: span > 36 * 3600_000 ? 110 : 70, values: (_u, values) => values.map((value) => formatAxisTime(value * 1000, span)) },
-        { stroke: '#475569', grid: { stroke: '#eef1f5' }, ticks: { stroke: '#e2e8f0' }, size: 56, values: (_u, values) => values.map((value) => `${compactNumber(value)}${unit}`) },
+        // As wide as the longest label (about 7 px a character at 12 px), so none is cut.
+        { stroke: '#475569', grid: { stroke: '#eef1f5' }, ticks: { stroke: '#e2e8f0' }, size: (_u, values) => 16 + 7 * Math.max(4, ...(values ?? []).map((v) => v.length)), values: (_u, values) => values.map((value) => `${compactNumber(value)}${unit}`) },
       ],
       legend: { live: true },
       cursor: { drag: { x: false, y: false } },
       plugins: [deployMarkersPlugin(deploys)],
     };
-    const chart = new uPlot(options, alignLines(lines), target);
+    const chart = new uPlot(options, data, target);
     const resize = new ResizeObserver(() => {
       const width = Math.max(target.clientWidth, 200);
       if (width !== chart.width) chart.setSize({ width, height });

@@ -24,6 +24,19 @@ export function useTimeRange(place: Place, fallback = '1h'): PageRange {
   return { choice, range, refresh: () => setTick((n) => n + 1) };
 }
 
+/**
+ * Moves a relative range ("last hour") forward every `ms` while the page is open, so a page
+ * meant to be watched keeps up with what arrives; a fixed range stays put.
+ */
+export function useFollowNow(page: PageRange, ms: number): void {
+  const relative = page.choice.kind === 'relative';
+  useEffect(() => {
+    if (!relative) return;
+    const timer = setInterval(page.refresh, ms);
+    return () => clearInterval(timer);
+  }, [relative, ms]);
+}
+
 /** Query parameters that carry the current time range to another page (the nav links keep it). */
 export function rangeQuery(place: Place): Record<string, string | undefined> {
   return { range: place.query.get('range') ?? undefined, from: place.query.get('from') ?? undefined, to: place.query.get('to') ?? undefined };

@@ -84,6 +84,8 @@ export function LogsPage({ place }: { place: Place }) {
   useEffect(() => setDraft({ service, sev: String(minSeverity ?? ''), text, attrs }), [place.query.toString()]);
   const search = (event: Event) => {
     event.preventDefault();
+    // A relative range ends now: searching again looks up to this moment, even with the same filters.
+    page.refresh();
     navigate(withQuery({ service: draft.service, sev: draft.sev, q: draft.text.trim(), attr: draft.attrs }));
   };
 

@@ -10,7 +10,7 @@ import { TimeChart, type ChartLine } from '../chart.tsx';
 import { ErrorNote, Loading, Onboarding } from '../components.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
 import type { Place } from '../router.tsx';
-import { RangePageHead, useTimeRange } from '../time-range.tsx';
+import { RangePageHead, useFollowNow, useTimeRange } from '../time-range.tsx';
 
 const OUTCOMES = ['received', 'accepted', 'refused'] as const;
 const OUTCOME_COLOURS = ['#2563eb', '#059669', '#dc2626'];
@@ -58,6 +58,8 @@ function panels(series: OverviewSeries[], stepSeconds: number): Panel[] {
 export function OverviewPage({ place }: { place: Place }) {
   useTitle('Overview');
   const page = useTimeRange(place, '1h');
+  // The counts land every 10 seconds: the page follows them.
+  useFollowNow(page, 10_000);
   const { range } = page;
   const overview = useLoad((signal) => api.overview(range, signal), [range]);
   const deploys = useLoad((signal) => api.deploys(range, signal), [range]);

@@ -47,6 +47,8 @@ export function TracesPage({ place }: { place: Place }) {
   useEffect(() => setDraft(fromUrl()), [q.toString()]);
   const search = (event: Event) => {
     event.preventDefault();
+    // A relative range ends now: searching again looks up to this moment, even with the same filters.
+    page.refresh();
     navigate(withQuery({ service: draft.service, op: draft.operation.trim(), min: draft.min, max: draft.max, status: draft.status, attr: draft.attrs }));
   };
 
