@@ -40,6 +40,7 @@ const env = {
   SLUICE_OTLP_HTTP_PORT: String(port),
   SLUICE_OTLP_GRPC_PORT: String(await freePort()),
   SLUICE_RELAY_PORT: String(await freePort()),
+  SLUICE_CONSOLE_PORT: '0',
   SLUICE_RATE_LIMIT_PER_MINUTE: '100000000',
   SLUICE_RATE_LIMIT_BURST: '100000000',
   SLUICE_LOG_LEVEL: 'error',

@@ -231,6 +231,7 @@ export async function startTarget(name: EmbeddedTarget, extraEnv: Record<string,
       SLUICE_OTLP_HTTP_PORT: String(port),
       SLUICE_OTLP_GRPC_PORT: String(grpcPort),
       SLUICE_RELAY_PORT: String(relayPort),
+      SLUICE_CONSOLE_PORT: '0',
       SLUICE_HTTP_ENGINE: name === 'sluice-uws' ? 'uws' : 'node',
       // The default limits per IP (600 ingestion requests, 10 submissions, 300 notifications a
       // minute) would throttle the bench, which sends everything from one address.
@@ -314,6 +315,7 @@ export async function startSluiceRole(role: 'gateway' | 'consume', env: Record<s
       SLUICE_OTLP_HTTP_PORT: String(port),
       SLUICE_OTLP_GRPC_PORT: String(await freePort()),
       SLUICE_RELAY_PORT: String(await freePort()),
+      SLUICE_CONSOLE_PORT: '0',
     },
   });
   captureTail(child, tail);

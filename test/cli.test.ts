@@ -21,7 +21,7 @@ let env: NodeJS.ProcessEnv;
 
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'sluice-cli-'));
-  env = { ...process.env, SLUICE_DATA_DIR: dataDir, SLUICE_OTLP_HTTP_PORT: '0', SLUICE_OTLP_GRPC_PORT: '0', SLUICE_RELAY_PORT: '0', SLUICE_LOG_LEVEL: 'info', SLUICE_WORKERS: '1' };
+  env = { ...process.env, SLUICE_DATA_DIR: dataDir, SLUICE_OTLP_HTTP_PORT: '0', SLUICE_OTLP_GRPC_PORT: '0', SLUICE_RELAY_PORT: '0', SLUICE_CONSOLE_PORT: '0', SLUICE_LOG_LEVEL: 'info', SLUICE_WORKERS: '1' };
 });
 afterAll(async () => rm(dataDir, { recursive: true, force: true }));
 

@@ -43,6 +43,7 @@ export function testConfig(dataDir: string, overrides: Record<string, unknown> =
       'http.port': 0,
       'grpc.port': 0,
       'relay.port': 0,
+      'console.port': 0,
       'pipeline.workers': 2,
       ...overrides,
     },

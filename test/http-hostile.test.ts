@@ -182,6 +182,7 @@ describe('a second server on the same ports', () => {
           SLUICE_OTLP_HTTP_PORT: '0',
           SLUICE_OTLP_GRPC_PORT: '0',
           SLUICE_RELAY_PORT: '0',
+          SLUICE_CONSOLE_PORT: '0',
           ...env,
         },
         stdio: ['ignore', 'pipe', 'pipe'],

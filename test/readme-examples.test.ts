@@ -39,7 +39,7 @@ describe('the README examples', { timeout: 300_000 }, () => {
   let dir: string;
   let server: ChildProcess;
   const serverLog: string[] = [];
-  const ports = { http: 0, grpc: 0, relay: 0, query: 0 };
+  const ports = { http: 0, grpc: 0, relay: 0, query: 0, console: 0 };
   let env: NodeJS.ProcessEnv;
 
   beforeAll(async () => {
@@ -58,6 +58,7 @@ describe('the README examples', { timeout: 300_000 }, () => {
       SLUICE_OTLP_HTTP_PORT: String(ports.http),
       SLUICE_OTLP_GRPC_PORT: String(ports.grpc),
       SLUICE_RELAY_PORT: String(ports.relay),
+      SLUICE_CONSOLE_PORT: String(ports.console),
       SLUICE_QUERY_PORT: String(ports.query),
       SLUICE_QUERY_PASSWORD: 'readme-examples-query-password',
       SLUICE_LOG_LEVEL: 'warn',

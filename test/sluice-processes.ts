@@ -81,6 +81,7 @@ export async function startSluiceProcess(role: SluiceRole, name: string, dir: st
       SLUICE_OTLP_HTTP_PORT: String(httpPort),
       SLUICE_OTLP_GRPC_PORT: String(grpcPort),
       ...(relayPort ? { SLUICE_RELAY_PORT: String(relayPort) } : {}),
+      SLUICE_CONSOLE_PORT: '0',
       SLUICE_LOG_LEVEL: process.env.SLUICE_TEST_LOG_LEVEL ?? 'warn',
       ...env,
     }),

@@ -36,6 +36,7 @@ beforeAll(async () => {
     SLUICE_WORKERS: '1',
     // The relay's port: free, like the others.
     SLUICE_RELAY_PORT: '0',
+    SLUICE_CONSOLE_PORT: '0',
   };
   apiKey = JSON.parse(await runSluice(['sources', 'create', '--name', 'bad-values'], env)).apiKey;
   consumer = await startSluiceProcess('consume', 'consumer', dir, env);
