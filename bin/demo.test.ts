@@ -40,8 +40,10 @@ describe('sluice demo', () => {
     const sent = await sendDemo({ url: sluice.baseUrl, apiKey: sluice.apiKey, minutes: 15, requests: 300 });
     const count = async (table: string) => Number((await sluice.rows<{ n: string }>(`SELECT count() AS n FROM otel.${table} WHERE SourceId = '${sluice.sourceId}'`))[0]!.n);
     await eventually(async () => (await count('otel_traces')) === sent.spans && (await count('otel_logs')) === sent.logs, 30_000, 200);
-    expect(await count('otel_metrics_histogram')).toBe(4);
-    expect(await count('otel_metrics_sum')).toBe(1);
+    // A point a minute for 15 minutes: 4 services' durations, checkout's orders.
+    expect(await count('otel_metrics_histogram')).toBe(4 * 15);
+    expect(await count('otel_metrics_sum')).toBe(15);
+    expect(sent.metricPoints).toBe(5 * 15);
     expect(await count('deploy_markers')).toBe(1);
     const services = await sluice.rows<{ ServiceName: string; errors: string }>(
       "SELECT ServiceName, countIf(StatusCode = 'Error') AS errors FROM otel.otel_traces GROUP BY ServiceName ORDER BY ServiceName",

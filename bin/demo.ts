@@ -57,6 +57,12 @@ interface Span {
   attributes: Attr[];
 }
 
+/** A request's duration and when it ended (Unix ms). */
+interface Observation {
+  at: number;
+  ms: number;
+}
+
 interface LogLine {
   service: Service;
   at: bigint;
@@ -76,9 +82,10 @@ export function demoTelemetry({ minutes, requests, now = Date.now(), random = Ma
   const pick = <T>(items: readonly T[]) => items[Math.floor(random() * items.length)]!;
   const spans: Span[] = [];
   const logs: LogLine[] = [];
-  const durations = new Map<Service, number[]>(SERVICES.map((s) => [s, []]));
+  /** Each service's request durations (ms) and when each request ended, for the metrics. */
+  const durations = new Map<Service, Observation[]>(SERVICES.map((s) => [s, []]));
   const from = now - minutes * 60_000;
-  let orders = 0;
+  const orders: number[] = [];
 
   for (let i = 0; i < requests; i++) {
     const share = (i + random()) / requests;
@@ -91,7 +98,7 @@ export function demoTelemetry({ minutes, requests, now = Date.now(), random = Ma
       const span: Span = { service, traceId, spanId: hex(8), parentSpanId: parent.spanId, name, kind, start: parent.start + BigInt(Math.round(offsetMs * 1e6)), end: 0n, error, attributes };
       span.end = span.start + BigInt(Math.round(ms * 1e6));
       spans.push(span);
-      durations.get(service)!.push(ms);
+      durations.get(service)!.push({ at: Number(span.end / 1_000_000n), ms });
       return span;
     };
 
@@ -106,7 +113,7 @@ export function demoTelemetry({ minutes, requests, now = Date.now(), random = Ma
       error: paymentFails, attributes: [attr('http.request.method', 'POST'), attr('http.route', '/api/checkout'), attr('http.response.status_code', paymentFails ? 502 : outOfStock ? 409 : 200), attr('user_agent.original', pick(['Mozilla/5.0 (Macintosh)', 'Mozilla/5.0 (iPhone)', 'Mozilla/5.0 (Windows NT 10.0)']))],
     };
     spans.push(root);
-    durations.get('frontend')!.push(totalMs);
+    durations.get('frontend')!.push({ at: Number(root.end / 1_000_000n), ms: totalMs });
     const checkout = child('checkout', root, 'PlaceOrder', 2, 2, checkoutMs, paymentFails, [attr('app.cart.items', items), attr('rpc.system', 'grpc')]);
     const inventory = child('inventory', checkout, 'ReserveItems', 2, 1, inventoryMs, false, [attr('app.cart.items', items), attr('db.system', 'postgresql')]);
     child('inventory', inventory, 'SELECT stock', 3, 1, inventoryMs * 0.6, false, [attr('db.system', 'postgresql'), attr('db.operation.name', 'SELECT')]);
@@ -120,7 +127,7 @@ export function demoTelemetry({ minutes, requests, now = Date.now(), random = Ma
       logs.push({ service: 'payment', at: payment.end, severity: 'ERROR', body: 'charge failed: card processor timed out after 3 retries', traceId, spanId: payment.spanId, attributes: [attr('app.payment.amount', amount), attr('exception.type', 'ProcessorTimeout')] });
       logs.push({ service: 'frontend', at: root.end, severity: 'ERROR', body: 'checkout failed: upstream payment error (502)', traceId, spanId: root.spanId, attributes: [attr('http.response.status_code', 502)] });
     } else {
-      orders++;
+      orders.push(Number(checkout.end / 1_000_000n));
       if (paymentMs > 400) logs.push({ service: 'payment', at: payment.end, severity: 'WARN', body: `slow charge: ${Math.round(paymentMs)} ms`, traceId, spanId: payment.spanId, attributes: [attr('app.payment.amount', amount)] });
       logs.push({ service: 'checkout', at: checkout.end, severity: 'INFO', body: `order placed: ${items} items, ${amount.toFixed(2)} EUR`, traceId, spanId: checkout.spanId, attributes: [attr('app.cart.items', items), attr('app.payment.amount', amount)] });
     }
@@ -161,19 +168,29 @@ function logsBody(logs: LogLine[]) {
   };
 }
 
-/** One cumulative histogram point per service and a counter of orders, as an SDK exports at the end. */
-function metricsBody(durations: Map<Service, number[]>, orders: number, from: number, now: number) {
+/**
+ * Cumulative points every minute (the last one at `now`), as an SDK exporting every minute since
+ * `from` sends them: each service's request durations as a histogram, and a counter of orders.
+ */
+function metricsBody(durations: Map<Service, Observation[]>, orders: number[], from: number, now: number) {
   const start = String(BigInt(Math.floor(from)) * NS);
-  const time = String(BigInt(Math.floor(now)) * NS);
-  const histogram = (values: number[]) => {
+  // The last point takes every request, those that ended a moment after `now` too.
+  let last = now;
+  for (const observations of durations.values()) for (const { at } of observations) last = Math.max(last, at);
+  const times: number[] = [];
+  for (let t = from + 60_000; t < now; t += 60_000) times.push(t);
+  times.push(last);
+  const nanos = (ms: number) => String(BigInt(Math.floor(ms)) * NS);
+  const histogram = (observations: Observation[], until: number) => {
+    const values = observations.filter((o) => o.at <= until).map((o) => o.ms);
     const counts = new Array<number>(BOUNDS.length + 1).fill(0);
     for (const v of values) {
       const bucket = BOUNDS.findIndex((bound) => v <= bound);
       counts[bucket === -1 ? BOUNDS.length : bucket]!++;
     }
     return {
-      startTimeUnixNano: start, timeUnixNano: time, count: String(values.length), sum: values.reduce((a, b) => a + b, 0),
-      min: Math.min(...values), max: Math.max(...values), bucketCounts: counts.map(String), explicitBounds: BOUNDS,
+      startTimeUnixNano: start, timeUnixNano: nanos(until), count: String(values.length), sum: values.reduce((a, b) => a + b, 0),
+      ...(values.length > 0 ? { min: Math.min(...values), max: Math.max(...values) } : {}), bucketCounts: counts.map(String), explicitBounds: BOUNDS,
     };
   };
   return {
@@ -182,9 +199,9 @@ function metricsBody(durations: Map<Service, number[]>, orders: number, from: nu
       scopeMetrics: [{
         scope: SCOPE,
         metrics: [
-          { name: 'http.server.request.duration', unit: 'ms', description: 'Duration of server requests', histogram: { aggregationTemporality: 2, dataPoints: [histogram(durations.get(service)!)] } },
+          { name: 'http.server.request.duration', unit: 'ms', description: 'Duration of server requests', histogram: { aggregationTemporality: 2, dataPoints: times.map((t) => histogram(durations.get(service)!, t)) } },
           ...(service === 'checkout'
-            ? [{ name: 'app.orders.placed', unit: '{order}', description: 'Orders placed', sum: { aggregationTemporality: 2, isMonotonic: true, dataPoints: [{ startTimeUnixNano: start, timeUnixNano: time, asInt: String(orders) }] } }]
+            ? [{ name: 'app.orders.placed', unit: '{order}', description: 'Orders placed', sum: { aggregationTemporality: 2, isMonotonic: true, dataPoints: times.map((t) => ({ startTimeUnixNano: start, timeUnixNano: nanos(t), asInt: String(orders.filter((at) => at <= t).length) })) } }]
             : []),
         ],
       }],
@@ -216,7 +233,7 @@ export async function sendDemo(options: DemoOptions): Promise<DemoSent> {
   return {
     spans: sample.spans.length,
     logs: sample.logs.length,
-    metricPoints: metrics.resourceMetrics.reduce((n, r) => n + r.scopeMetrics[0]!.metrics.length, 0),
+    metricPoints: metrics.resourceMetrics.reduce((n, r) => n + r.scopeMetrics[0]!.metrics.reduce((m, metric) => m + (metric.histogram ?? metric.sum)!.dataPoints.length, 0), 0),
     deploys: 1,
   };
 }

@@ -109,7 +109,7 @@ export interface MetricQuery extends TimeRange {
   /** An attribute to split the series by (a data point attribute or `service.name`). */
   groupBy?: string;
   attributes?: AttributeFilter[];
-  /** Seconds per point; the server picks one (≤ 500 points) when absent or too small. */
+  /** Seconds per point; when absent the server picks one (about 240 points, at least 60 s: SDKs export every minute by default); at most 500 points. */
   stepSeconds?: number;
 }
 export interface MetricSeries { group: string; points: Array<[time: number, value: number | null]> }

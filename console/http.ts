@@ -101,6 +101,10 @@ function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
       const ok = await checkPassword(user, password);
       // One answer for an unknown email, a wrong password and a deactivated user or tenant.
       if (!ok || !user || !deps.accounts.activeUser(user.id)) throw new ApiError(401, 'Invalid email or password');
+      // A one-time password (from `sluice relay onboard` or an invitation) is changed before anything else.
+      if (user.mustChangePassword) {
+        throw new ApiError(403, 'This is a one-time password: set your own first (POST /api/v1/admin/me/password on the relay port), then sign in here');
+      }
       return signedIn(user);
     } },
     { method: 'DELETE', pattern: '/api/session', access: 'session', status: 204, run: async ({ session }) => {

@@ -62,6 +62,13 @@ describe('first sign-in and sessions', () => {
     expect(await wrong.json()).toEqual(await unknown.json());
   });
 
+  it('a one-time password signs in only once it was changed', async () => {
+    const { oneTimePassword } = await app.relay!.admin.onboard({ name: 'Third Co', owner: { email: 'carol@third.example' } }) as { oneTimePassword: string };
+    const refused = await new ConsoleClient(app.console!.url).call('/api/session', { method: 'POST', body: { email: 'carol@third.example', password: oneTimePassword } });
+    expect(refused.status).toBe(403);
+    expect(refused.headers.get('set-cookie')).toBeNull();
+  });
+
   it('a console cookie is no bearer token of the relay admin API', async () => {
     const token = owner.cookie.split('=')[1];
     const response = await fetch(`http://127.0.0.1:${app.relay!.port}/api/v1/admin/me`, { headers: { authorization: `Bearer ${token}` } });

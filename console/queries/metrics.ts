@@ -43,9 +43,16 @@ function bucketCount({ from, to }: TimeRange, step: number): number {
 }
 
 /** The step asked for when it gives at most MAX_POINTS points, else the smallest of STEPS (or days) that does. */
+/** Unasked steps: about this many points, each at least this long. */
+const DEFAULT_POINTS = 240;
+const DEFAULT_MIN_STEP_SECONDS = 60;
+
 export function chooseStep(range: TimeRange, asked?: number): number {
   if (asked !== undefined && bucketCount(range, asked) <= MAX_POINTS) return asked;
-  const least = Math.max(asked ?? 1, (range.to - range.from) / 1000 / MAX_POINTS);
+  const seconds = (range.to - range.from) / 1000;
+  // Unasked, a step no shorter than the SDKs' export interval (a minute by default): a shorter
+  // one leaves most buckets empty, and a line of isolated points draws nothing.
+  const least = asked !== undefined ? Math.max(asked, seconds / MAX_POINTS) : Math.max(DEFAULT_MIN_STEP_SECONDS, seconds / DEFAULT_POINTS);
   let step = STEPS.find((s) => s >= least) ?? Math.ceil(least / 86400) * 86400;
   while (bucketCount(range, step) > MAX_POINTS) step = STEPS.find((s) => s > step) ?? (Math.floor(step / 86400) + 1) * 86400;
   return step;

@@ -80,10 +80,12 @@ describe('chooseStep', () => {
     expect(chooseStep(range, 60)).toBe(60);
     expect(chooseStep(range, 8)).toBe(8);
     expect(chooseStep(range, 7)).toBe(10); // 515 points
-    expect(chooseStep(range)).toBe(10); // 3600 s / 500 = 7.2
+    // Unasked: about 240 points, none shorter than a minute (the SDKs' export interval).
+    expect(chooseStep(range)).toBe(60);
     expect(chooseStep(range, 1)).toBe(10);
-    expect(chooseStep({ from: to - 24 * HOUR, to })).toBe(300);
-    expect(chooseStep({ from: to - 31 * 24 * HOUR, to })).toBe(7200);
+    expect(chooseStep({ from: to - 24 * HOUR, to })).toBe(600); // 86,400 s / 240 = 360
+    expect(chooseStep({ from: to - 31 * 24 * HOUR, to })).toBe(21_600); // 11,160
+    expect(chooseStep({ from: to - 31 * 24 * HOUR, to }, 1)).toBe(7200); // asked: as fine as 500 points allow
     // A range not aligned to the step touches one more bucket: 500 steps of 10 s starting at :05 touch 501.
     expect(chooseStep({ from: to + 5000, to: to + 5000 + 5_000_000 }, 10)).toBe(15);
   });
