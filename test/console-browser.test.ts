@@ -11,7 +11,7 @@ import { context, trace, TraceFlags } from '@opentelemetry/api';
 import { SeverityNumber } from '@opentelemetry/api-logs';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { InMemoryLogRecordExporter, LoggerProvider, SimpleLogRecordProcessor } from '@opentelemetry/sdk-logs';
-import { AggregationType, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
+import { AggregationType, MeterProvider } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -19,7 +19,7 @@ import type { LogPage, TraceSummary } from '../console/api.ts';
 import { launchChromium, SCREENSHOTS, watchPage } from './browser.ts';
 import { ConsoleClient } from './console-client.ts';
 import { eventually, startTestSluice, type TestSluice } from './harness.ts';
-import { exportOnce, exporterFor, type Target } from './otel-clients.ts';
+import { exportOnce, exporterFor, ManualReader, type Target } from './otel-clients.ts';
 
 const run = promisify(execFile);
 const PASSWORD = 'correct horse battery staple';
@@ -63,11 +63,6 @@ async function sendLogs(target: Target, traceId: string): Promise<void> {
   });
   const result = await exportOnce(exporterFor('logs', 'http/protobuf', target), memory.getFinishedLogRecords());
   expect(result.code).toBe(0);
-}
-
-class ManualReader extends MetricReader {
-  protected async onForceFlush(): Promise<void> {}
-  protected async onShutdown(): Promise<void> {}
 }
 
 /** A duration histogram and an order counter of the payment service. */

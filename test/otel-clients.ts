@@ -14,6 +14,7 @@ import { OTLPTraceExporter as TracesJson } from '@opentelemetry/exporter-trace-o
 import { OTLPTraceExporter as TracesProto } from '@opentelemetry/exporter-trace-otlp-proto';
 import type { ExportResult } from '@opentelemetry/core';
 import { resourceFromAttributes } from '@opentelemetry/resources';
+import { MetricReader } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 
 export type Protocol = 'http/protobuf' | 'http/json' | 'grpc';
@@ -71,4 +72,10 @@ export function finishedSpans(service: string, count: number): ReadableSpan[] {
   const tracer = provider.getTracer('sluice-tests');
   for (let i = 0; i < count; i++) tracer.startSpan(`op-${i}`).end();
   return memory.getFinishedSpans();
+}
+
+/** A metric reader the test collects from when it wants (no export interval). */
+export class ManualReader extends MetricReader {
+  protected async onForceFlush(): Promise<void> {}
+  protected async onShutdown(): Promise<void> {}
 }

@@ -9,26 +9,19 @@ import {
   AggregationType,
   DataPointType,
   MeterProvider,
-  MetricReader,
   type ExponentialHistogram,
   type Histogram,
   type ResourceMetrics,
 } from '@opentelemetry/sdk-metrics';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestSluice, type TestSluice } from './harness.ts';
-import { exportOnce, exporterFor, PROTOCOLS } from './otel-clients.ts';
+import { exportOnce, exporterFor, ManualReader, PROTOCOLS } from './otel-clients.ts';
 
 let sluice: TestSluice;
 beforeAll(async () => {
   sluice = await startTestSluice();
 });
 afterAll(async () => sluice?.stop());
-
-/** A reader we collect from on demand. */
-class ManualReader extends MetricReader {
-  protected async onForceFlush(): Promise<void> {}
-  protected async onShutdown(): Promise<void> {}
-}
 
 async function produceMetrics(service: string): Promise<ResourceMetrics> {
   const reader = new ManualReader();
