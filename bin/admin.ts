@@ -27,8 +27,8 @@ export interface DeployFilter {
 
 export interface Admin {
   /** `tenantId`: the owner (default: the default tenant). */
-  createSource(name: string, tenantId?: string): Promise<unknown>;
-  listSources(tenantId?: string): Promise<unknown>;
+  createSource(name: string, tenantId?: string | null): Promise<unknown>;
+  listSources(tenantId?: string | null): Promise<unknown>;
   addKey(sourceId: string): Promise<unknown>;
   revokeKey(keyIdOrApiKey: string): Promise<unknown>;
   /** Read-only SQL; returns JSONEachRow text. */
@@ -68,16 +68,17 @@ export interface LocalAdminParts {
 export class LocalAdmin implements Admin {
   constructor(private readonly parts: LocalAdminParts) {}
 
-  async createSource(name: string, tenantId?: string) {
+  // Arguments cross the control socket as JSON: an absent tenant arrives as null.
+  async createSource(name: string, tenantId?: string | null) {
     if (typeof name !== 'string' || !name.trim()) throw new Error('a source needs a name');
     const accounts = await this.parts.accounts();
-    const tenant = tenantId === undefined ? await accounts.defaultTenant() : accounts.tenants.get(String(tenantId));
+    const tenant = tenantId == null ? await accounts.defaultTenant() : accounts.tenants.get(String(tenantId));
     if (!tenant) throw new NotFoundError(`no tenant ${tenantId}`);
     return this.parts.sources.createSource(name.trim(), tenant.id);
   }
 
-  listSources(tenantId?: string) {
-    return this.parts.sources.listSources(tenantId === undefined ? undefined : String(tenantId));
+  listSources(tenantId?: string | null) {
+    return this.parts.sources.listSources(tenantId == null ? undefined : String(tenantId));
   }
 
   addKey(sourceId: string) {

@@ -129,6 +129,12 @@ describe('sluice CLI', { timeout: 240_000 }, () => {
       const list = JSON.parse((await sluice(['sources', 'list'])).stdout);
       expect(list.map((s: { name: string }) => s.name)).toEqual(['web', 'batch']);
       expect(JSON.stringify(list)).not.toContain(second.apiKey);
+      // Without --tenant a source is the default tenant's; an unknown tenant is refused.
+      expect(second.tenantId).toBe('ten_default');
+      expect(JSON.parse((await sluice(['sources', 'list', '--tenant', 'ten_default'])).stdout)).toHaveLength(2);
+      expect(JSON.parse((await sluice(['sources', 'list', '--tenant', 'ten_other'])).stdout)).toEqual([]);
+      const unknown = await sluice(['sources', 'create', '--name', 'x', '--tenant', 'ten_nope']).catch((err) => err);
+      expect(unknown.stderr).toContain('no tenant ten_nope');
     });
 
     it('migrates through the control socket (the server holds the data dir and its chDB)', async () => {
