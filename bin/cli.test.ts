@@ -140,7 +140,8 @@ describe('what each command runs', () => {
     expect((await sluice('migrate')).calls).toEqual([{ method: 'migrate', args: [] }]);
     expect((await sluice('demo')).calls).toEqual([{ method: 'demo', args: [{ key: undefined, url: undefined, minutes: 15, requests: 300 }] }]);
     expect((await sluice('demo', '--key', 'slk_x', '--minutes', '60')).calls).toEqual([{ method: 'demo', args: [{ key: 'slk_x', url: undefined, minutes: 60, requests: 300 }] }]);
-    expect((await sluice('sources', 'create', '--name=web')).calls).toEqual([{ method: 'createSource', args: ['web'] }]);
+    expect((await sluice('sources', 'create', '--name=web')).calls).toEqual([{ method: 'createSource', args: ['web', undefined] }]);
+    expect((await sluice('sources', 'create', '--name=web', '--tenant', 'ten_a')).calls).toEqual([{ method: 'createSource', args: ['web', 'ten_a'] }]);
     expect((await sluice('query', 'SELECT 1')).calls).toEqual([{ method: 'query', args: ['SELECT 1'] }]);
     expect((await sluice('agents', 'list')).calls).toEqual([{ method: 'listAgents', args: [undefined] }]);
 
