@@ -91,7 +91,7 @@ export function deployMarkersPlugin(deploys: DeployMarker[]): uPlot.Plugin {
           rowEnds[row] = cssX;
           label.style.left = `${cssX}px`;
           label.style.top = `${row * 20}px`;
-          // The tip opens towards the middle, so it stays inside the chart.
+          // The label and its tip open towards the middle, so they stay inside the chart.
           label.classList.toggle('tip-left', cssX > width / devicePixelRatio / 2);
         });
         ctx.restore();
