@@ -19,6 +19,7 @@ import type { ConsoleAssets } from './ui/build.ts';
 import type { Dashboards } from './dashboards.ts';
 import type { FirstRun } from './first-run.ts';
 import type { ConsoleReads } from './reads.ts';
+import type { ReadGate } from './read-gate.ts';
 import { validBody } from './schemas.ts';
 import type { ConsoleSessions, SignedIn } from './sessions.ts';
 import { dashboardRoutes, queryRoutes, sourceRoutes } from './routes.ts';
@@ -31,6 +32,8 @@ export interface ConsoleHttpDeps {
   installTokens: InstallTokens;
   dashboards: Dashboards;
   reads: ConsoleReads;
+  /** Turns of the reads: a few at once in the process and per tenant. */
+  readGate: ReadGate;
   /** The built app: its files by URL path. */
   assets: ConsoleAssets;
   /** Whether the API answers this Origin: the console's own only (known once its port is bound). */

@@ -17,6 +17,7 @@ import type { StateStore } from '../state/store.ts';
 import type { ConsoleAssets } from './ui/build.ts';
 import { Dashboards } from './dashboards.ts';
 import { FirstRun } from './first-run.ts';
+import { ReadGate } from './read-gate.ts';
 import { consoleHandler } from './http.ts';
 import type { ConsoleReads } from './reads.ts';
 import { ConsoleSessions } from './sessions.ts';
@@ -63,6 +64,7 @@ export function openConsole(parts: ConsoleParts): Console {
     sessions,
     firstRun,
     dashboards: new Dashboards(parts.state),
+    readGate: new ReadGate(),
     isConsoleOrigin: (origin) => origins.has(origin),
   });
   return {

@@ -76,15 +76,24 @@ export function sourceRoutes(deps: ConsoleHttpDeps): Route[] {
       };
       return view;
     } },
-    { method: 'GET', pattern: '/api/agents', access: 'session', run: async (call) => ({ agents: await deps.reads.agents(await call.sourceIds()) }) },
+    { method: 'GET', pattern: '/api/agents', access: 'session', run: async (call) => {
+      const sources = await call.sourceIds();
+      return { agents: await deps.readGate.run(call.session.tenant.id, () => deps.reads.agents(sources)) };
+    } },
   ];
 }
 
 export function queryRoutes(deps: ConsoleHttpDeps): Route[] {
-  const { reads } = deps;
+  const { reads, readGate } = deps;
   // The body goes to the read as it came: each read checks its query first (400 naming the field).
-  const query = (pattern: string, run: (sources: readonly string[], body: never) => Promise<unknown>): Route =>
-    ({ method: 'POST', pattern: `/api/query/${pattern}`, access: 'session', run: async (call) => run(await call.sourceIds(), (call.body ?? {}) as never) });
+  // Reads take turns (read-gate.ts): a few at once in the process, a few per tenant.
+  const query = (pattern: string, run: (sources: readonly string[], body: never) => Promise<unknown>): Route => ({
+    method: 'POST', pattern: `/api/query/${pattern}`, access: 'session',
+    run: async (call) => {
+      const sources = await call.sourceIds();
+      return readGate.run(call.session.tenant.id, () => run(sources, (call.body ?? {}) as never));
+    },
+  });
   return [
     query('overview', (sources, body) => reads.overview(sources, body)),
     query('services', async (sources, body) => ({ services: await reads.services(sources, body) })),
@@ -94,7 +103,9 @@ export function queryRoutes(deps: ConsoleHttpDeps): Route[] {
     query('metrics', (sources, body) => reads.metric(sources, body)),
     query('deploys', async (sources, body) => ({ deploys: await reads.deploys(sources, body) })),
     { method: 'GET', pattern: '/api/traces/:traceId', access: 'session', run: async (call) => {
-      const trace = /^[0-9a-f]{32}$/i.test(call.params.traceId!) ? await reads.trace(await call.sourceIds(), call.params.traceId!.toLowerCase()) : undefined;
+      const sources = await call.sourceIds();
+      const traceId = call.params.traceId!.toLowerCase();
+      const trace = /^[0-9a-f]{32}$/.test(traceId) ? await readGate.run(call.session.tenant.id, () => reads.trace(sources, traceId)) : undefined;
       if (!trace) throw new ApiError(404, 'Trace not found');
       return trace;
     } },

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { ClickHouseException } from './errors.ts';
-import { QueryGate } from './gate.ts';
+import { queryGate } from './gate.ts';
 
-describe('QueryGate', () => {
+describe('queryGate', () => {
   it('runs at most `running` tasks at once, the rest in order, and refuses past `waiting`', async () => {
-    const gate = new QueryGate(2, 2);
+    const gate = queryGate(2, 2);
     const releases: Array<() => void> = [];
     const started: number[] = [];
     const task = (id: number) => gate.run(async () => {
@@ -39,7 +39,7 @@ describe('QueryGate', () => {
   });
 
   it('gives the slot back when a task fails', async () => {
-    const gate = new QueryGate(1, 0);
+    const gate = queryGate(1, 0);
     await expect(gate.run(async () => { throw new Error('boom'); })).rejects.toThrow('boom');
     expect(await gate.run(async () => 'next')).toBe('next');
   });

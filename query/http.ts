@@ -20,7 +20,7 @@ import { decompress, parseContentEncoding } from '../pipeline/decompress.ts';
 import type { StatementRunner } from '../storage/chdb-reader.ts';
 import { authenticationFailed, credentialsOf, type FailedAuthThrottle, type PasswordCheck } from './auth.ts';
 import { ClickHouseException, exceptionResponse } from './errors.ts';
-import type { QueryGate } from './gate.ts';
+import type { ConcurrencyGate } from '../core/concurrency-gate.ts';
 import { nativeForRevision } from './native.ts';
 import { formatName, parseQueryParams, type QueryLimits, type QueryParams } from './request.ts';
 import { checkStatement } from './statement.ts';
@@ -33,7 +33,7 @@ export interface QueryEndpointDeps {
   password: PasswordCheck;
   throttle: FailedAuthThrottle;
   clientIp: ClientIpResolver;
-  gate: QueryGate;
+  gate: ConcurrencyGate;
   /** The current database of a request that names none (otel: unqualified tables are the telemetry's). */
   defaultDatabase: string;
   limits: QueryLimits;

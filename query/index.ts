@@ -5,7 +5,7 @@ import type { HttpHandler } from '../gateway/http/adapter.ts';
 import type { Limiter } from '../gateway/limiter.ts';
 import type { StatementRunner } from '../storage/chdb-reader.ts';
 import { FailedAuthThrottle, PasswordCheck } from './auth.ts';
-import { QueryGate } from './gate.ts';
+import { queryGate } from './gate.ts';
 import { queryHttpHandler } from './http.ts';
 import type { QueryLimits } from './request.ts';
 
@@ -38,7 +38,7 @@ export async function openQueryEndpoint(parts: QueryEndpointParts): Promise<Http
     password: new PasswordCheck(parts.user, parts.password),
     throttle: new FailedAuthThrottle(parts.failedAuthLimiter),
     clientIp: parts.clientIp,
-    gate: new QueryGate(parts.maxConcurrent),
+    gate: queryGate(parts.maxConcurrent),
     defaultDatabase: parts.defaultDatabase,
     limits: parts.limits,
     server: { timezone, displayName },
