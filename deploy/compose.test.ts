@@ -60,7 +60,7 @@ describe('docker-compose.yml', () => {
       expect(services[name]!.environment, name).toMatchObject({ SLUICE_NATS_REPLICAS: '3', NATS_URL: expect.stringContaining('nats-3') });
     }
     expect(services['gateway-1']!.environment!.SLUICE_RELAY_MASTER_KEY).toBe(MASTER_KEY);
-    expect(JSON.stringify(services.lb!.ports)).toMatch(/4318.*4317.*8080/);
+    expect(JSON.stringify(services.lb!.ports)).toMatch(/4318.*4317.*8080.*4320/);
   });
 
   it('builds the Sluice image once: migrate builds sluice:local, the others run it and never pull it', () => {
@@ -151,7 +151,7 @@ describe('docker-compose.yml', () => {
     const rlimit = Number(directive('worker_rlimit_nofile')[0]);
     expect(rlimit).toBeGreaterThanOrEqual(2 * Number(directive('worker_connections')[0]));
     expect(services.lb!.ulimits!.nofile!.soft).toBeGreaterThanOrEqual(rlimit);
-    for (const upstream of ['sluice_http', 'sluice_grpc', 'sluice_relay']) {
+    for (const upstream of ['sluice_http', 'sluice_grpc', 'sluice_relay', 'sluice_console']) {
       expect(nginx, upstream).toMatch(new RegExp(`upstream ${upstream} \\{[^}]*keepalive \\d+;`));
     }
     expect(directive('listen')).toContain('127.0.0.1:8081');
