@@ -14,6 +14,7 @@ const HTTP_FACING = [
   'test/otlp-metrics.test.ts',
   'test/rate-limit.test.ts',
   'test/relay-admin.test.ts',
+  'test/console-api.test.ts',
   'test/relay-submissions.test.ts',
   'test/relay-notifications.test.ts',
   'test/relay-idempotency.test.ts',
