@@ -8,7 +8,7 @@
  * as a bearer token where no Origin or CSRF check applies.
  */
 import { jwtVerify, SignJWT } from 'jose';
-import type { User } from './model.ts';
+import type { Tenant, User } from './model.ts';
 import type { AccountStore } from './store.ts';
 
 export const SESSION_HOURS = 12;
@@ -20,9 +20,10 @@ export interface Session {
   expiresAt: string;
 }
 
-/** A verified token: its user, and the extra claims it was issued with. */
+/** A verified token: its active user and their tenant, and the extra claims it was issued with. */
 export interface SessionClaims {
   user: User;
+  tenant: Tenant;
   claims: Record<string, unknown>;
 }
 
@@ -60,6 +61,6 @@ export class Sessions {
     }
     const active = claims.sub ? this.accounts.activeUser(claims.sub) : undefined;
     if (!active || active.user.tenantId !== claims.tid || active.user.sessionVersion !== claims.sv) return undefined;
-    return { user: active.user, claims };
+    return { ...active, claims };
   }
 }

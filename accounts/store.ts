@@ -6,7 +6,8 @@
  * The buckets keep the names they had when only the relay had accounts (`relay_tenants`,
  * `relay_users`, `relay_emails`), so stored accounts carry over unchanged.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { sha256Hex } from '../core/hash.ts';
 import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { Collection } from '../state/collection.ts';
@@ -19,7 +20,6 @@ const EMAILS = 'relay_emails';
 
 const now = () => new Date().toISOString();
 export const newId = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
-const sha256Hex = (value: string) => createHash('sha256').update(value).digest('hex');
 
 export interface NewUser {
   email: string;
@@ -68,10 +68,6 @@ export class AccountStore {
     const user = this.users.get(userId);
     const tenant = user?.active ? this.tenants.get(user.tenantId) : undefined;
     return user && tenant ? { user, tenant } : undefined;
-  }
-
-  async createTenant(name: string, id = newId('ten')): Promise<Tenant> {
-    return this.tenants.put({ id, name, createdAt: now(), updatedAt: now() });
   }
 
   /** The default tenant (model.ts), created on first need. */

@@ -168,11 +168,12 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
       if (config.console.enabled && nc && !(config.relay.masterKey && config.clickhouse.url)) {
         log.warn('console disabled: set SLUICE_RELAY_MASTER_KEY (the same on every gateway) and CLICKHOUSE_URL to serve it in cluster mode');
       } else if (config.console.enabled) {
+        // The gRPC port on the ingest URL's host (URL.hostname keeps an IPv6 address's brackets).
         const ingestHost = new URL(publicUrl(config, httpPort)).hostname;
         const opened = await graph.console({
           clientIp,
           budget,
-          ingest: () => ({ otlpHttp: publicUrl(config, httpPort), otlpGrpc: `http://${ingestHost.includes(':') ? `[${ingestHost}]` : ingestHost}:${grpcPort}` }),
+          ingest: () => ({ otlpHttp: publicUrl(config, httpPort), otlpGrpc: `http://${ingestHost}:${grpcPort}` }),
         });
         const server = createHttpServer(config.http.engine, opened.handler, httpServerOptions(config, MAX_CONSOLE_BODY_BYTES), log);
         const port = await listenOn(server, config.host, config.console.port, 'console port (SLUICE_CONSOLE_PORT)');

@@ -5,7 +5,8 @@
  * The token is stored hashed, lasts 24 hours, is replaced by the next start's, and works once:
  * its use is recorded with an atomic create, so two claims racing cannot both win.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { sha256Hex } from '../core/hash.ts';
 import type { AccountStore, User } from '../accounts/index.ts';
 import { ApiError } from '../gateway/http/json-api.ts';
 import type { StateStore } from '../state/store.ts';
@@ -20,7 +21,6 @@ interface Offer {
   expiresAt: string;
 }
 
-const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
 
 export class FirstRun {
   constructor(private readonly accounts: AccountStore, private readonly state: StateStore) {
@@ -37,7 +37,7 @@ export class FirstRun {
   async offer(): Promise<string | undefined> {
     if (!(await this.open())) return undefined;
     const token = `frt_${randomBytes(24).toString('base64url')}`;
-    const offer: Offer = { hash: sha256(token), expiresAt: new Date(Date.now() + OFFER_HOURS * 3600_000).toISOString() };
+    const offer: Offer = { hash: sha256Hex(token), expiresAt: new Date(Date.now() + OFFER_HOURS * 3600_000).toISOString() };
     await this.state.put(OFFERS, OFFER_KEY, offer);
     return token;
   }
@@ -46,7 +46,7 @@ export class FirstRun {
   async redeem(input: { token: string; name: string; email: string; password: string }): Promise<User> {
     const invalid = new ApiError(404, 'This sign-in link is not valid any more: restart the server for a new one, or sign in');
     const offer = await this.state.get<Offer>(OFFERS, OFFER_KEY);
-    const presented = Buffer.from(sha256(input.token));
+    const presented = Buffer.from(sha256Hex(input.token));
     if (!offer || Date.parse(offer.expiresAt) <= Date.now() || !timingSafeEqual(presented, Buffer.from(offer.hash)) || !(await this.open())) {
       throw invalid;
     }

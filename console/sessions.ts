@@ -62,9 +62,7 @@ export class ConsoleSessions {
     // The store, not a mirror: a session ended on another gateway is refused on the next request.
     const record = await this.state.get<SessionRecord>(SESSIONS, sessionId);
     if (!record || record.userId !== verified.user.id) return undefined;
-    const tenant = this.accounts.tenants.get(verified.user.tenantId);
-    if (!tenant) return undefined;
-    return { user: verified.user, tenant, sessionId, csrfToken: this.csrfToken(sessionId) };
+    return { user: verified.user, tenant: verified.tenant, sessionId, csrfToken: this.csrfToken(sessionId) };
   }
 
   /** Ends a session: its cookie is refused from now on, wherever it is presented. */

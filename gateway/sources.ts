@@ -5,7 +5,8 @@
  * Every gateway keeps an in-memory index of active key hashes, kept fresh by the state
  * store's watch, so a revoked key is refused as soon as the change reaches it.
  */
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { sha256Hex } from '../core/hash.ts';
 import { DEFAULT_TENANT_ID } from '../accounts/model.ts';
 import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
@@ -50,9 +51,7 @@ const isApiKeyRecord = recordOf<ApiKeyRecord>({ id: 'string', sourceId: 'string'
 const isStoredSource = recordOf<Omit<Source, 'tenantId'> & { tenantId?: string }>({ id: 'string', name: 'string', createdAt: 'string', tenantId: 'string?' });
 const isSource = (value: unknown): value is Source => isStoredSource(value) && value.tenantId !== undefined;
 
-export function hashApiKey(apiKey: string): string {
-  return createHash('sha256').update(apiKey).digest('hex');
-}
+export const hashApiKey = sha256Hex;
 
 export class SourceRegistry {
   /** hash → active key record: the only thing the hot path reads. */
@@ -95,9 +94,7 @@ export class SourceRegistry {
   /** Every source, or the tenant's, with its keys (never their hashes). */
   async listSources(tenantId?: string): Promise<Array<Source & { keys: Array<Omit<ApiKeyRecord, 'hash'>> }>> {
     const keys = await this.storedKeys();
-    const sources = (await this.store.list<unknown>(SOURCES)).map(([, s]) => s).filter(isSource)
-      .filter((source) => tenantId === undefined || source.tenantId === tenantId);
-    return sources
+    return (await this.storedSources(tenantId))
       .sort((a, b) => a.createdAt.localeCompare(b.createdAt))
       .map((source) => ({
         ...source,
@@ -127,7 +124,7 @@ export class SourceRegistry {
   /** The tenant's source ids: what the console's queries are restricted to. */
   async sourceIdsOf(tenantId: string): Promise<string[]> {
     // The sources only, not their keys: every console read asks this.
-    return (await this.store.list<unknown>(SOURCES)).map(([, s]) => s).filter(isSource).filter((source) => source.tenantId === tenantId).map((source) => source.id);
+    return (await this.storedSources(tenantId)).map((source) => source.id);
   }
 
   async getSource(id: string): Promise<Source | undefined> {
@@ -174,6 +171,12 @@ export class SourceRegistry {
     await this.keys.set(record.id, revoked);
     const { hash: _hash, ...visible } = revoked;
     return visible;
+  }
+
+  /** Every source with a tenant in the store, or the tenant's. */
+  private async storedSources(tenantId?: string): Promise<Source[]> {
+    return (await this.store.list<unknown>(SOURCES)).map(([, s]) => s).filter(isSource)
+      .filter((source) => tenantId === undefined || source.tenantId === tenantId);
   }
 
   /** Every readable key record in the store (not only the active ones this gateway indexes). */

@@ -9,12 +9,13 @@
  * handover. The operator (CLI) may do anything within the tenant it names.
  */
 import { randomBytes } from 'node:crypto';
-import { checkPassword, hashPassword, oneTimePassword, type Role, type Tenant, type User } from '../accounts/index.ts';
+import { checkPassword, hashPassword, newId as id, oneTimePassword, type Role, type Tenant, type User } from '../accounts/index.ts';
 import type { AdminSessions } from './auth.ts';
 import { conflict, forbidden, notFound, RelayError, unauthorized, validationFailed } from './errors.ts';
 import type { CaptchaProvider, Channel, DeliverySettings, Form, RelayApiKey, Site, Template, Webhook } from './model.ts';
 import { E164, isEmailAddress, type BodyValidator } from './schemas.ts';
-import { sha256Hex, type RelayStore } from './store.ts';
+import type { RelayStore } from './store.ts';
+import { sha256Hex } from '../core/hash.ts';
 import type { Collection } from '../state/collection.ts';
 import type { SubmissionQuery, SubmissionReader } from './submissions.ts';
 import { checkTemplate, DEFAULT_TEMPLATE, renderHtml, renderSubject } from './templates.ts';
@@ -37,7 +38,6 @@ const FORM_KEYS = 'relay_form_keys';
 const API_KEY_PREFIX = 'rk_';
 
 const now = () => new Date().toISOString();
-const id = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
 
 // Public views: never a password hash, a sealed secret or a key hash.
 export function userView({ passwordHash: _p, sessionVersion: _s, ...user }: User) {

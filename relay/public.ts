@@ -28,7 +28,8 @@ import { CHANNELS, type Channel, type Form, type RelayApiKey, type Site } from '
 import { sanitizeBody, sanitizeSubject } from './sanitize.ts';
 import type { BodyValidator } from './schemas.ts';
 import { escapeHtml } from './templates.ts';
-import { sha256Hex, type RelayStore } from './store.ts';
+import type { RelayStore } from './store.ts';
+import { sha256Hex } from '../core/hash.ts';
 
 /** What a caller sends as captchaToken when the site has no CAPTCHA (any value is then ignored). */
 export const CAPTCHA_PLACEHOLDER = 'no-captcha';

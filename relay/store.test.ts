@@ -12,7 +12,8 @@ import { AccountStore } from '../accounts/store.ts';
 import { LocalStateStore } from '../state/local.ts';
 import type { StateStore } from '../state/store.ts';
 import type { RelayApiKey, Site } from './model.ts';
-import { RelayStore, sha256Hex } from './store.ts';
+import { sha256Hex } from '../core/hash.ts';
+import { RelayStore } from './store.ts';
 
 const dirs: string[] = [];
 afterAll(async () => {

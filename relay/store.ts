@@ -4,7 +4,7 @@
  * reads never wait on the store, and a change made on one gateway (a revoked API key, a
  * deactivated site) reaches every other within the watch's latency.
  */
-import { createHash } from 'node:crypto';
+import { sha256Hex } from '../core/hash.ts';
 import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import type { AccountStore } from '../accounts/store.ts';
@@ -24,10 +24,6 @@ function indexBy<T extends { id: string }>(collection: Collection<T>, index: Map
       keys.set(id, keyOf(item));
     }
   });
-}
-
-export function sha256Hex(value: string): string {
-  return createHash('sha256').update(value).digest('hex');
 }
 
 export class RelayStore {

@@ -11,7 +11,7 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServe, type RunningSluice } from '../bin/app.ts';
 import { createLogger } from '../core/log.ts';
-import { sha256Hex } from '../relay/store.ts';
+import { sha256Hex } from '../core/hash.ts';
 import { testConfig } from './harness.ts';
 
 const OPERATOR_TOKEN = `op_${randomBytes(16).toString('hex')}`;
