@@ -98,6 +98,10 @@ async function fillAndSend(origin: string, screenshot: string): Promise<Visit> {
   await tab.click('button[type="submit"]');
   await tab.waitForFunction(() => document.getElementById('contact-status')!.textContent !== '', undefined, { timeout: 20_000 });
   const status = (await tab.textContent('#contact-status'))!;
+  // The response's headers come in an event of their own, which may follow the failure the page
+  // already shows: wait for them (a POST without any answer keeps no status past the deadline).
+  const deadline = Date.now() + 5_000;
+  while ([...posts.values()].some((post) => post.status === undefined) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
   if (process.env.SLUICE_TEST_SCREENSHOTS) await tab.screenshot({ path: join(process.env.SLUICE_TEST_SCREENSHOTS, screenshot), fullPage: true });
   await context.close();
   return { status, posts: [...posts.values()] };
