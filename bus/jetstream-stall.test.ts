@@ -38,13 +38,13 @@ const chunk = (bytes: number): TableChunk => ({ table: 'otel_traces', columns: [
 
 describe('a JetStream bus whose server stops answering', () => {
   it('keeps the timed-out bytes reserved, refuses at once, and withdraws the message once the server answers', async () => {
-    const bus = new JetStreamBus(nc, { prefix: 'STALL', tables: ['otel_traces'], maxStreamBytes: 16 * 1024 * 1024, publishTimeoutMs: 500, retryAfterSeconds: 2, log });
+    const bus = new JetStreamBus(nc, { natsUrl: nats.url, prefix: 'STALL', tables: ['otel_traces'], maxStreamBytes: 16 * 1024 * 1024, publishTimeoutMs: 500, retryAfterSeconds: 2, log });
     await bus.start();
     const jsm = await jetstreamManager(nc);
     const { stream } = streamOf('STALL', 'otel_traces');
     const budget = new ByteBudget({ limitBytes: 1024 * 1024, retryAfterSeconds: 2 });
 
-    nats.freeze();
+    await nats.freeze();
     const request = budget.reserve(100_000);
     await expect(bus.publish([chunk(100_000)], request)).rejects.toMatchObject({ code: 'unavailable', retryAfterSeconds: 2 });
     request.release();

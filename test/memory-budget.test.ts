@@ -158,7 +158,7 @@ describe('the bus stalled for 20 s under load', () => {
     await eventually(() => clients.count(200) >= 20, 60_000, 100);
     const rssAtStall = rss(pid);
 
-    nats.freeze();
+    await nats.freeze();
     clients.stalled = true;
     let rssPeak = rssAtStall;
     const samples: number[] = [];

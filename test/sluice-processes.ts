@@ -5,7 +5,7 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -140,70 +140,129 @@ export interface RedisProcess {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** A redis-server of this test's own: random port, no persistence. */
+/**
+ * A redis-server of this test's own: random port, no persistence. Redis cannot pick its port and
+ * say which, so the port is chosen here, and the server that answers on it must be ours (its
+ * INFO's process_id): another test's server may have taken the port meanwhile.
+ */
 export async function startRedis(): Promise<RedisProcess> {
-  const port = await freePort();
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-  const failed = new Promise<never>((_, reject) => {
-    child.once('error', (err) => reject(new Error(`redis-server could not start (run deploy/services.sh): ${err.message}`)));
-  });
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const open = await Promise.race([failed, portOpen(port)]);
-    if (open) break;
-    if (Date.now() > deadline) throw new Error('redis-server did not listen in 10 s');
-    await new Promise((resolve) => setTimeout(resolve, 50));
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    const failed = new Promise<never>((_, reject) => {
+      child.once('error', (err) => reject(new Error(`redis-server could not start (run deploy/services.sh): ${err.message}`)));
+    });
+    const deadline = Date.now() + 10_000;
+    let pid: number | undefined;
+    while (pid === undefined && child.exitCode === null) {
+      pid = await Promise.race([failed, redisPid(port)]);
+      if (Date.now() > deadline) throw new Error('redis-server did not listen in 10 s');
+      if (pid === undefined) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    if (pid === child.pid) {
+      return {
+        url: `redis://127.0.0.1:${port}`,
+        child,
+        async stop(signal = 'SIGKILL') {
+          if (child.exitCode !== null || child.signalCode !== null) return;
+          child.kill(signal);
+          await exited(child, 10_000);
+        },
+      };
+    }
+    child.kill('SIGKILL');
+    if (attempt === 3) throw new Error(`redis-server did not start three times; last on port ${port}: ${pid ? `process ${pid} answered there, not ours` : 'it exited'}`);
   }
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    child,
-    async stop(signal = 'SIGKILL') {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill(signal);
-      await exited(child, 10_000);
-    },
-  };
 }
 
-function portOpen(port: number): Promise<boolean> {
+/** The process id the Redis server on `port` reports, or undefined while nothing answers there. */
+function redisPid(port: number): Promise<number | undefined> {
   return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1')
-      .once('connect', () => {
+    let text = '';
+    const socket = connect(port, '127.0.0.1', () => socket.write('INFO server\r\n'));
+    socket.setEncoding('utf8');
+    socket.setTimeout(2000, () => socket.destroy());
+    socket.on('data', (chunk: string) => {
+      text += chunk;
+      const found = /process_id:(\d+)/.exec(text);
+      if (found) {
         socket.destroy();
-        resolve(true);
-      })
-      .once('error', () => resolve(false));
+        resolve(Number(found[1]));
+      }
+    });
+    socket.once('error', () => resolve(undefined));
+    socket.once('close', () => resolve(undefined));
   });
+}
+
+/** A thread's state letter: the field after its name, which ends with the stat line's last ')'. A thread gone counts as stopped. */
+async function threadState(statFile: string): Promise<string> {
+  const stat = await readFile(statFile, 'utf8').catch(() => undefined);
+  return stat === undefined ? 'T' : stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+}
+
+/** Waits until every thread of the process is stopped (state T in /proc/<pid>/task/<tid>/stat). */
+async function untilStopped(pid: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const threads = await readdir(`/proc/${pid}/task`);
+    const states = await Promise.all(threads.map((tid) => threadState(`/proc/${pid}/task/${tid}/stat`)));
+    if (states.every((state) => state === 'T')) return;
+    if (Date.now() > deadline) throw new Error(`process ${pid} did not stop in ${timeoutMs} ms (thread states ${states.join('')})`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
 }
 
 export interface NatsProcess {
   url: string;
   child: ChildProcess;
-  /** SIGSTOP: the server freezes with its connections open (writes to it pile up in the clients). */
-  freeze(): void;
+  /**
+   * SIGSTOP, resolved once every thread of the server has stopped (a thread running on the other
+   * core could otherwise still answer what is sent next): it freezes with its connections open,
+   * and writes to it pile up in the clients.
+   */
+  freeze(): Promise<void>;
   /** SIGCONT after freeze(). */
   thaw(): void;
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** A nats-server with JetStream of this test's own: random port, its store under `storeDir`. */
-export async function startNatsServer(storeDir: string): Promise<NatsProcess> {
-  const port = await freePort();
-  const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir], { stdio: 'ignore' });
-  const failed = new Promise<never>((_, reject) => {
-    child.once('error', (err) => reject(new Error(`nats-server could not start (run deploy/services.sh): ${err.message}`)));
+/**
+ * A nats-server with JetStream of this test's own, its store under `storeDir`. It picks its port
+ * itself (`-p -1`) and says which in its log: a port chosen here and then bound by the server
+ * could meanwhile be taken by another test's server, and this test would talk to that one.
+ */
+export async function startNatsServer(storeDir: string, extraArgs: readonly string[] = []): Promise<NatsProcess> {
+  const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', '-1', '-js', '-sd', storeDir, ...extraArgs], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const port = await new Promise<number>((resolve, reject) => {
+    let log = '';
+    const timer = setTimeout(() => fail(new Error('nats-server did not listen in 10 s')), 10_000);
+    const fail = (err: Error) => {
+      clearTimeout(timer);
+      child.kill('SIGKILL');
+      reject(err);
+    };
+    const exitedEarly = (code: number | null) => fail(new Error(`nats-server exited with ${code} before it was ready: ${log.slice(-500)}`));
+    child.once('error', (err) => fail(new Error(`nats-server could not start (run deploy/services.sh): ${err.message}`)));
+    child.once('exit', exitedEarly);
+    child.stderr!.setEncoding('utf8').on('data', (text: string) => {
+      if (log.length < 64 * 1024) log += text;
+      const listening = /Listening for client connections on 127\.0\.0\.1:(\d+)/.exec(log);
+      if (!listening || !log.includes('Server is ready')) return;
+      clearTimeout(timer);
+      child.off('exit', exitedEarly);
+      resolve(Number(listening[1]));
+    });
   });
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const open = await Promise.race([failed, portOpen(port)]);
-    if (open) break;
-    if (Date.now() > deadline) throw new Error('nats-server did not listen in 10 s');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  // Its later log lines are read and dropped: a full pipe would stop the server.
+  child.stderr!.removeAllListeners('data').resume();
   return {
     url: `nats://127.0.0.1:${port}`,
     child,
-    freeze: () => child.kill('SIGSTOP'),
+    async freeze() {
+      child.kill('SIGSTOP');
+      await untilStopped(child.pid!, 10_000);
+    },
     thaw: () => child.kill('SIGCONT'),
     async stop(signal = 'SIGKILL') {
       if (child.exitCode !== null || child.signalCode !== null) return;
