@@ -1,11 +1,16 @@
 /**
  * Credentials in service URLs never reach a log line or an error: NATS against the real
  * nats-server (NATS_URL, default nats://127.0.0.1:4222; it has no auth and accepts the
- * credentials it does not check), Redis on a port where nothing listens.
+ * credentials it does not check) and one of the test's own that requires a token, Redis on a
+ * port where nothing listens.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger, type Logger } from '../core/log.ts';
 import { testConfig } from '../test/harness.ts';
+import { startNatsServer } from '../test/sluice-processes.ts';
 import { descriptorUse } from '../core/descriptors.ts';
 import { connectNats, createLimiter, defaultMaxConnections, grpcLimits } from './components.ts';
 
@@ -41,13 +46,28 @@ describe('connectNats', () => {
   });
 
   it('logs the servers it connects to without a password or a token', async () => {
-    const { log, text } = capturedLog();
-    const url = `nats://user:secret-pw@${NATS_HOST}, nats://secret-token@${NATS_HOST}`;
-    const nc = await connectNats(testConfig('/nonexistent', { 'nats.url': url }), log);
+    const shownServers = async (url: string) => {
+      const { log, text } = capturedLog();
+      const nc = await connectNats(testConfig('/nonexistent', { 'nats.url': url }), log);
+      cleanups.push(() => nc!.close());
+      expect(text()).not.toMatch(/secret-pw|secret-token/);
+      return JSON.parse(text().split('\n').find((l) => l.includes('connected to NATS'))!).servers;
+    };
+    expect(await shownServers(`nats://user:secret-pw@${NATS_HOST}, ${NATS_HOST}`)).toEqual([`nats://user@${NATS_HOST}`, `nats://${NATS_HOST}`]);
+    expect(await shownServers(`nats://secret-token@${NATS_HOST}`)).toEqual([`nats://***@${NATS_HOST}`]);
+  });
+
+  it('sends NATS_URL\'s token to a server that requires one (nats.js ignores credentials in a URL); a wrong one fails without showing it', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'sluice-nats-token-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const server = await startNatsServer(dir, ['--auth', 'secret-token']);
+    cleanups.push(() => server.stop());
+    const { log } = capturedLog();
+    const nc = await connectNats(testConfig('/nonexistent', { 'nats.url': server.url.replace('//', '//secret-token@') }), log);
     cleanups.push(() => nc!.close());
-    const line = JSON.parse(text().split('\n').find((l) => l.includes('connected to NATS'))!);
-    expect(line.servers).toEqual([`nats://user@${NATS_HOST}`, `nats://***@${NATS_HOST}`]);
-    expect(text()).not.toMatch(/secret-pw|secret-token/);
+    expect(await nc!.rtt()).toBeGreaterThanOrEqual(0);
+    const wrong = connectNats(testConfig('/nonexistent', { 'nats.url': server.url.replace('//', '//wrong-secret-token@') }), log);
+    await expect(wrong).rejects.toThrow(/^cannot reach NATS at nats:\/\/\*\*\*@127\.0\.0\.1:\d+: Authorization Violation$/);
   });
 });
 

@@ -11,7 +11,8 @@ import { JetStreamBus } from '../bus/jetstream.ts';
 import { LocalLogBus } from '../bus/local-log.ts';
 import type { SluiceConfig } from '../core/config.ts';
 import { EgressPolicy, LOOPBACK_AND_PRIVATE_NETWORKS } from '../delivery/egress.ts';
-import { redactNatsServers, redactUrl } from '../core/redact.ts';
+import { parseNatsUrl } from '../core/nats-url.ts';
+import { redactUrl } from '../core/redact.ts';
 import { descriptorUse } from '../core/descriptors.ts';
 import type { GrpcLimits } from '../gateway/grpc/server.ts';
 import type { HttpServerOptions } from '../gateway/http/adapter.ts';
@@ -105,11 +106,13 @@ export function announceStorage(storage: Storage, log: Logger): void {
 /** The NATS connection of cluster mode (NATS_URL), or undefined on the embedded default. */
 export async function connectNats(config: Readonly<SluiceConfig>, log: Logger): Promise<NatsConnection | undefined> {
   if (!config.nats.url) return undefined;
-  const servers = config.nats.url.split(',').map((s) => s.trim());
-  // The servers may carry user:password@ or token@: only their redacted form is ever shown.
-  const shown = redactNatsServers(servers);
+  // nats.js ignores credentials in a server URL: they go in as options. Only the servers'
+  // redacted form is ever shown.
+  const { servers, credentials, tls } = parseNatsUrl(config.nats.url);
+  const shown = servers.map((server) => server.shown);
   try {
-    const nc = await connect({ servers, name: 'sluice', maxReconnectAttempts: -1, timeout: 5000 });
+    // tls://: TLS required (nats.js also upgrades whenever a server offers it).
+    const nc = await connect({ servers: servers.map((server) => server.hostPort), ...credentials, ...(tls ? { tls: {} } : {}), name: 'sluice', maxReconnectAttempts: -1, timeout: 5000 });
     log.info({ servers: shown, server: nc.getServer() }, 'connected to NATS');
     return nc;
   } catch (err) {
@@ -139,6 +142,7 @@ export function createBus(config: Readonly<SluiceConfig>, nc: NatsConnection | u
     });
   }
   return new JetStreamBus(nc, {
+    natsUrl: config.nats.url,
     prefix: config.nats.prefix,
     tables: Object.keys(TABLE_COLUMNS),
     replicas: config.nats.replicas,

@@ -19,7 +19,9 @@ export interface TableChunk {
 
 /**
  * Moves a batch of chunks to storage; throws if they were not stored. A bus that may deliver
- * the same batch twice passes a dedupToken that is identical on every delivery.
+ * the same batch twice passes a dedupToken that is identical on every delivery. Once it
+ * resolves, nothing may read the chunks' bytes any more (the JetStream consumer lends their
+ * memory to the next messages it pulls).
  */
 export type ChunkSink = (chunks: TableChunk[], dedupToken?: string) => Promise<void>;
 

@@ -27,23 +27,17 @@
  *     them): a refused one is stored request by request, and only the refused requests' rows are parked;
  *   - anything else (a bug): retried, and split and dead-lettered the same way once a message
  *     was delivered maxAttempts times.
- * The consumer moves bytes: a message's payload goes to the sink as it came (a view of what
- * nats.js received), a batch's messages as the chunks of one insert; nothing is decoded per row.
+ * The consumer moves bytes: messages are pulled on a connection of its own (nats-pull.ts: each
+ * payload copied once from the socket, into memory handed back once its batch is stored), and a
+ * message's payload goes to the sink as it came, a batch's messages as the chunks of one
+ * insert; nothing is decoded per row. The sink must be done with a batch's chunks when it
+ * resolves (storage/sink.ts: the insert's body written and answered).
  * Each table's loop runs under a Supervisor: a loop that fails (NATS away at start, a bug) is
  * restarted with backoff, counted, and shown in readiness.
  */
 import { randomUUID } from 'node:crypto';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
-import {
-  jetstream,
-  jetstreamManager,
-  RetentionPolicy,
-  StorageType,
-  type Consumer,
-  type JetStreamClient,
-  type JetStreamManager,
-  type JsMsg,
-} from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { pino } from 'pino';
 import { SluiceError } from '../core/errors.ts';
@@ -57,6 +51,14 @@ import { ManifestIndex, type Manifest } from './batch-manifests.ts';
 import { storeIsolating } from './isolate.ts';
 import { deadLetterOf, DURABLE, manifestBucketOf, PARTS_HEADER, streamOf } from './jetstream-names.ts';
 import { ensureDurableConsumer } from './jetstream-streams.ts';
+import { NatsPuller, type PulledMessage } from './nats-pull.ts';
+
+/** Where the consumer pulls from: the NATS servers (NATS_URL, for its own pull connection) and the tables' streams. */
+export interface ConsumerPlacement {
+  natsUrl: string;
+  prefix: string;
+  tables: readonly string[];
+}
 
 /** How long manifests are kept: a message stored longer ago than this is no longer recognised. */
 const MANIFEST_TTL_MS = 60 * 60 * 1000;
@@ -85,6 +87,7 @@ export class JetStreamStorageConsumer {
   /** Figures for /metrics. */
   readonly stats: Required<ConsumerTotals> = { batches: 0, rows: 0, redelivered: 0, deadLettered: 0, failures: 0 };
   private readonly js: JetStreamClient;
+  private readonly puller: NatsPuller;
   private readonly supervisor: Supervisor;
   /** Each running table loop's manifest index (for its status). */
   private readonly manifests = new Map<string, ManifestIndex>();
@@ -92,10 +95,11 @@ export class JetStreamStorageConsumer {
 
   constructor(
     private readonly nc: NatsConnection,
-    private readonly options: ConsumerTuning & { prefix: string; tables: readonly string[] },
+    private readonly options: ConsumerTuning & ConsumerPlacement,
     private readonly sink: ChunkSink,
   ) {
     this.js = jetstream(nc);
+    this.puller = new NatsPuller({ natsUrl: options.natsUrl, name: 'sluice-consume' });
     this.tuning = {
       batchRows: options.batchRows ?? 10_000,
       batchMaxWaitMs: options.batchMaxWaitMs ?? 1000,
@@ -116,6 +120,7 @@ export class JetStreamStorageConsumer {
   /** Finishes the batch in flight, then stops. */
   async shutdown(): Promise<void> {
     await this.supervisor.stop();
+    await this.puller.close();
   }
 
   /** Each table's loop, by readiness name (`consumer.<table>`). */
@@ -154,12 +159,11 @@ export class JetStreamStorageConsumer {
     this.manifests.set(table, index);
     try {
       await index.start();
-      const consumer = await this.js.consumers.get(stream, DURABLE);
       let backoffMs = 0;
       while (!signal.aborted) {
-        let messages: JsMsg[];
+        let messages: PulledMessage[];
         try {
-          messages = await this.fetchBatch(consumer, signal);
+          messages = await this.fetchBatch(stream, signal);
         } catch (err) {
           // NATS unreachable or restarting: the client reconnects by itself; pull again later.
           report({ ok: false, detail: `cannot pull from JetStream: ${(err as Error).message}` });
@@ -173,6 +177,8 @@ export class JetStreamStorageConsumer {
         }
         try {
           await this.process(jsm, stream, table, messages, index);
+          // Stored (or parked) and acked, the insert's writes done: their memory serves the next pulls.
+          for (const message of messages) message.release();
           backoffMs = 0;
           report({ ok: true });
         } catch (err) {
@@ -205,8 +211,8 @@ export class JetStreamStorageConsumer {
    * delivered twice while the batch fills (a restarted nats-server forgets deliveries it had
    * not yet written) is kept once: its latest delivery, whose ack counts.
    */
-  private async fetchBatch(consumer: Consumer, signal: AbortSignal): Promise<JsMsg[]> {
-    const batch = new Map<number, JsMsg>();
+  private async fetchBatch(stream: string, signal: AbortSignal): Promise<PulledMessage[]> {
+    const batch = new Map<number, PulledMessage>();
     let rows = 0;
     const deadline = Date.now() + this.tuning.batchMaxWaitMs;
     while (rows < this.tuning.batchRows && !signal.aborted) {
@@ -215,15 +221,14 @@ export class JetStreamStorageConsumer {
       // By message count: nats-server 2.9 leaves byte-bounded pulls unanswered under a backlog
       // ("heartbeats missed"). Messages are < 1 MiB (max_payload), so this also bounds the bytes.
       try {
-        const fetched = await consumer.fetch({ max_messages: this.tuning.fetchMessages, expires: Math.max(1000, wait) });
-        for await (const message of fetched) {
+        const fetched = await this.puller.fetch(stream, DURABLE, this.tuning.fetchMessages, Math.max(1000, wait));
+        for (const message of fetched) {
           if (!batch.has(message.seq)) rows += rowsOf(message.headers);
           batch.set(message.seq, message);
         }
       } catch (err) {
-        // A pull may end in an error ("heartbeats missed": the client's idle timer can beat the
-        // server's expiry notice under load). Messages already delivered stay ours: store them
-        // now rather than leave them unacked until ackWait brings them back.
+        // A pull may end in an error (the connection failed). Messages already delivered stay
+        // ours: store them now rather than leave them unacked until ackWait brings them back.
         if (batch.size === 0) throw err;
         this.options.log?.warn({ err: (err as Error).message, messages: batch.size }, 'pull from JetStream ended early; storing the batch so far');
         break;
@@ -232,11 +237,11 @@ export class JetStreamStorageConsumer {
     return [...batch.values()];
   }
 
-  private async process(jsm: JetStreamManager, stream: string, table: string, messages: JsMsg[], index: ManifestIndex): Promise<void> {
-    const fresh: JsMsg[] = [];
-    const byManifest = new Map<string, JsMsg[]>();
+  private async process(jsm: JetStreamManager, stream: string, table: string, messages: PulledMessage[], index: ManifestIndex): Promise<void> {
+    const fresh: PulledMessage[] = [];
+    const byManifest = new Map<string, PulledMessage[]>();
     for (const message of messages) {
-      if (message.info.deliveryCount > 1) this.stats.redelivered++;
+      if (message.deliveryCount > 1) this.stats.redelivered++;
       const owner = index.find(stream, message.seq);
       if (!owner) fresh.push(message);
       else byManifest.set(owner.key, [...(byManifest.get(owner.key) ?? []), message]);
@@ -251,8 +256,8 @@ export class JetStreamStorageConsumer {
    * not the rows' fault is thrown, so the caller retries the batch (messages already stored
    * and acked are not redelivered).
    */
-  private async storeFresh(stream: string, table: string, index: ManifestIndex, messages: JsMsg[]): Promise<void> {
-    const exhausted = messages.some((message) => message.info.deliveryCount >= this.tuning.maxAttempts);
+  private async storeFresh(stream: string, table: string, index: ManifestIndex, messages: PulledMessage[]): Promise<void> {
+    const exhausted = messages.some((message) => message.deliveryCount >= this.tuning.maxAttempts);
     const refused = (err: unknown) => isDataError(err) || (exhausted && !isRetryable(err));
     const outcomes = await storeIsolating(
       messages,
@@ -275,7 +280,7 @@ export class JetStreamStorageConsumer {
    * parked: one client's bad rows never park another's. Each insert's token is the message's
    * sequence and its part range, so after a redelivery the same parts are dropped as duplicates.
    */
-  private async storeRequestsApart(stream: string, table: string, message: JsMsg, err: unknown, refused: (err: unknown) => boolean): Promise<void> {
+  private async storeRequestsApart(stream: string, table: string, message: PulledMessage, err: unknown, refused: (err: unknown) => boolean): Promise<void> {
     const parts = partsOf(table, message);
     if (parts.length <= 1) return this.deadLetter(table, message, err);
     const outcomes = await storeIsolating(parts, (group) => this.sink(group.map((part) => part.chunk), `${stream}:${message.seq}:parts:${group[0]!.index}-${group.at(-1)!.index}`), refused);
@@ -287,7 +292,7 @@ export class JetStreamStorageConsumer {
     this.stats.rows += parts.reduce((sum, part, i) => sum + (outcomes[i] === undefined ? part.chunk.rows : 0), 0);
   }
 
-  private async insertFresh(stream: string, table: string, index: ManifestIndex, messages: JsMsg[]): Promise<void> {
+  private async insertFresh(stream: string, table: string, index: ManifestIndex, messages: PulledMessage[]): Promise<void> {
     const seqs = messages.map((m) => m.seq).sort((a, b) => a - b);
     const key = `${stream}.${seqs[0]}`;
     const manifest: Manifest = { token: `${stream}:${seqs[0]}-${seqs[seqs.length - 1]}:${randomUUID()}`, seqs, state: 'pending' };
@@ -315,7 +320,7 @@ export class JetStreamStorageConsumer {
   }
 
   /** A batch some consumer started: finish it exactly as it was, or just ack if it is done. */
-  private async finishManifest(jsm: JetStreamManager, stream: string, table: string, index: ManifestIndex, key: string, held: JsMsg[]): Promise<void> {
+  private async finishManifest(jsm: JetStreamManager, stream: string, table: string, index: ManifestIndex, key: string, held: PulledMessage[]): Promise<void> {
     const manifests = index.kv;
     const entry = await manifests.get(key);
     const manifest = entry?.operation === 'PUT' ? entry.json<Manifest>() : undefined;
@@ -364,29 +369,29 @@ export class JetStreamStorageConsumer {
   }
 
   /** The batch (or what of it is not yet stored) comes back after the backoff; acked messages ignore the nak. */
-  private async handleFailure(table: string, messages: JsMsg[], err: unknown, backoffMs: number, signal: AbortSignal): Promise<void> {
+  private async handleFailure(table: string, messages: PulledMessage[], err: unknown, backoffMs: number, signal: AbortSignal): Promise<void> {
     this.options.log?.warn({ table, messages: messages.length, err: (err as Error).message, storageDown: isRetryable(err), backoffMs }, 'batch not stored; will retry');
     for (const message of messages) message.nak(backoffMs);
     await sleep(backoffMs, signal);
   }
 
-  private async deadLetter(table: string, message: JsMsg, err: unknown): Promise<void> {
+  private async deadLetter(table: string, message: PulledMessage, err: unknown): Promise<void> {
     await this.park(table, message, err);
     // Acked, not terminated: parked safely, it must leave the work queue (nats-server 2.9 keeps terminated messages there).
     await viaNats('ack a dead-lettered message', () => message.ackAck());
   }
 
   /** Publishes a message's rows (or one request's part of them) to the dead-letter stream with the reason. */
-  private async park(table: string, message: JsMsg, err: unknown, part?: Part): Promise<void> {
+  private async park(table: string, message: PulledMessage, err: unknown, part?: Part): Promise<void> {
     const h = headers();
     for (const [name, values] of message.headers ?? []) for (const value of values) if (name !== PARTS_HEADER) h.append(name, value);
-    h.set('Sluice-Origin-Stream', message.info.stream);
+    h.set('Sluice-Origin-Stream', message.stream);
     h.set('Sluice-Origin-Seq', String(message.seq));
     if (part) {
       h.set('Sluice-Origin-Part', String(part.index));
       h.set('Sluice-Rows', String(part.chunk.rows));
     }
-    h.set('Sluice-Attempts', String(message.info.deliveryCount));
+    h.set('Sluice-Attempts', String(message.deliveryCount));
     h.set('Sluice-Error', String((err as Error).message).slice(0, 1000).replace(/[\r\n]/g, ' '));
     try {
       await this.js.publish(deadLetterOf(this.options.prefix).subject(table), part?.chunk.data ?? message.data, { headers: h });
@@ -394,10 +399,10 @@ export class JetStreamStorageConsumer {
       throw new SluiceError('unavailable', `cannot park message ${message.seq} of ${table} in the dead-letter stream: ${(cause as Error).message}`, { cause });
     }
     this.stats.deadLettered++;
-    this.options.log?.error({ table, seq: message.seq, part: part?.index, attempts: message.info.deliveryCount, err: (err as Error).message }, 'rows dead-lettered');
+    this.options.log?.error({ table, seq: message.seq, part: part?.index, attempts: message.deliveryCount, err: (err as Error).message }, 'rows dead-lettered');
   }
 
-  private count(messages: JsMsg[]): void {
+  private count(messages: PulledMessage[]): void {
     this.stats.batches++;
     for (const message of messages) this.stats.rows += rowsOf(message.headers);
   }
@@ -446,7 +451,7 @@ interface Part {
 }
 
 /** A message's requests (one part when it has no PARTS_HEADER, or one that does not add up). */
-function partsOf(table: string, message: JsMsg): Part[] {
+function partsOf(table: string, message: PulledMessage): Part[] {
   const whole = toChunk(table, message.data, message.headers);
   const listed = message.headers?.get(PARTS_HEADER);
   if (!listed) return [{ index: 0, chunk: whole }];

@@ -21,6 +21,7 @@ import type { ChunkSink, TableChunk } from './bus.ts';
 import { JetStreamBus } from './jetstream.ts';
 import { JetStreamStorageConsumer } from './jetstream-consumer.ts';
 import { streamOf } from './jetstream-names.ts';
+import type { NatsPuller } from './nats-pull.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const log = pino({ level: process.env.SLUICE_TEST_LOG_LEVEL ?? 'silent' });
@@ -58,6 +59,7 @@ function fixture(maxStreamBytes = 64 * 1024 * 1024, tables = ['otel_traces']) {
   const prefix = `T${randomBytes(4).toString('hex').toUpperCase()}`;
   prefixes.push(prefix);
   const bus = new JetStreamBus(nc, {
+    natsUrl: NATS_URL,
     prefix,
     tables,
     maxStreamBytes,
@@ -157,8 +159,8 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     expect(chunks.length).toBeGreaterThan(2);
     await bus.publish(chunks);
     await bus.publish(chunksOf('shared', 100));
-    const a = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, log }, sink);
-    const b = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, log }, sink);
+    const a = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, log }, sink);
+    const b = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, log }, sink);
     a.start();
     b.start();
     await until(async () => (await countOf('shared')) >= 500);
@@ -183,11 +185,11 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
       await frozen;
       throw new Error('this consumer was frozen');
     };
-    const first = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchMaxWaitMs: 300, ackWaitMs: 1000, log }, freezingSink);
+    const first = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 300, ackWaitMs: 1000, log }, freezingSink);
     first.start();
     await insertedOnce;
     expect(await countOf('frozen')).toBe(300);
-    const second = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchMaxWaitMs: 300, ackWaitMs: 1000, log }, sink);
+    const second = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 300, ackWaitMs: 1000, log }, sink);
     second.start();
     // After ackWait the batch is redelivered; the second consumer re-inserts it with the same token.
     await until(async () => second.stats.redelivered > 0 && (await second.lag('otel_traces')) === 0);
@@ -204,24 +206,17 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     for (let i = 0; i < 4; i++) await bus.publish(chunksOf('early-end', 100));
     const consumer = new JetStreamStorageConsumer(
       nc,
-      { prefix, tables: ['otel_traces'], fetchMessages: 2, batchRows: 1_000_000, batchMaxWaitMs: 1000, ackWaitMs: 30_000, log },
+      { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], fetchMessages: 2, batchRows: 1_000_000, batchMaxWaitMs: 1000, ackWaitMs: 30_000, log },
       sink,
     );
-    // The second pull of the first batch fails the way nats.js reports a late expiry notice.
-    const js = (consumer as unknown as { js: JetStreamClient }).js;
-    const get = js.consumers.get.bind(js.consumers);
+    // The second pull of the first batch fails (its connection broke after delivering).
+    const puller = (consumer as unknown as { puller: NatsPuller }).puller;
+    const fetch = puller.fetch.bind(puller);
     let pulls = 0;
-    js.consumers.get = (async (...args: Parameters<typeof get>) => {
-      const real = await get(...args);
-      const fetch = real.fetch.bind(real);
-      real.fetch = (async (opts) => {
-        if (++pulls !== 2) return fetch(opts);
-        return (async function* () {
-          throw new Error('heartbeats missed');
-        })();
-      }) as typeof real.fetch;
-      return real;
-    }) as typeof js.consumers.get;
+    puller.fetch = async (...args) => {
+      if (++pulls !== 2) return fetch(...args);
+      throw new Error('connection closed');
+    };
     consumer.start();
     await until(async () => (await countOf('early-end')) === 400, 10_000);
     expect(pulls).toBeGreaterThan(2);
@@ -247,7 +242,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
   it('dead-letters a message that keeps failing for a non-storage reason', async () => {
     const { prefix, bus } = fixture();
     await bus.start();
-    const consumer = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, maxAttempts: 2, maxBackoffMs: 100, log }, async () => {
+    const consumer = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, maxAttempts: 2, maxBackoffMs: 100, log }, async () => {
       throw new SluiceError('bad_request', 'storage refused the rows');
     });
     consumer.start();
@@ -273,7 +268,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     await bus.publish(oneChunk('early', 60, (i) => today - BigInt(60 + i) * day)); // 60 days each, 120 together: one insert
     await bus.publish(oneChunk('late', 60, (i) => today - BigInt(i) * day));
     await bus.publish(chunksOf('after', 100));
-    const consumer = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchRows: 1_000_000, batchMaxWaitMs: 1000, log }, sink);
+    const consumer = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchRows: 1_000_000, batchMaxWaitMs: 1000, log }, sink);
     consumer.start();
     await until(async () => (await consumer.lag('otel_traces').catch(() => -1)) === 0 && (await countOf('after')) === 100);
     for (const [name, spans] of [['before', 100], ['early', 60], ['late', 60], ['after', 100], ['poison', 0]] as const) {
@@ -295,7 +290,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     const { prefix, bus } = fixture();
     // No stream yet: the loop cannot set up its durable consumer and fails.
     const restarts: string[] = [];
-    const consumer = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, maxBackoffMs: 500, log, onRestart: (loop) => restarts.push(loop) }, sink);
+    const consumer = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, maxBackoffMs: 500, log, onRestart: (loop) => restarts.push(loop) }, sink);
     consumer.start();
     await until(async () => restarts.length > 0);
     expect(consumer.statuses()['consumer.otel_traces']!.ok).toBe(false);
@@ -311,7 +306,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     const { bus } = fixture();
     await bus.start();
     const closed = await connect({ servers: NATS_URL });
-    const orphan = new JetStreamBus(closed, { prefix: 'NOSUCHSTREAM', tables: ['otel_traces'], maxStreamBytes: 1024 * 1024, retryAfterSeconds: 7, publishTimeoutMs: 500 });
+    const orphan = new JetStreamBus(closed, { natsUrl: NATS_URL, prefix: 'NOSUCHSTREAM', tables: ['otel_traces'], maxStreamBytes: 1024 * 1024, retryAfterSeconds: 7, publishTimeoutMs: 500 });
     const error = await orphan.publish(chunksOf('nowhere', 1)).catch((err) => err);
     await closed.close();
     expect(error).toBeInstanceOf(SluiceError);
@@ -359,7 +354,7 @@ describe('JetStreamBus batching', { timeout: 120_000 }, () => {
       }
       await sink(chunks, token);
     };
-    const consumer = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchMaxWaitMs: 300, log }, refusing);
+    const consumer = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 300, log }, refusing);
     consumer.start();
     await until(async () => consumer.stats.deadLettered > 0 && (await consumer.lag('otel_traces').catch(() => -1)) === 0);
     for (const name of names) expect(await countOf(name), name).toBe(name === 'shared-poison' ? 0 : 30);
@@ -390,7 +385,7 @@ describe('JetStreamBus batching', { timeout: 120_000 }, () => {
       // The first part stored, then storage is gone for a moment: the message comes back and is stored apart again.
       if (token?.includes(':parts:') && ++partInserts === 1) throw new SluiceError('unavailable', 'storage went away');
     };
-    const consumer = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchMaxWaitMs: 300, maxBackoffMs: 200, log }, flaky);
+    const consumer = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 300, maxBackoffMs: 200, log }, flaky);
     consumer.start();
     await until(async () => consumer.stats.deadLettered > 0 && (await consumer.lag('otel_traces').catch(() => -1)) === 0);
     for (const name of names) expect(await countOf(name), name).toBe(name === 'outage-poison' ? 0 : 30);

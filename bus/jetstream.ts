@@ -41,6 +41,8 @@ export interface JetStreamBusOptions {
   prefix?: string;
   /** Tables the bus carries: one stream each. */
   tables: readonly string[];
+  /** NATS_URL: a consuming process pulls on a connection of its own to its servers (nats-pull.ts). */
+  natsUrl: string;
   /** Stream replicas: 3 on a 3-node cluster. Default 1. */
   replicas?: number;
   /** Bytes a stream may hold while consumers catch up; past it publishes are refused (503). */
@@ -195,7 +197,7 @@ export class JetStreamBus implements Bus {
 
   /** Starts this process's storage consumer on every table stream (`sluice consume`). */
   consume(sink: ChunkSink): void {
-    this.consumer = new JetStreamStorageConsumer(this.nc, { ...this.options.consumer, prefix: this.prefix, tables: this.options.tables }, sink);
+    this.consumer = new JetStreamStorageConsumer(this.nc, { ...this.options.consumer, natsUrl: this.options.natsUrl, prefix: this.prefix, tables: this.options.tables }, sink);
     this.consumer.start();
   }
 

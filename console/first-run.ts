@@ -21,7 +21,6 @@ interface Offer {
   expiresAt: string;
 }
 
-
 export class FirstRun {
   constructor(private readonly accounts: AccountStore, private readonly state: StateStore) {
     state.expireAfter(USES, OFFER_HOURS * 3600_000);

@@ -92,6 +92,21 @@ describe('loadConfig', () => {
     expect(loadConfig({ NATS_URL: 'nats://n1:4222,n2:4222, user:pw@n3:4222' }).nats.url).toContain('n3');
   });
 
+  it('refuses NATS servers that one set of nats.js options cannot reach: other credentials, or tls:// beside nats://', () => {
+    const problemsOf = (url: string) => {
+      try {
+        loadConfig({ NATS_URL: url });
+      } catch (err) {
+        return (err as ConfigError).problems;
+      }
+      return [];
+    };
+    expect(problemsOf('nats://a:secret-pw-1@n1,nats://b:secret-pw-2@n2')).toEqual([
+      'nats.url (NATS_URL): its servers carry different credentials; give every server the same ones (one set is sent to all of them)',
+    ]);
+    expect(problemsOf('tls://n1:4222,nats://n2:4222')).toEqual(['nats.url (NATS_URL): give every server the same scheme, tls:// or nats://']);
+  });
+
   it('turns the query endpoint on only with a password, and only on the embedded engine', () => {
     expect(loadConfig({}).query.port).toBe(0);
     const on = loadConfig({ SLUICE_QUERY_PORT: '8123', SLUICE_QUERY_PASSWORD: 'twelve-chars' });

@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { Ajv, type ErrorObject } from 'ajv';
+import { parseNatsUrl } from './nats-url.ts';
 
 export interface SluiceConfig {
   dataDir: string;
@@ -137,7 +138,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'query.maxConcurrent', env: 'SLUICE_QUERY_MAX_CONCURRENT', type: 'integer', default: 2, doc: 'Queries of the endpoint that run at once; the rest wait their turn (up to 100; more are refused). Each holds a thread of libuv\'s pool, which chDB inserts and disk writes share.', schema: { minimum: 1, maximum: 64 } },
   { path: 'clickhouse.url', env: 'CLICKHOUSE_URL', type: 'string', default: '', doc: 'ClickHouse server (http://user:password@host:8123) instead of the embedded chDB engine.', schema: { pattern: '^(|https?://.+)$' } },
   { path: 'clickhouse.cluster', env: 'SLUICE_CLICKHOUSE_CLUSTER', type: 'string', default: '', doc: 'Cluster name for ON CLUSTER DDL in `sluice migrate` (empty: a single server).', schema: { pattern: '^[A-Za-z0-9_]*$' } },
-  { path: 'nats.url', env: 'NATS_URL', type: 'string', default: '', doc: 'NATS servers with JetStream (comma-separated); set it for cluster mode: bus on JetStream, state on KV.', schema: { pattern: '^(|(nats|tls)://.+)$' } },
+  { path: 'nats.url', env: 'NATS_URL', type: 'string', default: '', doc: 'NATS servers with JetStream (comma-separated nats:// or tls:// URLs; credentials as user:password@ or token@, the same for every server); set it for cluster mode: bus on JetStream, state on KV.', schema: { pattern: '^(|(nats|tls)://.+)$' } },
   { path: 'nats.prefix', env: 'SLUICE_NATS_PREFIX', type: 'string', default: 'SLUICE', doc: 'Prefix of the JetStream streams and KV buckets, so several deployments can share one NATS.', schema: { pattern: '^[A-Z][A-Z0-9_]{0,31}$' } },
   { path: 'nats.replicas', env: 'SLUICE_NATS_REPLICAS', type: 'integer', default: 1, doc: 'Replicas of each JetStream stream and KV bucket (3 on a 3-node cluster).', schema: { minimum: 1, maximum: 5 } },
   { path: 'nats.maxStreamBytes', env: 'SLUICE_NATS_MAX_STREAM_BYTES', type: 'integer', default: 1024 * MiB, doc: 'Bytes each row stream (one per table) may hold while consumers catch up; JetStream reserves it on disk; when full, gateways answer 503.', schema: { minimum: MiB } },
@@ -241,11 +242,16 @@ function withoutExcerpt(message: string): string {
   return message.replace(/, (\.\.\.)?".*"(\.\.\.)? is not valid JSON$/s, ' (not valid JSON)');
 }
 
-/** The options holding service URLs, which may carry credentials; NATS_URL is a comma list. */
+/** One service URL that parses; throws, without the value, when it does not. */
+function parseServiceUrl(value: string): void {
+  if (!URL.canParse(value)) throw new Error('must be a valid URL (the value is not shown: it may hold a password)');
+}
+
+/** The options holding service URLs, which may carry credentials; NATS_URL is a list of servers that must agree (core/nats-url.ts). */
 const SERVICE_URLS = [
-  { path: 'clickhouse.url', env: 'CLICKHOUSE_URL', list: false },
-  { path: 'nats.url', env: 'NATS_URL', list: true },
-  { path: 'redis.url', env: 'REDIS_URL', list: false },
+  { path: 'clickhouse.url', env: 'CLICKHOUSE_URL', check: parseServiceUrl },
+  { path: 'nats.url', env: 'NATS_URL', check: parseNatsUrl },
+  { path: 'redis.url', env: 'REDIS_URL', check: parseServiceUrl },
 ] as const;
 
 /**
@@ -254,13 +260,15 @@ const SERVICE_URLS = [
  */
 function serviceUrlProblems(raw: Record<string, any>): string[] {
   const problems: string[] = [];
-  for (const { path, env, list } of SERVICE_URLS) {
+  for (const { path, env, check } of SERVICE_URLS) {
     const [section, key] = path.split('.') as [string, string];
     const value: unknown = raw[section]?.[key];
     if (typeof value !== 'string' || value === '') continue;
-    // nats.js also takes `host:port` without a scheme; read it as nats:// like nats.js does.
-    const entries = list ? value.split(',').map((s) => s.trim()).map((s) => (s.includes('://') ? s : `nats://${s}`)) : [value];
-    if (!entries.every((entry) => URL.canParse(entry))) problems.push(`${path} (${env}): must be a valid URL (the value is not shown: it may hold a password)`);
+    try {
+      check(value);
+    } catch (err) {
+      problems.push(`${path} (${env}): ${(err as Error).message}`);
+    }
   }
   return problems;
 }

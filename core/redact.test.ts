@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { redactNatsServers, redactUrl } from './redact.ts';
+import { redactUrl } from './redact.ts';
 
 describe('redactUrl', () => {
   it('keeps scheme, user, host, port and path; drops the password, the query and the fragment', () => {
@@ -15,16 +15,5 @@ describe('redactUrl', () => {
 
   it('does not echo a string that is not a URL', () => {
     expect(redactUrl('http://user:s3cret@[::1')).toBe('(not a valid URL)');
-  });
-});
-
-describe('redactNatsServers', () => {
-  it('redacts each server, those without a scheme too', () => {
-    expect(redactNatsServers(['nats://a:s3cret@n1:4222', 's3cret@n2:4222', 'user:s3cret@n3:4222', 'n4:4222'])).toEqual([
-      'nats://a@n1:4222',
-      'nats://***@n2:4222',
-      'nats://user@n3:4222',
-      'nats://n4:4222',
-    ]);
   });
 });

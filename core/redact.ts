@@ -29,12 +29,3 @@ export function redactUrl(url: string): string {
   const path = parsed.pathname === '/' ? '' : parsed.pathname;
   return `${parsed.protocol}//${user}${parsed.host}${path}`;
 }
-
-/**
- * NATS_URL's comma-separated servers, each redacted. nats.js also takes an entry without a
- * scheme (`user:pass@host:4222`), which URL would misread as scheme `user:`: such an entry is
- * read as nats://.
- */
-export function redactNatsServers(servers: readonly string[]): string[] {
-  return servers.map((server) => redactUrl(server.includes('://') ? server : `nats://${server}`));
-}

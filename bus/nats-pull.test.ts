@@ -1,0 +1,193 @@
+/**
+ * NatsPuller against real nats-servers: the machine's (NATS_URL, default nats://127.0.0.1:4222;
+ * deploy/services.sh starts it) under a stream name of this run's own, and servers of this
+ * test's own that require credentials.
+ */
+import { randomBytes } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AckPolicy, jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startNatsServer, type NatsProcess } from '../test/sluice-processes.ts';
+import { NatsPuller } from './nats-pull.ts';
+
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+const stream = `PULLTEST_${randomBytes(4).toString('hex').toUpperCase()}`;
+const subject = stream.toLowerCase();
+let nc: NatsConnection;
+let jsm: JetStreamManager;
+const pullers: NatsPuller[] = [];
+const dirs: string[] = [];
+const servers: NatsProcess[] = [];
+
+beforeAll(async () => {
+  nc = await connect({ servers: NATS_URL, timeout: 3000 });
+  jsm = await jetstreamManager(nc);
+  await jsm.streams.add({ name: stream, subjects: [subject] });
+  await jsm.consumers.add(stream, { durable_name: 'd', ack_policy: AckPolicy.Explicit, ack_wait: 30_000_000_000 });
+});
+
+afterAll(async () => {
+  for (const puller of pullers) await puller.close();
+  await jsm?.streams.delete(stream).catch(() => {});
+  await nc?.close();
+  for (const server of servers) await server.stop();
+  for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+});
+
+function puller(natsUrl = NATS_URL): NatsPuller {
+  const made = new NatsPuller({ natsUrl, ackTimeoutMs: 3000 });
+  pullers.push(made);
+  return made;
+}
+
+async function ownServer(args: string[]): Promise<NatsProcess> {
+  const dir = await mkdtemp(join(tmpdir(), 'sluice-pull-'));
+  dirs.push(dir);
+  const server = await startNatsServer(dir, args);
+  servers.push(server);
+  return server;
+}
+
+/** A server of this test's own with an empty stream EMPTY and its durable `d`; its URL without credentials. */
+async function serverWithStream(args: string[], credentials: { user: string; pass: string } | { token: string }): Promise<string> {
+  const { url } = await ownServer(args);
+  const own = await connect({ servers: url, ...credentials });
+  const ownJsm = await jetstreamManager(own);
+  await ownJsm.streams.add({ name: 'EMPTY', subjects: ['empty'] });
+  await ownJsm.consumers.add('EMPTY', { durable_name: 'd', ack_policy: AckPolicy.Explicit });
+  await own.close();
+  return url;
+}
+
+describe('NatsPuller', () => {
+  it('pulls messages whole (1 MiB payloads, headers), acks them, and a nak brings one back counted as a redelivery', async () => {
+    const js = jetstream(nc);
+    const payloads = [0, 1, 2].map((i) => randomBytes(1024 * 1024 - 4096 + i));
+    for (const [i, payload] of payloads.entries()) {
+      const h = headers();
+      h.set('Sluice-Rows', String(100 + i));
+      await js.publish(subject, payload, { headers: h });
+    }
+    const pulls = puller();
+    const first = await pulls.fetch(stream, 'd', 2, 2000);
+    expect(first.map((m) => [m.stream, m.seq, m.deliveryCount, m.headers?.get('Sluice-Rows')])).toEqual([
+      [stream, 1, 1, '100'],
+      [stream, 2, 1, '101'],
+    ]);
+    expect(first.map((m) => m.data.equals(payloads[m.seq - 1]!))).toEqual([true, true]);
+    await first[0]!.ackAck();
+    first[1]!.nak();
+    // The pull asked for 3: two come (seq 3, and seq 2 again), then the server ends it at its expiry.
+    const second = await pulls.fetch(stream, 'd', 3, 1500);
+    expect(second.map((m) => [m.seq, m.deliveryCount]).sort()).toEqual([
+      [2, 2],
+      [3, 1],
+    ]);
+    await Promise.all(second.map((m) => m.ackAck()));
+    const info = await jsm.consumers.info(stream, 'd');
+    expect([info.num_pending, info.num_ack_pending]).toEqual([0, 0]);
+  });
+
+  it('lends a released message\'s memory to the next payloads, which arrive whole', async () => {
+    const js = jetstream(nc);
+    const payloads = [0, 1, 2, 3].map(() => randomBytes(600 * 1024));
+    for (const payload of payloads) await js.publish(subject, payload);
+    const pulls = puller();
+    const first = await pulls.fetch(stream, 'd', 2, 2000);
+    expect(first.map((m, i) => m.data.equals(payloads[i]!))).toEqual([true, true]);
+    await Promise.all(first.map((m) => m.ackAck()));
+    const lent = new Set(first.map((m) => m.data.buffer));
+    for (const message of first) {
+      message.release();
+      message.release(); // a second call does nothing
+    }
+    const second = await pulls.fetch(stream, 'd', 2, 2000);
+    expect(second.map((m) => m.seq - first[0]!.seq)).toEqual([2, 3]);
+    expect(second.every((m) => lent.has(m.data.buffer))).toBe(true);
+    expect(second.map((m, i) => m.data.equals(payloads[2 + i]!))).toEqual([true, true]);
+    await Promise.all(second.map((m) => m.ackAck()));
+  });
+
+  it('messages delivered before their connection broke are kept and acked over the next connection', async () => {
+    const js = jetstream(nc);
+    for (let i = 0; i < 3; i++) await js.publish(subject, Buffer.from(`kept ${i}`));
+    const pulls = puller();
+    const pulling = pulls.fetch(stream, 'd', 10, 20_000);
+    type Open = { socket: { destroy(): void }; pulls: Map<number, { messages: unknown[] }> };
+    const connection = await (pulls as unknown as { connection: Promise<Open> }).connection;
+    // Broken once all three were read from the socket (the server counting them as delivered is not enough).
+    const received = () => [...connection.pulls.values()].reduce((sum, pull) => sum + pull.messages.length, 0);
+    const deadline = Date.now() + 10_000;
+    while (received() < 3 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    connection.socket.destroy();
+    const info = async () => jsm.consumers.info(stream, 'd');
+    const kept = await pulling;
+    expect(kept.map((m) => m.data.toString())).toEqual(['kept 0', 'kept 1', 'kept 2']);
+    await Promise.all(kept.map((m) => m.ackAck()));
+    expect([(await info()).num_pending, (await info()).num_ack_pending]).toEqual([0, 0]);
+  });
+
+  it('an empty stream: the pull ends at its expiry with nothing', async () => {
+    const started = Date.now();
+    expect(await puller().fetch(stream, 'd', 4, 1000)).toEqual([]);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+  });
+
+  it('a consumer that does not exist: nats-server 2.9 does not answer; the pull fails after its expiry and a grace', async () => {
+    await expect(puller().fetch(stream, 'no-such-consumer', 1, 500)).rejects.toThrow(/a pull got no answer 5500 ms after it was sent/);
+  });
+
+  it('connects with user:password@ and token@ URLs; wrong credentials fail without showing them', async () => {
+    const withUser = await serverWithStream(['--user', 'ingest', '--pass', 's3cr3t'], { user: 'ingest', pass: 's3cr3t' });
+    expect(await puller(withUser.replace('//', '//ingest:s3cr3t@')).fetch('EMPTY', 'd', 1, 500)).toEqual([]);
+    const wrong = puller(withUser.replace('//', '//ingest:wrong-pass@')).fetch('EMPTY', 'd', 1, 500);
+    await expect(wrong).rejects.toThrow(/Authorization Violation/);
+    await expect(wrong).rejects.not.toThrow(/wrong-pass/);
+
+    const withToken = await serverWithStream(['--auth', 'tok3n'], { token: 'tok3n' });
+    expect(await puller(withToken.replace('//', '//tok3n@')).fetch('EMPTY', 'd', 1, 500)).toEqual([]);
+    await expect(puller(withToken).fetch('EMPTY', 'd', 1, 500)).rejects.toThrow(/Authorization Violation/);
+  });
+
+  it('speaks TLS to a tls:// server (NATS sends INFO in plain text, then the handshake)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'sluice-pull-tls-'));
+    dirs.push(dir);
+    const [cert, key] = [join(dir, 'cert.pem'), join(dir, 'key.pem')];
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+    const ca = await readFile(cert);
+    const { url } = await ownServer(['--tls', '--tlscert', cert, '--tlskey', key]);
+    const tlsUrl = url.replace('nats://', 'tls://');
+    const own = await connect({ servers: tlsUrl, tls: { ca: ca.toString() } });
+    const ownJsm = await jetstreamManager(own);
+    await ownJsm.streams.add({ name: 'SECURE', subjects: ['secure'] });
+    await ownJsm.consumers.add('SECURE', { durable_name: 'd', ack_policy: AckPolicy.Explicit });
+    await jetstream(own).publish('secure', Buffer.from('over tls'));
+    await own.close();
+    const pulls = new NatsPuller({ natsUrl: tlsUrl, tls: { ca } });
+    pullers.push(pulls);
+    const [message] = await pulls.fetch('SECURE', 'd', 1, 2000);
+    expect(message?.data.toString()).toBe('over tls');
+    await message!.ackAck();
+    // The same server through a nats:// URL: it requires TLS, and the error says what to write.
+    await expect(puller(url).fetch('SECURE', 'd', 1, 500)).rejects.toThrow(/requires TLS: give NATS_URL as tls:\/\//);
+  });
+
+  it('a server that goes away fails the pull waiting on it; the next pull opens a new connection (or says why it cannot)', async () => {
+    const server = await ownServer([]);
+    const own = await connect({ servers: server.url });
+    const ownJsm = await jetstreamManager(own);
+    await ownJsm.streams.add({ name: 'GOING', subjects: ['going'] });
+    await ownJsm.consumers.add('GOING', { durable_name: 'd', ack_policy: AckPolicy.Explicit });
+    await own.close();
+    const pulls = puller(server.url);
+    const waiting = pulls.fetch('GOING', 'd', 1, 10_000).catch((err: Error) => err);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await server.stop();
+    expect(String(await waiting)).toMatch(/connection closed/);
+    await expect(pulls.fetch('GOING', 'd', 1, 500)).rejects.toThrow(/cannot open the pull connection to NATS at nats:\/\/127\.0\.0\.1:\d+/);
+  });
+});
