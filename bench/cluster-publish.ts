@@ -55,8 +55,8 @@ async function publishAll(bus: JetStreamBus, requests: TableChunk[][], spans: nu
 }
 
 /** Runs a consumer until it stored `spans` rows (counted after their acks). */
-async function consumeAll(nc: NatsConnection, prefix: string, spans: number): Promise<void> {
-  const consumer = new JetStreamStorageConsumer(nc, { prefix, tables: ['otel_traces'], batchMaxWaitMs: 200 }, async () => {});
+async function consumeAll(nc: NatsConnection, natsUrl: string, prefix: string, spans: number): Promise<void> {
+  const consumer = new JetStreamStorageConsumer(nc, { natsUrl: natsUrl, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200 }, async () => {});
   consumer.start();
   while (consumer.stats.rows < spans) await new Promise((resolve) => setTimeout(resolve, 20));
   await consumer.shutdown();
@@ -103,7 +103,7 @@ const server = await startNatsServer(dir);
 try {
   const nc = await connect({ servers: server.url });
   const prefix = `B${randomBytes(4).toString('hex').toUpperCase()}`;
-  const bus = new JetStreamBus(nc, { prefix, tables: ['otel_traces'], maxStreamBytes: 8 * 1024 ** 3, retryAfterSeconds: 1 });
+  const bus = new JetStreamBus(nc, { natsUrl: server.url, prefix, tables: ['otel_traces'], maxStreamBytes: 8 * 1024 ** 3, retryAfterSeconds: 1 });
   await bus.start();
   const requests = requestChunks();
   const bytes = requests.reduce((sum, chunks) => sum + chunks.reduce((s, c) => s + c.data.byteLength, 0), 0) / requests.length;
@@ -113,12 +113,12 @@ try {
 
   // Warm-up: JIT, the stream, the durable consumer and the manifest bucket.
   await publishAll(bus, requests, Number(values.warmup), concurrency);
-  await consumeAll(nc, prefix, Number(values.warmup));
+  await consumeAll(nc, server.url, prefix, Number(values.warmup));
 
   const pid = server.child.pid!;
   const rows = [await measure('publish', pid, spans, () => publishAll(bus, requests, spans, concurrency))];
   const inStream = (await (await jetstreamManager(nc)).streams.info(`${prefix}_ROWS_OTEL_TRACES`)).state.messages;
-  rows.push(await measure('consume', pid, spans, () => consumeAll(nc, prefix, spans)));
+  rows.push(await measure('consume', pid, spans, () => consumeAll(nc, server.url, prefix, spans)));
   if (values.json) console.log(JSON.stringify({ messages: inStream, requests: spans / SPANS_PER_REQUEST, rows }));
   else {
     console.log(`${inStream} messages in the stream for ${spans / SPANS_PER_REQUEST} requests`);

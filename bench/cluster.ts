@@ -16,12 +16,16 @@ import { sluiceCli, startSluiceRole, type BenchProcess, type RoleProcess } from 
 export const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 
 /**
- * Bytes each row stream may hold: the gateway-only run leaves everything it published (warm-up
- * and saturation run, about 1.1 KB per span) in the stream for the consumer. JetStream reserves
- * max_bytes for every stream, one per table (13), out of the server's storage (60 GB here), and
- * the NATS is shared: not more than that.
+ * Bytes each row stream may hold: the gateway-only run leaves everything its saturation run
+ * published (about 1.1 KB per span; the warm-up's rows are purged) in the stream for the
+ * consumer. 2 GiB filled up at about 150k spans/s within a 15 s run, and the gateway then
+ * refused with 503 after doing all of a request's work, which inflated its CPU per acknowledged
+ * span (11.7 against 6.8 CPU-s / M). JetStream reserves max_bytes for every stream, one per
+ * table (14) and the delivery queue's, out of the server's storage (58 GiB here: 7 streams of
+ * 8 GiB were the most it took), and the NATS is shared: 3.5 GiB each (49 GiB; 4 GiB each was
+ * refused). That holds 15 s at about 220k spans/s.
  */
-const MAX_STREAM_BYTES = String(2 * 1024 ** 3);
+const MAX_STREAM_BYTES = String(3.5 * 1024 ** 3);
 
 export interface BenchCluster {
   prefix: string;
@@ -34,6 +38,8 @@ export interface BenchCluster {
   start(role: 'gateway' | 'consume'): Promise<RoleProcess>;
   /** Messages in the table's stream: published and not yet stored and acknowledged by a consumer. */
   backlog(table: string): Promise<number>;
+  /** Drops every message of the table's stream (acknowledged rows that will never be stored). */
+  purge(table: string): Promise<void>;
   /** Rows in the table, read through the facade. */
   stored(table: string): Promise<number>;
   /** Stops the Sluice processes, deletes this run's streams and buckets, stops the facade. */
@@ -136,6 +142,9 @@ export async function startBenchCluster(): Promise<BenchCluster> {
       },
       async backlog(table) {
         return (await jsm.streams.info(streamOf(prefix, table).stream)).state.messages;
+      },
+      async purge(table) {
+        await jsm.streams.purge(streamOf(prefix, table).stream);
       },
       async stored(table) {
         const [row] = await f.rows<{ n: string | number }>(`SELECT count() AS n FROM otel.${table}`);
