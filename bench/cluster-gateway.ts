@@ -3,8 +3,10 @@
  * bodies of payload.ts), with no consumer: CPU seconds of the gateway process per span, and of
  * the nats-server (one of its own, with streams large enough for the whole run).
  *
- *   node --import tsx bench/cluster-gateway.ts [--duration 15] [--connections 64] [--profile DIR] [--json]
+ *   node --import tsx bench/cluster-gateway.ts [--duration 15] [--connections 64] [--rate R] [--profile DIR] [--json]
  *
+ * --rate measures an open loop of R requests per second, evenly spaced (open-loop.ts), instead of
+ * autocannon's closed loop: the cost per span when requests come one by one, not in a crowd.
  * --profile starts the gateway with --cpu-prof into DIR (its main thread and each worker).
  */
 import { execFileSync, spawn } from 'node:child_process';
@@ -15,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { freePort, startNatsServer } from '../test/sluice-processes.ts';
+import { openLoop } from './open-loop.ts';
 import { loadTraceTypes, traceBodies } from './payload.ts';
 import { cpuSeconds, machineBusySeconds } from './target.ts';
 
@@ -22,6 +25,7 @@ const { values } = parseArgs({
   options: {
     duration: { type: 'string', default: '15' },
     connections: { type: 'string', default: '64' },
+    rate: { type: 'string' },
     profile: { type: 'string' },
     json: { type: 'boolean', default: false },
   },
@@ -71,15 +75,19 @@ try {
   const machine = machineBusySeconds();
   const runner = process.cpuUsage();
   const seconds = Number(values.duration);
-  const result = await load(seconds);
-  const spans = result['2xx'] * spansPerRequest;
+  const headers = { 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip', 'x-api-key': apiKey };
+  const result = values.rate
+    ? await openLoop({ url: `http://127.0.0.1:${port}/v1/traces`, headers, bodies, rate: Number(values.rate), duration: seconds, connections: 256 }).then((r) => ({ ok: r.ok, refused: r.sent - r.ok, p99: r.latencyMs.p99 }))
+    : await load(seconds).then((r) => ({ ok: r['2xx'], refused: r.non2xx, p99: r.latency.p99 }));
+  const spans = result.ok * spansPerRequest;
   const usedByGateway = cpuSeconds(gateway.pid!) - gatewayCpu;
   const usedByNats = cpuSeconds(nats.child.pid!) - natsCpu;
   const { user, system } = process.cpuUsage(runner);
   const others = machineBusySeconds() - machine - usedByGateway - usedByNats - (user + system) / 1e6;
   const row = {
     'spans/s': Math.round(spans / seconds),
-    'non-2xx': result.non2xx,
+    'non-2xx': result.refused,
+    'p99 ms': result.p99,
     'gateway spans per CPU-s': Math.round(spans / usedByGateway),
     'gateway CPU-s per M spans': +((usedByGateway / spans) * 1e6).toFixed(2),
     'nats-server CPU-s per M spans': +((usedByNats / spans) * 1e6).toFixed(2),

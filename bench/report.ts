@@ -8,6 +8,7 @@ import { availableParallelism, cpus, totalmem } from 'node:os';
 import { relative } from 'node:path';
 import type { Options, Row, RunCpu } from './measure.ts';
 import type { Scenario } from './scenarios.ts';
+import type { WakeupCost } from './wakeups.ts';
 
 /** Where and how the figures were taken. */
 export interface RunInfo {
@@ -18,6 +19,8 @@ export interface RunInfo {
   cores: number;
   cpuModel: string;
   memoryGiB: number;
+  /** What waking a sleeping thread costs this machine (bench/wakeups.ts), measured before the targets. */
+  wakeups?: WakeupCost;
 }
 
 export function runInfo(): RunInfo {
@@ -43,7 +46,10 @@ export function runInfo(): RunInfo {
 const fixed = (n: number | undefined, digits = 0) => (n !== undefined && Number.isFinite(n) ? n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : '–');
 
 const machineLine = (info: RunInfo) =>
-  `\`${info.command}\` at commit \`${info.commit}\`, ${info.date}; Node ${info.node}, ${info.cores} cores (${info.cpuModel}), ${info.memoryGiB} GiB.`;
+  `\`${info.command}\` at commit \`${info.commit}\`, ${info.date}; Node ${info.node}, ${info.cores} cores (${info.cpuModel}), ${info.memoryGiB} GiB.` +
+  (info.wakeups
+    ? ` Thread wake-ups here (\`bench/wakeups.ts\`, at 300/s): ${info.wakeups.timerMicros} µs of CPU per empty timer tick, ${info.wakeups.workerRoundTripMicros} µs per round trip to a worker thread (figures taken where these differ are not comparable: bench/README.md, *Worker wake-ups*).`
+    : '');
 
 export function markdown(name: string, scenario: Scenario, opts: Options, rows: Row[], info: RunInfo): string {
   if (scenario.webhooks) return webhookMarkdown(name, scenario.description, opts, rows, info);

@@ -16,6 +16,7 @@ import { measure, type Options, type Row } from './measure.ts';
 import { markdown, runInfo, writeReport } from './report.ts';
 import { SCENARIOS, type Scenario } from './scenarios.ts';
 import { CLUSTER_TARGETS, TARGETS, type TargetName } from './target.ts';
+import { measureWakeups } from './wakeups.ts';
 
 const ALL_TARGETS: readonly TargetName[] = [...TARGETS, ...CLUSTER_TARGETS];
 
@@ -57,6 +58,8 @@ function options(): Options {
 async function main(): Promise<void> {
   const opts = options();
   const info = runInfo();
+  // Before any target starts, on a machine at rest: what the figures below pay per wake-up.
+  info.wakeups = await measureWakeups(300, 3);
   const scenario = SCENARIOS[opts.scenario]!();
   process.stderr.write(`${opts.scenario}: ${scenario.description}\n`);
 

@@ -21,6 +21,15 @@ export interface PipelinePoolOptions {
   retryAfterSeconds: number;
 }
 
+/**
+ * Tasks a worker holds at once: the one it runs and the next, already in its port. A worker
+ * that finishes then goes on without sleeping; with one, it slept after every task until the
+ * main thread heard of the result and woke it with the next, two thread wake-ups per request
+ * that cost about 60 µs each on a 2-vCPU virtual machine (bench/README.md, "Worker wake-ups").
+ * The tasks still run one after the other: a task's synchronous part (tasks.ts) is never
+ * interleaved with another's.
+ */
+const TASKS_PER_WORKER = 2;
 /** Spare buffers sent with each task, and kept here at most per worker. */
 const SPARES_PER_TASK = 2;
 const SPARES_PER_WORKER = 4;
@@ -41,8 +50,7 @@ export class PipelinePool {
       minThreads: this.options.workers,
       maxThreads: this.options.workers,
       idleTimeout: Infinity,
-      // One task at a time per thread: a thread reuses its buffers from task to task (tasks.ts).
-      concurrentTasksPerWorker: 1,
+      concurrentTasksPerWorker: TASKS_PER_WORKER,
     });
     // Warm every worker so the first requests do not pay tsx's compile.
     await Promise.all(Array.from({ length: this.options.workers }, () => this.pool!.run(null, { name: 'warm' })));

@@ -4,6 +4,7 @@
  * check that rows cross the thread boundary whole and without a copy.
  */
 import { gzipSync } from 'node:zlib';
+import { compress as zstdCompress } from '@mongodb-js/zstd';
 import { valueSymbol } from 'piscina';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { transcodeAgent } from './agent/rows.ts';
@@ -150,6 +151,24 @@ describe('PipelinePool', () => {
     expect(await pool.run({ ...otlpTask(Buffer.from('not protobuf')), encoding: 'identity', body: Buffer.from([0xff, 0xff]) } as PipelineTask)).toMatchObject({ ok: false });
     const last = await pool.run(otlpTask(bodies[0]!));
     expect(last.ok && rowsOf(last).equals(rowsOf(transcodeOtlp('traces', 'protobuf', bodies[0]!, 'src')))).toBe(true);
+  });
+
+  it('keeps every result whole when the thread holds tasks of every encoding at once', async () => {
+    // A thread holds a second task while it runs one (pool.ts): zstd awaits its inflate, and
+    // gzip and identity bodies go through the thread's one inflater and writers meanwhile.
+    const bodies = Array.from({ length: 24 }, (_, i) => traces(100 + i, 50 + 37 * (i % 5)));
+    const zstdBodies = await Promise.all(bodies.map((body) => zstdCompress(Buffer.from(body))));
+    const logs = agentLogs(30, 200);
+    const tasks = bodies.map((body, i): PipelineTask => {
+      if (i % 3 === 0) return { ...otlpTask(body), encoding: 'zstd', body: zstdBodies[i]! } as PipelineTask;
+      if (i % 3 === 1) return { ...otlpTask(body), encoding: 'identity', body: Uint8Array.from(body) } as PipelineTask;
+      return otlpTask(body);
+    });
+    const [logResult, ...results] = await Promise.all([pool.run(agentTask(logs)), ...tasks.map((task) => pool.run(task))]);
+    results.forEach((result, i) => {
+      expect(result.ok && rowsOf(result).equals(rowsOf(transcodeOtlp('traces', 'protobuf', bodies[i]!, 'src'))), `request ${i}`).toBe(true);
+    });
+    expect(logResult!.ok && rowsOf(logResult!).equals(rowsOf(transcodeAgent('logs', logs, 'src', Infinity, RECEIVED)))).toBe(true);
   });
 
   it('refuses a gzip bomb after a large request grew the thread\'s buffer, and serves the next request', async () => {

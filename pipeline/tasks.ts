@@ -63,9 +63,10 @@ export type TaskResult = TaskSuccess | TaskFailure;
 
 /**
  * This thread's gzip inflater: its buffer is reused by every request, so a body inflated into
- * it must be used up before the next one. It is: piscina runs one task at a time per thread
- * (pool.ts), the body is inflated and transcoded without an await in between, and the rows
- * are copies (nothing of the result points into the body).
+ * it must be used up before the next one. It is: a thread holds two tasks at most (pool.ts) but
+ * JavaScript runs one at a time, a body is inflated and transcoded without an await in between
+ * (only zstd awaits, and it inflates into a buffer of its own), and the rows are copies
+ * (nothing of the result points into the body). The row writers are reused the same way.
  */
 const inflater = new GzipInflater();
 
