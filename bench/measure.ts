@@ -23,6 +23,8 @@ export interface Options {
   openConnections: number;
   /** relay-webhooks: seconds to wait for the last webhooks after the load. */
   deliveryTimeout: number;
+  /** Times every target is measured, the targets taking turns (rounds.ts). */
+  rounds: number;
 }
 
 /** Where a load goes: a base URL and the headers every request needs (authentication). */

@@ -7,6 +7,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, totalmem } from 'node:os';
 import { relative } from 'node:path';
 import type { Options, Row, RunCpu } from './measure.ts';
+import type { RoundedRow } from './rounds.ts';
 import type { Scenario } from './scenarios.ts';
 import type { WakeupCost } from './wakeups.ts';
 
@@ -68,7 +69,7 @@ export function markdown(name: string, scenario: Scenario, opts: Options, rows: 
         ? ` Open loop (latency): ${pct} of the saturating rate, requests evenly spaced for ${opts.duration} s over up to ${opts.openConnections} keep-alive connections, ` +
           'latency from each request\'s scheduled send time.'
         : ' No open-loop run (--load-fraction 0).'),
-    machineLine(info) + ' Load generator, servers and Sluice share the cores.',
+    machineLine(info) + ' Load generator, servers and Sluice share the cores.' + roundsLine(opts, unit, per),
     '',
     `| target | req/s | ${unit}/s | p50 ms | p99 ms |` + (latency ? ` at ${pct}: req/s asked / answered | p50 ms | p90 ms | p99 ms | max ms |` : '') +
       ` errors | CPU-s / ${per} ${unit} | Sluice cores | other cores | stored = acked |`,
@@ -88,7 +89,7 @@ export function markdown(name: string, scenario: Scenario, opts: Options, rows: 
         `${r.verified ? 'yes' : `NO (${r.storedItems} / ${r.acknowledgedItems})`} |`,
     );
   }
-  lines.push('', ...processTable(rows, unit, per, digits, latency ? pct : undefined), '', ...notes(rows, unit, opts.openConnections));
+  lines.push('', ...processTable(rows, unit, per, digits, latency ? pct : undefined), '', ...notes(rows, unit, per, digits, opts.openConnections));
   if (rows.some((r) => r.otherCores > 0.1 || (r.open?.cpu.otherCores ?? 0) > 0.1)) {
     lines.push('', '**Other processes used CPU during the runs** (other cores > 0.1): throughput, latency and even CPU per item are disturbed.');
   }
@@ -118,10 +119,27 @@ function processTable(rows: Row[], unit: string, per: string, digits: number, pc
   return lines;
 }
 
-function notes(rows: Row[], unit: string, pool: number): string[] {
+const roundsLine = (opts: Options, unit: string, per: string) =>
+  opts.rounds > 1
+    ? ` ${opts.rounds} rounds, the targets taking turns: each row is a target's median round by CPU-s / ${per} ${unit}, whole; the range over the rounds is below.`
+    : '';
+
+/** The spread of a target's rounds, when there were several. */
+function roundsNote(r: RoundedRow, unit: string, per: string, digits: number): string | undefined {
+  if (!r.rounds || r.rounds.length < 2) return undefined;
+  const range = (values: number[], places = 0) => `${fixed(Math.min(...values), places)}–${fixed(Math.max(...values), places)}`;
+  const p99s = r.rounds.flatMap((round) => (round.openP99Ms === undefined ? [] : [round.openP99Ms]));
+  return `- ${r.target}: over ${r.rounds.length} rounds, CPU-s / ${per} ${unit} ${range(r.rounds.map((round) => round.cpuSecondsPerItems), digits)}, ` +
+    `${unit}/s ${range(r.rounds.map((round) => round.itemsPerSec))}` + (p99s.length ? `, open-loop p99 ${range(p99s)} ms` : '') +
+    (r.rounds.every((round) => round.verified) ? '' : `; stored ≠ acknowledged in ${r.rounds.filter((round) => !round.verified).length} of them`) + '.';
+}
+
+function notes(rows: RoundedRow[], unit: string, per: string, digits: number, pool: number): string[] {
   const lines: string[] = [];
   const naive = rows.find((r) => r.target === 'naive' && !r.error);
   for (const r of rows.filter((row) => !row.error)) {
+    const spread = roundsNote(r, unit, per, digits);
+    if (spread) lines.push(spread);
     if (naive && (r.target === 'sluice' || r.target === 'sluice-uws')) {
       lines.push(`- ${r.target}: ${fixed(naive.cpuSecondsPerItems / r.cpuSecondsPerItems, 2)}× the ${unit} per CPU-second of naive, ${fixed(r.itemsPerSec / naive.itemsPerSec, 2)}× its ${unit}/s.`);
     }
@@ -155,7 +173,7 @@ export function webhookMarkdown(scenario: string, description: string, opts: Opt
     '',
     `${description}. autocannon, ${opts.connections} connections, ${opts.duration} s of load per target after ${opts.warmup} s warm-up ` +
       `(whose webhooks are awaited first); load generator, receiver and server share the cores.`,
-    machineLine(info),
+    machineLine(info) + roundsLine(opts, 'webhooks', 'k'),
     '',
     '| target | submissions/s | webhooks/s | delivery p50 ms | delivery p99 ms | errors | CPU-s / k webhooks | server cores | runner cores | other cores | delivered = accepted |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
@@ -174,6 +192,8 @@ export function webhookMarkdown(scenario: string, description: string, opts: Opt
   lines.push('');
   for (const r of rows.filter((row) => row.webhooks)) {
     const w = r.webhooks!;
+    const spread = roundsNote(r, 'webhooks', 'k', 3);
+    if (spread) lines.push(spread);
     lines.push(
       `- ${r.target}: submit p50 ${fixed(r.p50Ms)} ms, p99 ${fixed(r.p99Ms)} ms; last webhook ${fixed(w.tailSeconds, 1)} s after the load; ` +
         `${r.storedItems} webhooks for ${r.acknowledgedItems} accepted submissions (warm-up included), ${w.unacknowledged} of them for requests cut off unanswered; ` +

@@ -6,7 +6,7 @@
  *
  * usage: tsx bench/run.ts [--scenario otlp-http-protobuf-gzip] [--targets sluice,sluice-uws,naive]
  *                         [--duration 20] [--warmup 3] [--connections 32] [--load-fraction 0.7]
- *                         [--open-connections 256] [--delivery-timeout 120]
+ *                         [--open-connections 256] [--delivery-timeout 120] [--rounds 1]
  *   targets: sluice, sluice-uws, naive, cluster-gateway, cluster-consumer, cluster
  */
 import { parseArgs } from 'node:util';
@@ -14,6 +14,7 @@ import { measureCluster, measureGatewayThenConsumer } from './measure-cluster.ts
 import { measureWebhooks } from './measure-webhooks.ts';
 import { measure, type Options, type Row } from './measure.ts';
 import { markdown, runInfo, writeReport } from './report.ts';
+import { medianRounds } from './rounds.ts';
 import { SCENARIOS, type Scenario } from './scenarios.ts';
 import { CLUSTER_TARGETS, TARGETS, type TargetName } from './target.ts';
 import { measureWakeups } from './wakeups.ts';
@@ -31,6 +32,7 @@ function options(): Options {
       'load-fraction': { type: 'string', default: '0.7' },
       'open-connections': { type: 'string', default: '256' },
       'delivery-timeout': { type: 'string', default: '120' },
+      rounds: { type: 'string', default: '1' },
     },
     strict: true,
   });
@@ -52,6 +54,7 @@ function options(): Options {
     loadFraction: number('load-fraction', values['load-fraction'], 0, 1),
     openConnections: number('open-connections', values['open-connections'], 1),
     deliveryTimeout: number('delivery-timeout', values['delivery-timeout'], 1),
+    rounds: number('rounds', values.rounds, 1, 9),
   };
 }
 
@@ -75,17 +78,24 @@ async function main(): Promise<void> {
     return (scenario.webhooks ? measureWebhooks : measure)(name, scenario, opts);
   };
 
-  const rows: Row[] = [];
   const unsupported = opts.targets.filter((name) => scenario.targets && !scenario.targets.includes(name));
   if (unsupported.length) process.stderr.write(`skipping ${unsupported.join(', ')}: ${scenario.skipReason ?? `no ${scenario.path} endpoint`}\n`);
-  for (const name of opts.targets.filter((t) => !unsupported.includes(t))) {
-    try {
-      rows.push(await measureTarget(name, scenario));
-    } catch (err) {
-      process.stderr.write(`[${name}] failed: ${(err as Error).message}\n`);
-      rows.push({ target: name, error: (err as Error).message } as Row);
+  const rounds: Row[][] = [];
+  for (let round = 1; round <= opts.rounds; round++) {
+    if (opts.rounds > 1) process.stderr.write(`round ${round} of ${opts.rounds}\n`);
+    gatewayThenConsumer = undefined;
+    const rows: Row[] = [];
+    for (const name of opts.targets.filter((t) => !unsupported.includes(t))) {
+      try {
+        rows.push(await measureTarget(name, scenario));
+      } catch (err) {
+        process.stderr.write(`[${name}] failed: ${(err as Error).message}\n`);
+        rows.push({ target: name, error: (err as Error).message } as Row);
+      }
     }
+    rounds.push(rows);
   }
+  const rows = medianRounds(rounds);
 
   const md = markdown(opts.scenario, scenario, opts, rows, info);
   process.stdout.write('\n' + md);
