@@ -24,8 +24,9 @@ export interface PipelinePoolOptions {
 /**
  * Tasks a worker holds at once: the one it runs and the next, already in its port. A worker
  * that finishes then goes on without sleeping; with one, it slept after every task until the
- * main thread heard of the result and woke it with the next, two thread wake-ups per request
- * that cost about 60 µs each on a 2-vCPU virtual machine (bench/README.md, "Worker wake-ups").
+ * main thread heard of the result and woke it with the next: a sleep and a wake per request
+ * even at saturation, and a wake cost 70–120 µs of CPU on the 2-vCPU virtual machine the bench
+ * runs on (bench/wakeups.ts; bench/README.md, "Worker wake-ups").
  * The tasks still run one after the other: a task's synchronous part (tasks.ts) is never
  * interleaved with another's.
  */
