@@ -41,13 +41,14 @@ function agentLogs(seed: number, entries: number): Uint8Array {
   return Buffer.from(JSON.stringify(batch));
 }
 
-/** gzip of `body` in a buffer of its own, as the HTTP front end hands bodies over. */
-function gzipOwned(body: Uint8Array): Uint8Array {
-  const compressed = gzipSync(body);
-  const owned = new Uint8Array(compressed.byteLength);
-  owned.set(compressed);
-  return owned;
+/** `bytes` in a buffer of its own, as the HTTP front end hands bodies over (transferable, unlike a native addon's). */
+function owned(bytes: Uint8Array): Uint8Array {
+  const copy = new Uint8Array(bytes.byteLength);
+  copy.set(bytes);
+  return copy;
 }
+
+const gzipOwned = (body: Uint8Array) => owned(gzipSync(body));
 
 const otlpTask = (body: Uint8Array): PipelineTask => ({
   kind: 'otlp', signal: 'traces', format: 'protobuf', encoding: 'gzip', body: gzipOwned(body), sourceId: 'src', maxBytes: 1 << 24, maxChunkBytes: Infinity,
@@ -157,11 +158,11 @@ describe('PipelinePool', () => {
     // A thread holds a second task while it runs one (pool.ts): zstd awaits its inflate, and
     // gzip and identity bodies go through the thread's one inflater and writers meanwhile.
     const bodies = Array.from({ length: 24 }, (_, i) => traces(100 + i, 50 + 37 * (i % 5)));
-    const zstdBodies = await Promise.all(bodies.map((body) => zstdCompress(Buffer.from(body))));
+    const zstdBodies = await Promise.all(bodies.map(async (body) => owned(await zstdCompress(Buffer.from(body)))));
     const logs = agentLogs(30, 200);
     const tasks = bodies.map((body, i): PipelineTask => {
       if (i % 3 === 0) return { ...otlpTask(body), encoding: 'zstd', body: zstdBodies[i]! } as PipelineTask;
-      if (i % 3 === 1) return { ...otlpTask(body), encoding: 'identity', body: Uint8Array.from(body) } as PipelineTask;
+      if (i % 3 === 1) return { ...otlpTask(body), encoding: 'identity', body: owned(body) } as PipelineTask;
       return otlpTask(body);
     });
     const [logResult, ...results] = await Promise.all([pool.run(agentTask(logs)), ...tasks.map((task) => pool.run(task))]);
