@@ -7,7 +7,7 @@
  */
 import { execFile } from 'node:child_process';
 import { chmod, chown, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { freePort } from '../test/free-port.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -41,14 +41,6 @@ async function directoryFor(prefix: string, owned: boolean): Promise<string> {
   await chmod(dir, 0o755);
   if (asRoot && owned) await chown(dir, NOBODY, NOBODY);
   return dir;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 /**

@@ -4,7 +4,7 @@
  * gateway sets up its limiter client (commands fail at once while disconnected).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
+import { freePort } from '../test/free-port.ts';
 import { createClient } from 'redis';
 
 /** A client set up as the gateway sets up its limiter client. */
@@ -18,15 +18,6 @@ function limiterClient(url: string) {
 }
 
 export type TestRedisClient = ReturnType<typeof limiterClient>;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port: free } = probe.address() as { port: number };
-      probe.close(() => resolve(free));
-    });
-  });
-}
 
 export class TestRedisServer {
   private port = 0;

@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { freePort } from './sluice-processes.ts';
+import { freePort } from './free-port.ts';
 
 export interface ClickhouseServer {
   /** `http://default@127.0.0.1:<port>` */
@@ -27,11 +27,24 @@ function findBinary(name: string): string | undefined {
   return dirs.map((dir) => join(dir, name)).find((path) => existsSync(path));
 }
 
+class PortTaken extends Error {}
+
+/** Another process may bind a free port before the server does: then the server starts again on others. */
 export async function startClickhouseServer(): Promise<ClickhouseServer> {
   const binary = findBinary('clickhouse-server');
   if (!binary) {
     throw new Error('clickhouse-server is not installed: run deploy/services.sh (as CI does). This suite needs a real server and does not skip.');
   }
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOn(binary);
+    } catch (err) {
+      if (!(err instanceof PortTaken) || attempt === 3) throw err;
+    }
+  }
+}
+
+async function startOn(binary: string): Promise<ClickhouseServer> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-clickhouse-'));
   const [httpPort, tcpPort] = [await freePort(), await freePort()];
   await writeFile(join(dir, 'config.xml'), `<?xml version="1.0"?>
@@ -72,7 +85,9 @@ export async function startClickhouseServer(): Promise<ClickhouseServer> {
   }
   await stopProcess(child);
   const log = await readFile(join(dir, 'server.err.log'), 'utf8').catch(() => '');
-  throw new Error(`clickhouse-server did not answer on ${httpPort} within 30 s (exit ${child.exitCode}):\n${stderr}\n${log.slice(-2000)}`);
+  await rm(dir, { recursive: true, force: true });
+  const message = `clickhouse-server did not answer on ${httpPort} within 30 s (exit ${child.exitCode}):\n${stderr}\n${log.slice(-2000)}`;
+  throw /Address already in use/.test(log + stderr) ? new PortTaken(message) : new Error(message);
 }
 
 /** SIGKILL: a throwaway server in a temp dir needs no graceful stop (which waits ~8 s for clients). */

@@ -6,7 +6,8 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
+import { freePort } from './free-port.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,15 +17,6 @@ import { eventually, startTestSluice, type TestSluice } from './harness.ts';
 const MiB = 1024 * 1024;
 const SLUICE = fileURLToPath(new URL('../bin/sluice.mjs', import.meta.url));
 let sluice: TestSluice;
-
-/** A port free now (the ports are fixed, as in production: uWS shares a port bound by number, not one it picked). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 beforeAll(async () => {
   sluice = await startTestSluice({

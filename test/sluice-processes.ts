@@ -6,21 +6,15 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { mkdtemp, readdir, readFile } from 'node:fs/promises';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from './free-port.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const SLUICE = join(REPO, 'bin', 'sluice.mjs');
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer().once('error', reject).listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 /** The environment of a child: PATH and HOME only, then the given variables (no SLUICE_* leaks in). */
 function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
