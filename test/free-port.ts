@@ -1,10 +1,10 @@
 /**
  * A loopback port for a server a test starts, free when asked. Not the kernel's pick (`listen(0)`):
- * that comes from the ephemeral range, which the suite's outgoing connections draw their local
- * ports from too, so another test file's client could hold it by the time the server binds
- * (clickhouse-server failed to start on "Address already in use" that way). A random port below
- * the ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`) is taken only by servers that
- * bind it, and is checked free by binding it here first.
+ * that comes from the ephemeral range, which every outgoing connection and every `listen(0)` of
+ * the test files running beside this one draw from too, so the port could be taken by the time
+ * the server binds it (clickhouse-server once failed to start on "Address already in use"). A
+ * random port below that range (`/proc/sys/net/ipv4/ip_local_port_range`) is taken only by a
+ * server that binds it by number, and is checked free by binding it here first.
  */
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
