@@ -7,10 +7,10 @@
  */
 import { execFile } from 'node:child_process';
 import { chmod, chown, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
-import { freePort } from '../test/free-port.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../test/free-port.ts';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 

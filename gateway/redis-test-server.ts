@@ -4,8 +4,8 @@
  * gateway sets up its limiter client (commands fail at once while disconnected).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { freePort } from '../test/free-port.ts';
 import { createClient } from 'redis';
+import { freePort } from '../test/free-port.ts';
 
 /** A client set up as the gateway sets up its limiter client. */
 function limiterClient(url: string) {
