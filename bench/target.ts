@@ -5,12 +5,12 @@
  */
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { freePort } from '../test/free-port.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SLUICE = join(ROOT, 'bin/sluice.mjs');
@@ -113,14 +113,6 @@ function statusMiB(pid: number, field: 'VmHWM' | 'VmRSS'): number {
   } catch {
     return NaN;
   }
-}
-
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 /** A server under test, started and healthy. */
