@@ -1,0 +1,100 @@
+/**
+ * What chDB's insert costs by input format, on the real schema: the same trace rows (the
+ * bench's 100-span requests, transcoded) as RowBinary (what Sluice sends), as ClickHouse Native
+ * in one block (the table's own types), as Native in one block with every LowCardinality column
+ * declared as its plain type (what a transcoder could write without dictionaries: ClickHouse
+ * converts on insert), and as Native in one block per request (100 rows). Each is inserted into
+ * a Null table (parsing alone) and into `otel_traces` (parsing, sorting, writing the part), in
+ * turns, and the process's CPU per million spans is printed (chDB's threads included; the
+ * background merges of earlier inserts land in later figures, so read neighbours against each
+ * other). A measuring prototype for a lead (bench/README.md, *chDB by input format*), not a
+ * path of Sluice's.
+ *
+ *   node --import tsx bench/chdb-formats.ts [--spans 30000] [--inserts 10] [--turns 2]
+ */
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { gunzipSync } from 'node:zlib';
+import { transcodeOtlp } from '../pipeline/otlp/index.ts';
+import { ChdbStorage } from '../storage/chdb.ts';
+import { queryRows, quoteIdentifier, quoteString } from '../storage/storage.ts';
+import { loadTraceTypes, traceBodies } from './payload.ts';
+
+const { values } = parseArgs({
+  options: {
+    spans: { type: 'string', default: '30000' },
+    inserts: { type: 'string', default: '10' },
+    turns: { type: 'string', default: '2' },
+  },
+});
+const spansPerInsert = Number(values.spans);
+const inserts = Number(values.inserts);
+
+const cpuSeconds = () => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1e6;
+};
+
+const { bodies } = traceBodies(loadTraceTypes(), 64, 100);
+const requests = bodies.map((body) => transcodeOtlp('traces', 'protobuf', gunzipSync(body), 'bench').tables[0]!);
+const dir = await mkdtemp(join(tmpdir(), 'sluice-chdb-formats-'));
+const storage = new ChdbStorage(dir, 'otel');
+try {
+  await storage.start();
+  const columns = requests[0]!.columns;
+  const columnList = columns.map(quoteIdentifier).join(', ');
+  const batch: Uint8Array[] = [];
+  for (let spans = 0; spans < spansPerInsert; spans += requests[0]!.rows) batch.push(requests[batch.length % requests.length]!.data);
+  const spans = batch.length * requests[0]!.rows;
+
+  // The other formats are made by chDB from the same rows: one block, and one block per request.
+  const rowBinary = join(dir, 'batch.rowbinary');
+  await writeFile(rowBinary, Buffer.concat(batch));
+  await storage.query('CREATE TABLE otel.parse_only AS otel.otel_traces ENGINE = Null');
+  await storage.query('CREATE TABLE otel.one_block AS otel.otel_traces ENGINE = Memory');
+  await storage.query(`INSERT INTO otel.one_block (${columnList}) FROM INFILE ${quoteString(rowBinary)} FORMAT RowBinary`);
+  await storage.query('CREATE TABLE otel.per_request AS otel.otel_traces ENGINE = Memory');
+  const oneRequest = join(dir, 'request.rowbinary');
+  for (const data of batch) {
+    await writeFile(oneRequest, data);
+    await storage.query(`INSERT INTO otel.per_request (${columnList}) FROM INFILE ${quoteString(oneRequest)} FORMAT RowBinary`);
+  }
+  const types = new Map((await queryRows<{ name: string; type: string }>(storage, "SELECT name, type FROM system.columns WHERE database = 'otel' AND table = 'otel_traces'")).map((c) => [c.name, c.type]));
+  const plainList = columns
+    .map((name) => {
+      const plain = types.get(name)!.replace(/LowCardinality\(([^()]*)\)/g, '$1');
+      return plain === types.get(name) ? quoteIdentifier(name) : `CAST(${quoteIdentifier(name)} AS ${plain}) AS ${quoteIdentifier(name)}`;
+    })
+    .join(', ');
+  const native = async (file: string, select: string, from: string) => {
+    await storage.query(`SELECT ${select} FROM otel.${from} INTO OUTFILE ${quoteString(join(dir, file))} FORMAT Native SETTINGS max_block_size = 1000000, preferred_block_size_bytes = 0`);
+    return join(dir, file);
+  };
+  const inputs = [
+    { name: 'RowBinary', file: rowBinary, format: 'RowBinary' },
+    { name: 'Native, one block', file: await native('one.native', columnList, 'one_block'), format: 'Native' },
+    { name: 'Native, one block, plain types', file: await native('plain.native', plainList, 'one_block'), format: 'Native' },
+    { name: 'Native, a block per request', file: await native('per-request.native', columnList, 'per_request'), format: 'Native' },
+  ];
+  console.log(`chdb-formats: ${inserts} inserts of ${spans.toLocaleString('en-US')} spans per figure; CPU-s / M spans`);
+  for (const input of inputs) console.log(`  ${input.name.padEnd(32)} ${(await stat(input.file)).size.toLocaleString('en-US').padStart(12)} bytes`);
+  for (let turn = 0; turn < Number(values.turns); turn++) {
+    for (const table of ['parse_only', 'otel_traces']) {
+      for (const input of inputs) {
+        const started = cpuSeconds();
+        for (let i = 0; i < inserts; i++) {
+          await storage.query(
+            `INSERT INTO otel.${table} (${columnList}) FROM INFILE ${quoteString(input.file)} ` +
+              `SETTINGS insert_deduplication_token = ${quoteString(`${turn}:${input.name}:${i}`)} FORMAT ${input.format}`,
+          );
+        }
+        console.log(`  ${table.padEnd(12)} ${input.name.padEnd(32)} ${(((cpuSeconds() - started) / (inserts * spans)) * 1e6).toFixed(2).padStart(6)}`);
+      }
+    }
+  }
+} finally {
+  await storage.shutdown();
+  await rm(dir, { recursive: true, force: true });
+}
