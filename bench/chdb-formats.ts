@@ -5,10 +5,11 @@
  * declared as its plain type (what a transcoder could write without dictionaries: ClickHouse
  * converts on insert), and as Native in one block per request (100 rows). Each is inserted into
  * a Null table (parsing alone) and into `otel_traces` (parsing, sorting, writing the part), in
- * turns, and the process's CPU per million spans is printed (chDB's threads included; the
- * background merges of earlier inserts land in later figures, so read neighbours against each
- * other). A measuring prototype for a lead (bench/README.md, *chDB by input format*), not a
- * path of Sluice's.
+ * turns, each from empty tables, and the process's CPU per million spans is printed (chDB's
+ * threads included, with the merges of the figure's own parts that ran meanwhile). Also how long
+ * bench/native-block.ts takes to join the requests' RowBinary into one Native block in
+ * JavaScript, whose rows are checked to be the RowBinary's. Measures a lead (bench/README.md,
+ * *chDB by input format*); not a path of Sluice's.
  *
  *   node --import tsx bench/chdb-formats.ts [--spans 30000] [--inserts 10] [--turns 2]
  */
@@ -20,6 +21,7 @@ import { gunzipSync } from 'node:zlib';
 import { transcodeOtlp } from '../pipeline/otlp/index.ts';
 import { ChdbStorage } from '../storage/chdb.ts';
 import { queryRows, quoteIdentifier, quoteString } from '../storage/storage.ts';
+import { nativeBlock } from './native-block.ts';
 import { loadTraceTypes, traceBodies } from './payload.ts';
 
 const { values } = parseArgs({
@@ -61,6 +63,7 @@ try {
     await writeFile(oneRequest, data);
     await storage.query(`INSERT INTO otel.per_request (${columnList}) FROM INFILE ${quoteString(oneRequest)} FORMAT RowBinary`);
   }
+  const mergeTrees = (await queryRows<{ name: string }>(storage, "SELECT name FROM system.tables WHERE database = 'otel' AND engine LIKE '%MergeTree'")).map((t) => t.name);
   const types = new Map((await queryRows<{ name: string; type: string }>(storage, "SELECT name, type FROM system.columns WHERE database = 'otel' AND table = 'otel_traces'")).map((c) => [c.name, c.type]));
   const plainList = columns
     .map((name) => {
@@ -72,17 +75,38 @@ try {
     await storage.query(`SELECT ${select} FROM otel.${from} INTO OUTFILE ${quoteString(join(dir, file))} FORMAT Native SETTINGS max_block_size = 1000000, preferred_block_size_bytes = 0`);
     return join(dir, file);
   };
+  // The block a batch builder would make: joined in JavaScript from the requests' RowBinary.
+  const columnTypes = columns.map((name) => types.get(name)!);
+  let joined = nativeBlock(batch, columns, columnTypes);
+  const joinStarted = cpuSeconds();
+  for (let i = 0; i < inserts; i++) joined = nativeBlock(batch, columns, columnTypes);
+  const joinCost = ((cpuSeconds() - joinStarted) / (inserts * spans)) * 1e6;
+  const joinedFile = join(dir, 'joined.native');
+  await writeFile(joinedFile, joined);
+  // It must hold exactly the rows of the RowBinary.
+  const digest = async (file: string, format: string) => {
+    await storage.query('CREATE OR REPLACE TABLE otel.check AS otel.otel_traces ENGINE = Memory');
+    await storage.query(`INSERT INTO otel.check (${columnList}) FROM INFILE ${quoteString(file)} FORMAT ${format}`);
+    return (await queryRows<{ rows: string; digest: string }>(storage, `SELECT count() AS rows, sum(cityHash64(toString(tuple(${columnList})))) AS digest FROM otel.check`))[0]!;
+  };
+  const [expected, got] = [await digest(rowBinary, 'RowBinary'), await digest(joinedFile, 'Native')];
+  if (expected.rows !== got.rows || expected.digest !== got.digest) throw new Error(`the joined block differs from the RowBinary: ${JSON.stringify({ expected, got })}`);
+
   const inputs = [
     { name: 'RowBinary', file: rowBinary, format: 'RowBinary' },
+    { name: 'Native, joined in JavaScript', file: joinedFile, format: 'Native' },
     { name: 'Native, one block', file: await native('one.native', columnList, 'one_block'), format: 'Native' },
     { name: 'Native, one block, plain types', file: await native('plain.native', plainList, 'one_block'), format: 'Native' },
     { name: 'Native, a block per request', file: await native('per-request.native', columnList, 'per_request'), format: 'Native' },
   ];
   console.log(`chdb-formats: ${inserts} inserts of ${spans.toLocaleString('en-US')} spans per figure; CPU-s / M spans`);
   for (const input of inputs) console.log(`  ${input.name.padEnd(32)} ${(await stat(input.file)).size.toLocaleString('en-US').padStart(12)} bytes`);
+  console.log(`  joining the requests' RowBinary into one Native block in JavaScript: ${joinCost.toFixed(2)} CPU-s / M spans (same rows: checked)`);
   for (let turn = 0; turn < Number(values.turns); turn++) {
     for (const table of ['parse_only', 'otel_traces']) {
       for (const input of inputs) {
+        // Each figure starts from empty tables: no merges of earlier figures' parts land in it.
+        for (const name of mergeTrees) await storage.query(`TRUNCATE TABLE otel.${quoteIdentifier(name)}`);
         const started = cpuSeconds();
         for (let i = 0; i < inserts; i++) {
           await storage.query(
