@@ -6,14 +6,15 @@
  * converts on insert), and as Native in one block per request (100 rows). Each is inserted into
  * a Null table (parsing alone) and into `otel_traces` (parsing, sorting, writing the part), in
  * turns, each from empty tables, and the process's CPU per million spans is printed (chDB's
- * threads included, with the merges of the figure's own parts that ran meanwhile). Also how long
- * bench/native-block.ts takes to join the requests' RowBinary into one Native block in
- * JavaScript, whose rows are checked to be the RowBinary's. Measures a lead (bench/README.md,
+ * threads included, with the merges of the figure's own parts that ran meanwhile). Two more
+ * Native blocks are made in JavaScript by bench/native-block.ts (the RowBinary transposed; the
+ * requests' own blocks joined column by column), timed, checked to hold the RowBinary's rows, and
+ * inserted like the others. Measures a lead (bench/README.md,
  * *chDB by input format*); not a path of Sluice's.
  *
  *   node --import tsx bench/chdb-formats.ts [--spans 30000] [--inserts 10] [--turns 2]
  */
-import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -21,7 +22,7 @@ import { gunzipSync } from 'node:zlib';
 import { transcodeOtlp } from '../pipeline/otlp/index.ts';
 import { ChdbStorage } from '../storage/chdb.ts';
 import { queryRows, quoteIdentifier, quoteString } from '../storage/storage.ts';
-import { nativeBlock } from './native-block.ts';
+import { joinNativeBlocks, nativeBlock } from './native-block.ts';
 import { loadTraceTypes, traceBodies } from './payload.ts';
 
 const { values } = parseArgs({
@@ -58,12 +59,7 @@ try {
   await storage.query('CREATE TABLE otel.one_block AS otel.otel_traces ENGINE = Memory');
   await storage.query(`INSERT INTO otel.one_block (${columnList}) FROM INFILE ${quoteString(rowBinary)} FORMAT RowBinary`);
   await storage.query('CREATE TABLE otel.per_request AS otel.otel_traces ENGINE = Memory');
-  const oneRequest = join(dir, 'request.rowbinary');
-  for (const data of batch) {
-    await writeFile(oneRequest, data);
-    await storage.query(`INSERT INTO otel.per_request (${columnList}) FROM INFILE ${quoteString(oneRequest)} FORMAT RowBinary`);
-  }
-  const mergeTrees = (await queryRows<{ name: string }>(storage, "SELECT name FROM system.tables WHERE database = 'otel' AND engine LIKE '%MergeTree'")).map((t) => t.name);
+  await storage.query('CREATE TABLE otel.one_request AS otel.otel_traces ENGINE = Memory');
   const types = new Map((await queryRows<{ name: string; type: string }>(storage, "SELECT name, type FROM system.columns WHERE database = 'otel' AND table = 'otel_traces'")).map((c) => [c.name, c.type]));
   const plainList = columns
     .map((name) => {
@@ -71,37 +67,57 @@ try {
       return plain === types.get(name) ? quoteIdentifier(name) : `CAST(${quoteIdentifier(name)} AS ${plain}) AS ${quoteIdentifier(name)}`;
     })
     .join(', ');
+  // Each request also as a Native block of its own, plain types: what a transcoder writing by column would give.
+  const requestBlocks: Buffer[] = [];
+  for (const [i, data] of batch.entries()) {
+    const file = join(dir, `request-${i}`);
+    await writeFile(`${file}.rowbinary`, data);
+    await storage.query(`INSERT INTO otel.per_request (${columnList}) FROM INFILE ${quoteString(`${file}.rowbinary`)} FORMAT RowBinary`);
+    await storage.query('TRUNCATE TABLE otel.one_request');
+    await storage.query(`INSERT INTO otel.one_request (${columnList}) FROM INFILE ${quoteString(`${file}.rowbinary`)} FORMAT RowBinary`);
+    await storage.query(`SELECT ${plainList} FROM otel.one_request INTO OUTFILE ${quoteString(`${file}.native`)} FORMAT Native`);
+    requestBlocks.push(await readFile(`${file}.native`));
+  }
+  const mergeTrees = (await queryRows<{ name: string }>(storage, "SELECT name FROM system.tables WHERE database = 'otel' AND engine LIKE '%MergeTree'")).map((t) => t.name);
   const native = async (file: string, select: string, from: string) => {
     await storage.query(`SELECT ${select} FROM otel.${from} INTO OUTFILE ${quoteString(join(dir, file))} FORMAT Native SETTINGS max_block_size = 1000000, preferred_block_size_bytes = 0`);
     return join(dir, file);
   };
-  // The block a batch builder would make: joined in JavaScript from the requests' RowBinary.
-  const columnTypes = columns.map((name) => types.get(name)!);
-  let joined = nativeBlock(batch, columns, columnTypes);
-  const joinStarted = cpuSeconds();
-  for (let i = 0; i < inserts; i++) joined = nativeBlock(batch, columns, columnTypes);
-  const joinCost = ((cpuSeconds() - joinStarted) / (inserts * spans)) * 1e6;
-  const joinedFile = join(dir, 'joined.native');
-  await writeFile(joinedFile, joined);
-  // It must hold exactly the rows of the RowBinary.
+  // The block a batch builder would make, joined in JavaScript two ways; it must hold exactly the RowBinary's rows.
   const digest = async (file: string, format: string) => {
     await storage.query('CREATE OR REPLACE TABLE otel.check AS otel.otel_traces ENGINE = Memory');
     await storage.query(`INSERT INTO otel.check (${columnList}) FROM INFILE ${quoteString(file)} FORMAT ${format}`);
-    return (await queryRows<{ rows: string; digest: string }>(storage, `SELECT count() AS rows, sum(cityHash64(toString(tuple(${columnList})))) AS digest FROM otel.check`))[0]!;
+    return JSON.stringify((await queryRows(storage, `SELECT count() AS rows, sum(cityHash64(toString(tuple(${columnList})))) AS digest FROM otel.check`))[0]);
   };
-  const [expected, got] = [await digest(rowBinary, 'RowBinary'), await digest(joinedFile, 'Native')];
-  if (expected.rows !== got.rows || expected.digest !== got.digest) throw new Error(`the joined block differs from the RowBinary: ${JSON.stringify({ expected, got })}`);
+  const expected = await digest(rowBinary, 'RowBinary');
+  const joinCosts: string[] = [];
+  const joinedInJavaScript = async (name: string, make: () => Buffer) => {
+    let block = make();
+    const started = cpuSeconds();
+    for (let i = 0; i < inserts; i++) block = make();
+    const cost = ((cpuSeconds() - started) / (inserts * spans)) * 1e6;
+    const file = `${rowBinary}.${joinCosts.length}.native`;
+    await writeFile(file, block);
+    const got = await digest(file, 'Native');
+    if (got !== expected) throw new Error(`${name}: not the RowBinary's rows: ${got} against ${expected}`);
+    joinCosts.push(`${name}: ${cost.toFixed(2)} CPU-s / M spans in JavaScript (same rows: checked)`);
+    return file;
+  };
+  const columnTypes = columns.map((name) => types.get(name)!);
+  const transposed = await joinedInJavaScript('RowBinary transposed into one Native block', () => nativeBlock(batch, columns, columnTypes));
+  const concatenated = await joinedInJavaScript("requests' Native blocks joined column by column", () => joinNativeBlocks(requestBlocks));
 
   const inputs = [
     { name: 'RowBinary', file: rowBinary, format: 'RowBinary' },
-    { name: 'Native, joined in JavaScript', file: joinedFile, format: 'Native' },
+    { name: 'Native, transposed in JavaScript', file: transposed, format: 'Native' },
+    { name: 'Native, joined column by column', file: concatenated, format: 'Native' },
     { name: 'Native, one block', file: await native('one.native', columnList, 'one_block'), format: 'Native' },
     { name: 'Native, one block, plain types', file: await native('plain.native', plainList, 'one_block'), format: 'Native' },
     { name: 'Native, a block per request', file: await native('per-request.native', columnList, 'per_request'), format: 'Native' },
   ];
   console.log(`chdb-formats: ${inserts} inserts of ${spans.toLocaleString('en-US')} spans per figure; CPU-s / M spans`);
   for (const input of inputs) console.log(`  ${input.name.padEnd(32)} ${(await stat(input.file)).size.toLocaleString('en-US').padStart(12)} bytes`);
-  console.log(`  joining the requests' RowBinary into one Native block in JavaScript: ${joinCost.toFixed(2)} CPU-s / M spans (same rows: checked)`);
+  for (const cost of joinCosts) console.log(`  ${cost}`);
   for (let turn = 0; turn < Number(values.turns); turn++) {
     for (const table of ['parse_only', 'otel_traces']) {
       for (const input of inputs) {

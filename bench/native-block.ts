@@ -1,10 +1,11 @@
 /**
- * A measuring prototype, not a path of Sluice's: joins requests' RowBinary rows into one
- * ClickHouse Native block, column by column, with the LowCardinality columns as dictionaries
- * (bench/README.md, *chDB by input format*: one such block costs chDB's insert about 40 % less
- * than the same rows in RowBinary). It walks every byte of every row, so it measures what such
- * a transpose costs in JavaScript (as much as it saves: the lead is columns written by the
- * transcoder instead). Types: String, UInt64, DateTime64, LowCardinality(String), Array(T), Map(K, V).
+ * Measuring prototypes, not a path of Sluice's: one ClickHouse Native block made of many
+ * requests' rows, which costs chDB's insert 25-45 % less than the same rows in RowBinary
+ * (bench/README.md, *chDB by input format*). Two ways, to measure what each costs in JavaScript:
+ * nativeBlock() transposes RowBinary rows into columns (LowCardinality columns as dictionaries),
+ * touching every byte of every value; joinNativeBlocks() joins requests' own Native blocks (plain
+ * types) column by column, as a batch builder would if the transcoder wrote columns. Types:
+ * String, UInt64, DateTime64, LowCardinality(String), Array(T), Map(K, V).
  */
 
 /** A column type, parsed from ClickHouse's name for it. */
@@ -46,8 +47,12 @@ function splitTopLevel(list: string): string[] {
 
 /** An append-only byte buffer. */
 class Bytes {
-  buffer = Buffer.allocUnsafe(1 << 16);
+  buffer: Buffer;
   length = 0;
+
+  constructor(capacity = 1 << 16) {
+    this.buffer = Buffer.allocUnsafe(capacity);
+  }
 
   room(bytes: number): void {
     if (this.length + bytes <= this.buffer.length) return;
@@ -336,5 +341,109 @@ export function nativeBlock(chunks: readonly Uint8Array[], columns: readonly str
     builders[i]!.prefix(out);
     builders[i]!.write(out);
   });
+  return out.view();
+}
+
+/** Where a column's values lie in a Native block: a run of bytes, or offsets and their elements' columns. */
+type Extent = { start: number; end: number } | { offsets: number; rows: number; parts: Extent[] };
+
+/** The extent of `rows` values of `type` at `at`, and where they end. */
+function extentOf(type: ColumnType, block: Buffer, at: number, rows: number): [Extent, number] {
+  switch (type.kind) {
+    case 'string': {
+      let end = at;
+      for (let i = 0; i < rows; i++) {
+        let length = 0;
+        let scale = 1;
+        for (;;) {
+          const byte = block[end++]!;
+          length += (byte & 0x7f) * scale;
+          if (byte < 0x80) break;
+          scale *= 128;
+        }
+        end += length;
+      }
+      return [{ start: at, end }, end];
+    }
+    case 'fixed8':
+      return [{ start: at, end: at + 8 * rows }, at + 8 * rows];
+    case 'array':
+    case 'map': {
+      const elements = rows === 0 ? 0 : block.readUInt32LE(at + 8 * rows - 8) + block.readUInt32LE(at + 8 * rows - 4) * 0x1_0000_0000;
+      let end = at + 8 * rows;
+      const parts: Extent[] = [];
+      for (const part of type.kind === 'array' ? [type.element] : [type.key, type.value]) {
+        const [extent, next] = extentOf(part, block, end, elements);
+        parts.push(extent);
+        end = next;
+      }
+      return [{ offsets: at, rows, parts }, end];
+    }
+    case 'lowCardinality':
+      throw new Error('native-block: join blocks with LowCardinality columns as plain strings');
+  }
+}
+
+/** Appends the values of `extents` (one per block, in order) to `out`: runs copied, offsets moved on by the elements before. */
+function joinExtents(extents: Extent[], blocks: Buffer[], out: Bytes): void {
+  if ('start' in extents[0]!) {
+    extents.forEach((extent, i) => out.copy(blocks[i]!, (extent as { start: number }).start, (extent as { end: number }).end));
+    return;
+  }
+  let base = 0;
+  extents.forEach((extent, i) => {
+    const { offsets, rows } = extent as { offsets: number; rows: number };
+    const block = blocks[i]!;
+    let last = 0;
+    for (let row = 0; row < rows; row++) {
+      last = block.readUInt32LE(offsets + 8 * row) + block.readUInt32LE(offsets + 8 * row + 4) * 0x1_0000_0000;
+      out.u64(base + last);
+    }
+    base += last;
+  });
+  const parts = (extents[0] as { parts: Extent[] }).parts.length;
+  for (let part = 0; part < parts; part++) joinExtents(extents.map((extent) => (extent as { parts: Extent[] }).parts[part]!), blocks, out);
+}
+
+/**
+ * One Native block of the rows of `blocks` (Native blocks of the same columns, no
+ * LowCardinality): what a batch builder would do with requests written by column. Per column, a
+ * copy of each block's run, and per row of arrays and maps an offset moved on.
+ */
+export function joinNativeBlocks(blocks: Buffer[]): Buffer {
+  const columns: Array<{ name: string; type: string; extents: Extent[] }> = [];
+  let rows = 0;
+  blocks.forEach((block, b) => {
+    const reader = new Reader();
+    reader.data = block;
+    const count = reader.varint();
+    const blockRows = reader.varint();
+    rows += blockRows;
+    const text = () => {
+      const length = reader.varint();
+      reader.at += length;
+      return block.toString('utf8', reader.at - length, reader.at);
+    };
+    for (let c = 0; c < count; c++) {
+      const name = text();
+      const type = text();
+      const [extent, end] = extentOf(parseType(type), block, reader.at, blockRows);
+      reader.at = end;
+      if (b === 0) columns.push({ name, type, extents: [] });
+      columns[c]!.extents.push(extent);
+    }
+  });
+  // About the blocks' bytes together (one header fewer per block): no growing on the way.
+  const out = new Bytes(blocks.reduce((sum, block) => sum + block.byteLength, 64));
+  out.varint(columns.length);
+  out.varint(rows);
+  for (const { name, type, extents } of columns) {
+    for (const value of [name, type]) {
+      const bytes = Buffer.from(value);
+      out.varint(bytes.length);
+      out.copy(bytes, 0, bytes.length);
+    }
+    joinExtents(extents, blocks, out);
+  }
   return out.view();
 }
