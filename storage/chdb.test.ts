@@ -1,10 +1,10 @@
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { transcodeOtlp } from '../pipeline/otlp/index.ts';
 import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
-import { ChdbStorage } from './chdb.ts';
+import { ChdbStorage, inputType } from './chdb.ts';
 import { assertReadOnlySql, queryRows } from './storage.ts';
 
 let dir: string;
@@ -43,6 +43,58 @@ describe('ChdbStorage', () => {
     await storage.insert(batch);
     await storage.insert(batch);
     expect(await count()).toBe(9);
+  });
+
+  it('stores every column kind as written, its LowCardinality columns read as plain strings: the rows of an insert that reads the table\'s own types', async () => {
+    const attributes = (prefix: string) => [
+      { key: `${prefix}.ascii`, value: { stringValue: 'plain' } },
+      { key: `${prefix}.utf8`, value: { stringValue: 'größe ✓ 日本' } },
+      { key: `${prefix}.empty`, value: { stringValue: '' } },
+      { key: `${prefix}.int`, value: { intValue: '-42' } },
+    ];
+    const span = (i: number) => ({
+      traceId: '5b8efff798038103d269b633813fc60c', spanId: `eee19b7ec3c1b17${i}`, parentSpanId: i ? 'eee19b7ec3c1b170' : '',
+      name: `kinds-${i % 3}`, kind: 2 + (i % 3), startTimeUnixNano: `${1_700_000_000_000_000_000 + i}`, endTimeUnixNano: `${1_700_000_000_500_000_000 + i}`,
+      attributes: attributes('span'),
+      events: i % 2 ? [] : [{ timeUnixNano: '1700000000100000000', name: 'évènement', attributes: attributes('event') }, { timeUnixNano: '1700000000200000000', name: '' }],
+      links: i % 3 ? [] : [{ traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', traceState: 'k=v', attributes: attributes('link') }],
+      status: { code: i % 3, message: i % 2 ? 'échec' : '' },
+    });
+    const body = Buffer.from(JSON.stringify({
+      resourceSpans: [{ resource: { attributes: [{ key: 'service.name', value: { stringValue: 'kinds-service' } }, ...attributes('res')] }, scopeSpans: [{ scope: { name: 'kinds', version: '1' }, spans: Array.from({ length: 6 }, (_, i) => span(i)) }] }],
+    }));
+    const table = transcodeOtlp('traces', 'json', body, 'src').tables[0]!;
+    const { Session } = await import('chdb');
+    const statements = vi.spyOn(Session.prototype, 'queryAsync');
+    let sent: string[];
+    try {
+      await storage.insert({ table: table.table, columns: table.columns, chunks: [table.data] });
+    } finally {
+      sent = statements.mock.calls.map(([sql]) => String(sql));
+      statements.mockRestore();
+    }
+    const [insert] = sent.filter((sql) => sql.startsWith('INSERT'));
+    expect(insert).toContain("'RowBinary'");
+    expect(insert).toContain('`SpanAttributes` Map(String, String)');
+    expect(insert).not.toContain('LowCardinality');
+
+    const file = join(dir, 'kinds.bin');
+    await writeFile(file, table.data);
+    const columns = table.columns.map((c) => `\`${c}\``).join(', ');
+    await storage.query('CREATE TABLE otel.kinds_as_typed AS otel.otel_traces ENGINE = Memory');
+    await storage.query(`INSERT INTO otel.kinds_as_typed (${columns}) FROM INFILE '${file}' FORMAT RowBinary`);
+    const rows = (from: string) => queryRows<Record<string, unknown>>(storage, `SELECT ${columns} FROM otel.${from} WHERE ServiceName = 'kinds-service' ORDER BY SpanId`);
+    const stored = await rows('otel_traces');
+    expect(stored).toHaveLength(6);
+    expect(stored).toEqual(await rows('kinds_as_typed'));
+    expect(stored[0]!['Events.Name']).toEqual(['évènement', '']);
+  });
+
+  it('declares each LowCardinality column as its plain type for the insert to read', () => {
+    expect(inputType('LowCardinality(String)')).toBe('String');
+    expect(inputType('Array(Map(LowCardinality(String), String))')).toBe('Array(Map(String, String))');
+    expect(inputType('LowCardinality(Nullable(String))')).toBe('Nullable(String)');
+    expect(inputType('DateTime64(9)')).toBe('DateTime64(9)');
   });
 
   it('inserts a batch whose rows span more than 100 days in one insert: it holds many requests, each checked at the door', async () => {

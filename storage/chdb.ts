@@ -1,8 +1,13 @@
 /**
  * ChdbStorage: the embedded default. The ClickHouse engine runs in process (chDB) with its
  * data under <dataDir>/clickhouse. chDB's raw insert takes text formats only, so RowBinary goes
- * through a file: the chunks are written to a temp file and loaded with INSERT ... FROM INFILE
- * (100k rows in ~120 ms here, see FINDINGS). queryAsync runs off the event loop.
+ * through a file: the chunks are written to a temp file and read by the insert's SELECT from
+ * file() (100k rows in ~120 ms here, see FINDINGS). queryAsync runs off the event loop.
+ *
+ * file() reads the rows with their LowCardinality columns declared as plain strings (the same
+ * bytes in RowBinary), and ClickHouse builds the dictionaries a column at a time when it
+ * converts them for the table: read as LowCardinality, every value costs a dictionary insert of
+ * its own, and chDB spent a quarter more CPU on the insert (bench/README.md, *chDB by input format*).
  *
  * Those files live in <dataDir>/clickhouse/sluice-scratch, a directory of Sluice's own
  * (0700: they hold the rows). At start only our own leftovers (insert-*.bin) are removed there:
@@ -47,6 +52,8 @@ export class ChdbStorage implements Storage {
   private readonly scratchDir: string;
   private readonly engineDir: string;
   private insertSeq = 0;
+  /** Per table, each column's type as the insert reads it from RowBinary (inputType). */
+  private readonly inputTypes = new Map<string, Map<string, string>>();
 
   constructor(
     dataDir: string,
@@ -112,15 +119,38 @@ export class ChdbStorage implements Storage {
       const token = batch.dedupToken ?? `unique:${randomUUID()}`;
       const settings = ` SETTINGS insert_deduplication_token = ${quoteString(token)}, ${UNLIMITED_PARTITIONS}`;
       if (!this.session) throw new SluiceError('unavailable', 'storage is not started');
+      const into = `INSERT INTO ${quoteIdentifier(this.database)}.${quoteIdentifier(batch.table)} (${columns})`;
+      const structure = await this.inputStructure(batch.table, batch.columns);
       await this.session.queryAsync(
-        `INSERT INTO ${quoteIdentifier(this.database)}.${quoteIdentifier(batch.table)} (${columns}) ` +
-          `FROM INFILE ${quoteString(file)}${settings} FORMAT RowBinary`,
+        structure === undefined
+          ? `${into} FROM INFILE ${quoteString(file)}${settings} FORMAT RowBinary` // columns the table lacks: ClickHouse says so
+          : `${into}${settings} SELECT * FROM file(${quoteString(file)}, 'RowBinary', ${quoteString(structure)})`,
       );
     } catch (err) {
       throw insertError(err, batch.table, isEngineUnavailable);
     } finally {
       await rm(file, { force: true });
     }
+  }
+
+  /** The columns with the types the insert reads them as; undefined if the table lacks one of them. */
+  private async inputStructure(table: string, columns: readonly string[]): Promise<string | undefined> {
+    let types = this.inputTypes.get(table);
+    if (!types) {
+      const rows = await queryRows<{ name: string; type: string }>(
+        this,
+        `SELECT name, type FROM system.columns WHERE database = ${quoteString(this.database)} AND table = ${quoteString(table)}`,
+      );
+      types = new Map(rows.map(({ name, type }) => [name, inputType(type)]));
+      if (types.size > 0) this.inputTypes.set(table, types); // migrations run before the first insert
+    }
+    const declared: string[] = [];
+    for (const column of columns) {
+      const type = types.get(column);
+      if (type === undefined) return undefined;
+      declared.push(`${quoteIdentifier(column)} ${type}`);
+    }
+    return declared.join(', ');
   }
 
   describe(): StorageDescription {
@@ -132,6 +162,11 @@ export class ChdbStorage implements Storage {
     const { bytes } = await this.statements.run('default', sql, { format });
     return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
   }
+}
+
+/** A column's type as RowBinary carries it: LowCardinality(T) is written as T. */
+export function inputType(type: string): string {
+  return type.replace(/LowCardinality\(((?:[^()]|\([^()]*\))*)\)/g, '$1');
 }
 
 /** The scratch file could not be written (disk full, permissions): storage is unavailable, the rows are not at fault. */
