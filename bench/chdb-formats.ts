@@ -1,6 +1,7 @@
 /**
  * What chDB's insert costs by input format, on the real schema: the same trace rows (the
- * bench's 100-span requests, transcoded) as RowBinary (what Sluice sends), as ClickHouse Native
+ * bench's 100-span requests, transcoded) as RowBinary (what Sluice sends) read with the table's
+ * types and read with LowCardinality columns as plain strings (how Sluice inserts), as ClickHouse Native
  * in one block (the table's own types), as Native in one block with every LowCardinality column
  * declared as its plain type (what a transcoder could write without dictionaries: ClickHouse
  * converts on insert), and as Native in one block per request (100 rows). Each is inserted into
@@ -20,7 +21,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { gunzipSync } from 'node:zlib';
 import { transcodeOtlp } from '../pipeline/otlp/index.ts';
-import { ChdbStorage } from '../storage/chdb.ts';
+import { ChdbStorage, inputType } from '../storage/chdb.ts';
 import { queryRows, quoteIdentifier, quoteString } from '../storage/storage.ts';
 import { joinNativeBlocks, nativeBlock } from './native-block.ts';
 import { loadTraceTypes, traceBodies } from './payload.ts';
@@ -107,8 +108,11 @@ try {
   const transposed = await joinedInJavaScript('RowBinary transposed into one Native block', () => nativeBlock(batch, columns, columnTypes));
   const concatenated = await joinedInJavaScript("requests' Native blocks joined column by column", () => joinNativeBlocks(requestBlocks));
 
-  const inputs = [
-    { name: 'RowBinary', file: rowBinary, format: 'RowBinary' },
+  // How Sluice inserts since 8c02215 (storage/chdb.ts): the RowBinary read by file() with plain types.
+  const plainStructure = columns.map((name) => `${quoteIdentifier(name)} ${inputType(types.get(name)!)}`).join(', ');
+  const inputs: Array<{ name: string; file: string; format: string; readAsPlain?: boolean }> = [
+    { name: 'RowBinary, table types', file: rowBinary, format: 'RowBinary' },
+    { name: 'RowBinary, plain types (Sluice)', file: rowBinary, format: 'RowBinary', readAsPlain: true },
     { name: 'Native, transposed in JavaScript', file: transposed, format: 'Native' },
     { name: 'Native, joined column by column', file: concatenated, format: 'Native' },
     { name: 'Native, one block', file: await native('one.native', columnList, 'one_block'), format: 'Native' },
@@ -125,9 +129,11 @@ try {
         for (const name of mergeTrees) await storage.query(`TRUNCATE TABLE otel.${quoteIdentifier(name)}`);
         const started = cpuSeconds();
         for (let i = 0; i < inserts; i++) {
+          const token = `SETTINGS insert_deduplication_token = ${quoteString(`${turn}:${input.name}:${i}`)}`;
           await storage.query(
-            `INSERT INTO otel.${table} (${columnList}) FROM INFILE ${quoteString(input.file)} ` +
-              `SETTINGS insert_deduplication_token = ${quoteString(`${turn}:${input.name}:${i}`)} FORMAT ${input.format}`,
+            input.readAsPlain
+              ? `INSERT INTO otel.${table} (${columnList}) ${token} SELECT * FROM file(${quoteString(input.file)}, 'RowBinary', ${quoteString(plainStructure)})`
+              : `INSERT INTO otel.${table} (${columnList}) FROM INFILE ${quoteString(input.file)} ${token} FORMAT ${input.format}`,
           );
         }
         console.log(`  ${table.padEnd(12)} ${input.name.padEnd(32)} ${(((cpuSeconds() - started) / (inserts * spans)) * 1e6).toFixed(2).padStart(6)}`);
