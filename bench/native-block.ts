@@ -1,7 +1,8 @@
 /**
  * Measuring prototypes, not a path of Sluice's: one ClickHouse Native block made of many
- * requests' rows, which costs chDB's insert 25-45 % less than the same rows in RowBinary
- * (bench/README.md, *chDB by input format*). Two ways, to measure what each costs in JavaScript:
+ * requests' rows, which costs chDB's insert 25-45 % less than the same rows in RowBinary read
+ * with the table's types, and about what RowBinary read as plain strings costs, as Sluice reads
+ * it since 8c02215 (bench/README.md, *chDB by input format*). Two ways, to measure what each costs in JavaScript:
  * nativeBlock() transposes RowBinary rows into columns (LowCardinality columns as dictionaries),
  * touching every byte of every value; joinNativeBlocks() joins requests' own Native blocks (plain
  * types) column by column, as a batch builder would if the transcoder wrote columns. Types:

@@ -7,7 +7,7 @@
  * file() reads the rows with their LowCardinality columns declared as plain strings (the same
  * bytes in RowBinary), and ClickHouse builds the dictionaries a column at a time when it
  * converts them for the table: read as LowCardinality, every value costs a dictionary insert of
- * its own, and chDB spent a quarter more CPU on the insert (bench/README.md, *chDB by input format*).
+ * its own, and the insert cost chDB half as much CPU again (bench/README.md, *chDB by input format*).
  *
  * Those files live in <dataDir>/clickhouse/sluice-scratch, a directory of Sluice's own
  * (0700: they hold the rows). At start only our own leftovers (insert-*.bin) are removed there:
