@@ -64,7 +64,7 @@ try {
   const types = new Map((await queryRows<{ name: string; type: string }>(storage, "SELECT name, type FROM system.columns WHERE database = 'otel' AND table = 'otel_traces'")).map((c) => [c.name, c.type]));
   const plainList = columns
     .map((name) => {
-      const plain = types.get(name)!.replace(/LowCardinality\(([^()]*)\)/g, '$1');
+      const plain = inputType(types.get(name)!);
       return plain === types.get(name) ? quoteIdentifier(name) : `CAST(${quoteIdentifier(name)} AS ${plain}) AS ${quoteIdentifier(name)}`;
     })
     .join(', ');

@@ -8,11 +8,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { freePort } from './free-port.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSluice } from '../bin/app.ts';
+import { freePort } from './free-port.ts';
 import { eventually, startTestRole } from './harness.ts';
 import { encodeTraces, traceRequest } from './otlp-fixtures.ts';
 

@@ -7,11 +7,11 @@
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
-import { freePort } from './free-port.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from './free-port.ts';
 import { eventually, startTestSluice, type TestSluice } from './harness.ts';
 
 const MiB = 1024 * 1024;
