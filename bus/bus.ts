@@ -6,6 +6,7 @@
  * promises the client.
  */
 import type { Reservation } from '../core/byte-budget.ts';
+import type { SluiceError } from '../core/errors.ts';
 import type { ConsumerTotals } from '../core/metrics.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 
@@ -40,6 +41,12 @@ export interface Bus {
    * they may sit in the connection's buffer) splits off what it keeps and releases that later.
    */
   publish(chunks: readonly TableChunk[], held?: Reservation): Promise<void>;
+  /**
+   * The refusal any publish would meet now, whatever its rows (the bus is shutting down, full
+   * until storage frees room, or stalled), or undefined. Asked before a request is decoded, so
+   * that a bus that cannot take rows does not cost the making of them.
+   */
+  refusal?(): SluiceError | undefined;
   /** Registers the sink the consumer side delivers batches to. */
   consume(sink: ChunkSink): void;
   /** How the bus and this process's consumer loops are, for readiness (`bus`, `consumer.<table>`). */

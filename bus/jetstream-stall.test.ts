@@ -54,6 +54,8 @@ describe('a JetStream bus whose server stops answering', () => {
     const started = Date.now();
     await expect(bus.publish([chunk(10)])).rejects.toMatchObject({ code: 'unavailable', message: expect.stringContaining('stalled') });
     expect(Date.now() - started).toBeLessThan(400); // refused at once, not after a timeout
+    // ...and before a request is decoded (pipeline/ingest.ts asks first).
+    expect(bus.refusal()).toMatchObject({ code: 'unavailable', retryAfterSeconds: 2, message: expect.stringContaining('stalled') });
 
     nats.thaw();
     await eventually(() => bus.statuses().bus?.ok && bus.statuses().bus?.figures?.withdrawalsPending === 0, 15_000);
@@ -63,6 +65,7 @@ describe('a JetStream bus whose server stops answering', () => {
     // The late message reached the stream and was withdrawn: nothing of the refused request is left.
     expect((await jsm.streams.info(stream)).state.messages).toBe(0);
 
+    expect(bus.refusal()).toBeUndefined();
     await bus.publish([chunk(10)]);
     expect((await jsm.streams.info(stream)).state.messages).toBe(1);
     await bus.shutdown();

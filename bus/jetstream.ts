@@ -212,6 +212,15 @@ export class JetStreamBus implements Bus {
     this.fullRefusals.set(table, (this.fullRefusals.get(table) ?? 0) + requests);
   }
 
+  /**
+   * Refused up front while publishes are stalled. A full stream is not: it is one table's, and
+   * frees room message by message as consumers ack, so a request's own publish finds out.
+   */
+  refusal(): SluiceError | undefined {
+    if (!this.stall.stalled) return undefined;
+    return new SluiceError('unavailable', `the bus is stalled: NATS has not answered for ${this.stall.stalledSeconds} s`, { retryAfterSeconds: this.options.retryAfterSeconds });
+  }
+
   async publish(chunks: readonly TableChunk[], held?: Reservation): Promise<void> {
     const limit = (this.nc.info?.max_payload ?? 1024 * 1024) - HEADER_ROOM;
     // Refuse before publishing anything: a request is stored whole or not at all.
@@ -220,9 +229,8 @@ export class JetStreamBus implements Bus {
       throw new SluiceError('payload_too_large', `a row of ${oversized.data.byteLength} bytes exceeds the bus message limit of ${limit} bytes`);
     }
     // A server that does not answer does not read either: writing more would only pile up here.
-    if (this.stall.stalled) {
-      throw new SluiceError('unavailable', `the bus is stalled: NATS has not answered for ${this.stall.stalledSeconds} s`, { retryAfterSeconds: this.options.retryAfterSeconds });
-    }
+    const stalled = this.refusal();
+    if (stalled) throw stalled;
     if (chunks.length === 0) return;
     const target = Math.min(limit, MESSAGE_TARGET_BYTES, Math.floor(this.options.maxStreamBytes / STREAM_SHARE));
     return new Promise<void>((resolve, reject) => {

@@ -247,9 +247,17 @@ describe('LocalLogBus', () => {
     const refused = outcomes.filter((o): o is SluiceError => o !== 'ok');
     expect(refused.length).toBeGreaterThan(0);
     for (const err of refused) expect(err).toMatchObject({ code: 'unavailable', retryAfterSeconds: 7, message: 'storage is behind: the local log is full' });
+    // Full: the next requests are refused before they are decoded, even one whose rows would fit...
+    expect(bus.refusal()).toMatchObject({ code: 'unavailable', retryAfterSeconds: 7, message: 'storage is behind: the local log is full' });
+    await expect(bus.publish([chunk('small')])).resolves.toBeUndefined();
+    expect(bus.refusal()).toBeDefined();
     release();
     await bus.settled();
-    expect(storage.stored.otel_traces!.length).toBe((8 - refused.length) * 2000);
+    // ...until storage frees room.
+    expect(bus.refusal()).toBeUndefined();
+    expect(storage.stored.otel_traces!.length).toBe((8 - refused.length) * 2000 + 1);
+    await bus.shutdown();
+    expect(bus.refusal()).toMatchObject({ code: 'unavailable', message: 'shutting down' });
   });
 
   it('lets a reader wait for rows acknowledged before it, sooner than the flush interval', async () => {

@@ -95,6 +95,9 @@ export class IngestService {
   }
 
   private async run(labels: { signal: SignalLabel; transport: Transport }, task: PipelineTask, reservation: Reservation): Promise<IngestOutcome> {
+    // Rows the bus cannot take now are not made: a request refused up front costs no decoding.
+    const refusal = this.bus.refusal?.();
+    if (refusal) throw refusal;
     const result = await this.pool.run(task);
     if (!result.ok) {
       if (result.detail) this.onInternalError(result.detail);
