@@ -8,6 +8,10 @@
  * --rate measures an open loop of R requests per second, evenly spaced (open-loop.ts), instead of
  * autocannon's closed loop: the cost per span when requests come one by one, not in a crowd.
  * --profile starts the gateway with --cpu-prof into DIR (its main thread and each worker).
+ *
+ * Nothing consumes the stream: the run purges it every second, or a fast gateway fills it
+ * within a run and refuses the rest with 503 (cheap refusals, which are not the cost of a span).
+ * nats-server's CPU includes the purges.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -15,7 +19,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import autocannon from 'autocannon';
+import { streamOf } from '../bus/jetstream-names.ts';
 import { freePort, startNatsServer } from '../test/sluice-processes.ts';
 import { openLoop } from './open-loop.ts';
 import { loadTraceTypes, traceBodies } from './payload.ts';
@@ -50,6 +57,9 @@ const env = {
   SLUICE_LOG_LEVEL: 'error',
 };
 const profile = values.profile ? ['--cpu-prof', '--cpu-prof-dir', values.profile] : [];
+const nc = await connect({ servers: nats.url });
+const jsm = await jetstreamManager(nc);
+const purger = setInterval(() => void jsm.streams.purge(streamOf('SLUICE', 'otel_traces').stream).catch(() => {}), 1000);
 const gateway = spawn(process.execPath, [...profile, SLUICE, 'gateway'], { cwd: ROOT, env, stdio: 'ignore' });
 try {
   for (let tries = 0; !(await fetch(`http://127.0.0.1:${port}/api/v1/health`).then((r) => r.ok, () => false)); tries++) {
@@ -97,6 +107,8 @@ try {
   if (values.json) console.log(JSON.stringify(row));
   else console.table([row]);
 } finally {
+  clearInterval(purger);
+  await nc.close();
   gateway.kill('SIGTERM');
   await new Promise((resolve) => gateway.once('exit', resolve));
   await nats.stop();

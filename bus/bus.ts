@@ -42,11 +42,11 @@ export interface Bus {
    */
   publish(chunks: readonly TableChunk[], held?: Reservation): Promise<void>;
   /**
-   * The refusal any publish would meet now, whatever its rows (the bus is shutting down, full
-   * until storage frees room, or stalled), or undefined. Asked before a request is decoded, so
-   * that a bus that cannot take rows does not cost the making of them.
+   * The refusal a publish of rows for `tables` would meet now, whatever the rows (the bus is
+   * shutting down, stalled, or full until storage frees room), or undefined. Asked before a
+   * request is decoded, so that a bus that cannot take rows does not cost the making of them.
    */
-  refusal?(): SluiceError | undefined;
+  refusal?(tables: readonly string[]): SluiceError | undefined;
   /** Registers the sink the consumer side delivers batches to. */
   consume(sink: ChunkSink): void;
   /** How the bus and this process's consumer loops are, for readiness (`bus`, `consumer.<table>`). */

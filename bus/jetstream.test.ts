@@ -117,9 +117,15 @@ describe('JetStreamBus streams', () => {
       expect(err.message).toContain('the bus is full');
     }
     expect(bus.status()).toMatchObject({ ok: false, detail: expect.stringContaining('stream full') });
+    // Just refused as full: requests for that table are refused before they are decoded, for a
+    // moment (pipeline/ingest.ts asks); requests for other tables are not.
+    await expect(bus.publish(chunksOf('late', 120))).rejects.toMatchObject({ message: expect.stringContaining('the bus is full') });
+    expect(bus.refusal(['otel_traces'])).toMatchObject({ code: 'unavailable', retryAfterSeconds: 5, message: expect.stringContaining('the bus is full') });
+    expect(bus.refusal(['otel_logs'])).toBeUndefined();
 
     bus.consume(sink);
     await until(async () => (await bus.figures()).consumer!.lag.otel_traces === 0);
+    await until(async () => bus.refusal(['otel_traces']) === undefined);
     for (let i = 0; i < 30; i++) expect(await countOf(`fill-${i}`), `fill-${i}`).toBe(accepted.includes(i) ? 120 : 0);
     await bus.shutdown();
   });

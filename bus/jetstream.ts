@@ -114,6 +114,14 @@ const WITHDRAW_WITHIN_MS = 105_000;
 
 /** How long readiness keeps reporting a stream full after a publish was refused for it. */
 const FULL_REPORT_MS = 10_000;
+/**
+ * How long requests for a table are refused before they are decoded after its stream refused a
+ * publish as full. Room comes back as consumers ack, which a gateway does not see: it looks again
+ * by letting requests through once this has passed. Without the hold, a gateway whose consumers
+ * are behind decoded every request and then refused it.
+ */
+const FULL_HOLD_MS = 250;
+const STREAM_FULL = 'the bus is full (a JetStream stream reached its max_bytes): storage consumers are behind';
 
 export class JetStreamBus implements Bus {
   private readonly js: JetStreamClient;
@@ -213,12 +221,19 @@ export class JetStreamBus implements Bus {
   }
 
   /**
-   * Refused up front while publishes are stalled. A full stream is not: it is one table's, and
-   * frees room message by message as consumers ack, so a request's own publish finds out.
+   * Refused up front while publishes are stalled, and for FULL_HOLD_MS after a table's stream
+   * refused a publish as full.
    */
-  refusal(): SluiceError | undefined {
-    if (!this.stall.stalled) return undefined;
-    return new SluiceError('unavailable', `the bus is stalled: NATS has not answered for ${this.stall.stalledSeconds} s`, { retryAfterSeconds: this.options.retryAfterSeconds });
+  refusal(tables: readonly string[] = this.options.tables): SluiceError | undefined {
+    if (this.stall.stalled) {
+      return new SluiceError('unavailable', `the bus is stalled: NATS has not answered for ${this.stall.stalledSeconds} s`, { retryAfterSeconds: this.options.retryAfterSeconds });
+    }
+    const now = Date.now();
+    for (const table of tables) {
+      const fullAt = this.fullAt.get(table);
+      if (fullAt !== undefined && now - fullAt < FULL_HOLD_MS) return new SluiceError('unavailable', STREAM_FULL, { retryAfterSeconds: this.options.retryAfterSeconds });
+    }
+    return undefined;
   }
 
   async publish(chunks: readonly TableChunk[], held?: Reservation): Promise<void> {
@@ -229,8 +244,7 @@ export class JetStreamBus implements Bus {
       throw new SluiceError('payload_too_large', `a row of ${oversized.data.byteLength} bytes exceeds the bus message limit of ${limit} bytes`);
     }
     // A server that does not answer does not read either: writing more would only pile up here.
-    const stalled = this.refusal();
-    if (stalled) throw stalled;
+    if (this.stall.stalled) throw this.refusal([])!;
     if (chunks.length === 0) return;
     const target = Math.min(limit, MESSAGE_TARGET_BYTES, Math.floor(this.options.maxStreamBytes / STREAM_SHARE));
     return new Promise<void>((resolve, reject) => {
@@ -330,9 +344,7 @@ export class JetStreamBus implements Bus {
     const full = failed.filter((message) => isStreamFull(message.err));
     for (const table of new Set(full.map((message) => message.table))) this.noteFull(table, requests.length);
     const err = failed[0]!.err as Error;
-    const reason = full.length > 0
-      ? 'the bus is full (a JetStream stream reached its max_bytes): storage consumers are behind'
-      : `the bus did not acknowledge the rows: ${err.message}`;
+    const reason = full.length > 0 ? STREAM_FULL : `the bus did not acknowledge the rows: ${err.message}`;
     const refusal = new SluiceError('unavailable', reason, { cause: err, retryAfterSeconds: this.options.retryAfterSeconds });
     for (const request of requests) request.reject(refusal);
   }

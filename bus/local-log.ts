@@ -127,6 +127,7 @@ export class LocalLogBus implements Bus {
     return { backlogBytes: this.pendingBytes, backlogLimitBytes: this.options.maxPendingBytes, consumer: { totals: { ...this.totals }, lag: {} } };
   }
 
+  /** The log is shared by every table: refused whatever the tables. */
   refusal(): SluiceError | undefined {
     if (this.closed) return this.unavailable('shutting down');
     if (this.full) return this.unavailable(LOG_FULL);

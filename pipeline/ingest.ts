@@ -15,6 +15,7 @@ import type { ContentEncoding } from './decompress.ts';
 import type { Signal } from './otlp/index.ts';
 import type { PipelinePool } from './pool.ts';
 import type { AgentKind } from './agent/schemas.ts';
+import type { TableName } from '../storage/schema.ts';
 import type { PipelineTask } from './tasks.ts';
 
 export interface OtlpIngestRequest {
@@ -36,6 +37,17 @@ export interface AgentIngestRequest {
   sourceId: string;
   reservation: Reservation;
 }
+
+/** The tables each kind of request may write rows to (the bus's up-front refusal is per table). */
+const TABLES_OF: Record<SignalLabel, readonly TableName[]> = {
+  traces: ['otel_traces'],
+  logs: ['otel_logs'],
+  metrics: ['otel_metrics_gauge', 'otel_metrics_sum', 'otel_metrics_histogram', 'otel_metrics_exp_histogram', 'otel_metrics_summary'],
+  agent_logs: ['agent_logs'],
+  agent_metrics: ['agent_metrics'],
+  heartbeats: ['agent_heartbeats'],
+  deploys: ['deploy_markers'],
+};
 
 /** The metrics label of each agent payload. */
 const AGENT_SIGNAL: Record<AgentKind, SignalLabel> = {
@@ -96,7 +108,7 @@ export class IngestService {
 
   private async run(labels: { signal: SignalLabel; transport: Transport }, task: PipelineTask, reservation: Reservation): Promise<IngestOutcome> {
     // Rows the bus cannot take now are not made: a request refused up front costs no decoding.
-    const refusal = this.bus.refusal?.();
+    const refusal = this.bus.refusal?.(TABLES_OF[labels.signal]);
     if (refusal) throw refusal;
     const result = await this.pool.run(task);
     if (!result.ok) {
