@@ -244,7 +244,8 @@ export class JetStreamBus implements Bus {
       throw new SluiceError('payload_too_large', `a row of ${oversized.data.byteLength} bytes exceeds the bus message limit of ${limit} bytes`);
     }
     // A server that does not answer does not read either: writing more would only pile up here.
-    if (this.stall.stalled) throw this.refusal([])!;
+    const stalled = this.refusal([]); // for no table: refused only while stalled
+    if (stalled) throw stalled;
     if (chunks.length === 0) return;
     const target = Math.min(limit, MESSAGE_TARGET_BYTES, Math.floor(this.options.maxStreamBytes / STREAM_SHARE));
     return new Promise<void>((resolve, reject) => {
