@@ -1,31 +1,34 @@
 /**
- * The cluster roles as bench targets: `sluice gateway` and `sluice consume` processes on the
- * machine's NATS (NATS_URL, default nats://127.0.0.1:4222) under a prefix of this run's own,
- * storing through the ClickHouse HTTP facade (test/clickhouse-facade.ts: one process owning a
- * chDB data dir, answering @clickhouse/client as a ClickHouse server would). Every process's pid
- * is known, nats-server's included, so each one's CPU can be read on its own.
+ * The cluster roles as bench targets: `sluice gateway` and `sluice consume` processes on a
+ * nats-server of the bench's own (the machine's binary, on a free port: its CPU is only this
+ * run's) under a prefix of this run's own, storing through the ClickHouse HTTP facade
+ * (test/clickhouse-facade.ts: one process owning a chDB data dir, answering @clickhouse/client
+ * as a ClickHouse server would). Every process's pid is known, so each one's CPU can be read on
+ * its own.
  */
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { streamOf } from '../bus/jetstream-names.ts';
 import { startClickhouseFacade, type ClickhouseFacade } from '../test/clickhouse-facade.ts';
+import { startNatsServer, type NatsProcess } from '../test/sluice-processes.ts';
 import { sluiceCli, startSluiceRole, type BenchProcess, type RoleProcess } from './target.ts';
-
-export const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 
 /**
  * Bytes each row stream may hold: the gateway-only run leaves everything its saturation run
  * published (about 1.1 KB per span; the warm-up's rows are purged) in the stream for the
- * consumer. 2 GiB filled up at about 150k spans/s within a 15 s run, and the gateway then
- * refused with 503 after doing all of a request's work, which inflated its CPU per acknowledged
- * span (11.7 against 6.8 CPU-s / M). JetStream reserves max_bytes for every stream, one per
- * table (14) and the delivery queue's, out of the server's storage (58 GiB here: 7 streams of
- * 8 GiB were the most it took), and the NATS is shared: 3.5 GiB each (49 GiB; 4 GiB each was
- * refused). That holds 15 s at about 220k spans/s.
+ * consumer, so the stream must hold the whole run, or the gateway's last requests are refused
+ * with 503 and the figure measures refusals. 8 GiB hold about 35 s at 227k spans/s. JetStream
+ * reserves max_bytes for every stream (one per table, 14) out of the server's max_file_store,
+ * 75 % of the free disk by default, so the bench's server is told 1 TB: only what is written
+ * takes disk (a few GB per run). On the machine's shared server the streams were 3.5 GiB (4 was
+ * refused), and a 15 s run filled them at 227k spans/s (2026-11-25).
  */
-const MAX_STREAM_BYTES = String(3.5 * 1024 ** 3);
+const MAX_STREAM_BYTES = String(8 * 1024 ** 3);
+const NATS_CONFIG = 'jetstream { max_file_store: 1TB }\n';
 
 export interface BenchCluster {
   prefix: string;
@@ -46,67 +49,31 @@ export interface BenchCluster {
   stop(): Promise<void>;
 }
 
-/** The pid of the process listening on 127.0.0.1:port (or any address), from /proc/net/tcp and each process's fds. */
-export function pidListeningOn(port: number): number | undefined {
-  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
-  const inodes = new Set<string>();
-  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    let lines: string[];
-    try {
-      lines = readFileSync(file, 'utf8').split('\n').slice(1);
-    } catch {
-      continue;
-    }
-    for (const line of lines) {
-      const f = line.trim().split(/\s+/);
-      // f[1] local address:port, f[3] state (0A = LISTEN), f[9] inode
-      if (f[1]?.endsWith(`:${hexPort}`) && f[3] === '0A') inodes.add(`socket:[${f[9]}]`);
-    }
-  }
-  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
-    let fds: string[];
-    try {
-      fds = readdirSync(`/proc/${pid}/fd`);
-    } catch {
-      continue; // gone, or not ours to read
-    }
-    for (const fd of fds) {
-      try {
-        if (inodes.has(readlinkSync(`/proc/${pid}/fd/${fd}`))) return Number(pid);
-      } catch {
-        // closed meanwhile
-      }
-    }
-  }
-  return undefined;
-}
-
-/** Deletes every stream (KV buckets included) of the prefix. */
-async function removePrefix(jsm: JetStreamManager, prefix: string): Promise<void> {
-  for await (const stream of jsm.streams.list()) {
-    const name = stream.config.name;
-    if (name.startsWith(`${prefix}_`) || name.startsWith(`KV_${prefix.toLowerCase()}_`)) await jsm.streams.delete(name);
-  }
-}
-
 /**
  * The facade (with the schema: `sluice migrate`), a source, and a prefix of this run's own. Every
  * `SLUICE_*` of the bench's environment reaches the processes (SLUICE_WORKERS...), after the
  * bench's defaults and before the addresses.
  */
 export async function startBenchCluster(): Promise<BenchCluster> {
-  const natsPort = Number(new URL(NATS_URL.split(',')[0]!).port || 4222);
-  const natsPid = pidListeningOn(natsPort);
-  if (!natsPid) throw new Error(`no process listens on port ${natsPort} (NATS_URL ${NATS_URL}): start nats-server -js (deploy/services.sh)`);
-  const nc: NatsConnection = await connect({ servers: NATS_URL });
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-nats-'));
+  writeFileSync(join(dir, 'nats.conf'), NATS_CONFIG);
+  let nats: NatsProcess;
+  try {
+    nats = await startNatsServer(join(dir, 'jetstream'), ['-c', join(dir, 'nats.conf')]);
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const nc: NatsConnection = await connect({ servers: nats.url });
   const jsm = await jetstreamManager(nc);
   const prefix = `BENCH${randomBytes(4).toString('hex').toUpperCase()}`;
   const processes: RoleProcess[] = [];
   let facade: ClickhouseFacade | undefined;
   const stop = async () => {
     await Promise.all(processes.map((p) => p.stop()));
-    await removePrefix(jsm, prefix);
     await nc.close();
+    await nats.stop('SIGTERM');
+    rmSync(dir, { recursive: true, force: true });
     await facade?.stop();
   };
   try {
@@ -118,7 +85,7 @@ export async function startBenchCluster(): Promise<BenchCluster> {
       SLUICE_RATE_LIMIT_PER_MINUTE: '100000000',
       SLUICE_RATE_LIMIT_BURST: '100000000',
       ...ours,
-      NATS_URL,
+      NATS_URL: nats.url,
       SLUICE_NATS_PREFIX: prefix,
       CLICKHOUSE_URL: facade.url,
     };
@@ -131,7 +98,7 @@ export async function startBenchCluster(): Promise<BenchCluster> {
       prefix,
       facade: f,
       servers: [
-        { name: 'nats-server', pid: natsPid, server: true },
+        { name: 'nats-server', pid: nats.child.pid!, server: true },
         { name: 'storage (facade)', pid: f.process.pid!, server: true },
       ],
       apiKey,
