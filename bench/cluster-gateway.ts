@@ -22,6 +22,7 @@ import { parseArgs } from 'node:util';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import autocannon from 'autocannon';
+import { SLUICE_NODE_FLAGS } from '../bin/node-flags.ts';
 import { streamOf } from '../bus/jetstream-names.ts';
 import { freePort, startNatsServer } from '../test/sluice-processes.ts';
 import { openLoop } from './open-loop.ts';
@@ -60,7 +61,7 @@ const profile = values.profile ? ['--cpu-prof', '--cpu-prof-dir', values.profile
 const nc = await connect({ servers: nats.url });
 const jsm = await jetstreamManager(nc);
 const purger = setInterval(() => void jsm.streams.purge(streamOf('SLUICE', 'otel_traces').stream).catch(() => {}), 1000);
-const gateway = spawn(process.execPath, [...profile, SLUICE, 'gateway'], { cwd: ROOT, env, stdio: 'ignore' });
+const gateway = spawn(process.execPath, [...profile, ...SLUICE_NODE_FLAGS, SLUICE, 'gateway'], { cwd: ROOT, env, stdio: 'ignore' });
 try {
   for (let tries = 0; !(await fetch(`http://127.0.0.1:${port}/api/v1/health`).then((r) => r.ok, () => false)); tries++) {
     if (tries > 300) throw new Error('the gateway did not answer its health check in 60 s');

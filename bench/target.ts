@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { SLUICE_NODE_FLAGS } from '../bin/node-flags.ts';
 import { freePort } from '../test/free-port.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -237,7 +238,7 @@ export async function startTarget(name: EmbeddedTarget, extraEnv: Record<string,
     cli = async (...args) => JSON.parse(await sluiceCli(env, ...args));
     const { apiKey } = JSON.parse(await sluiceCli(env, 'sources', 'create', '--name', 'bench')) as { apiKey: string };
     headers = { 'x-api-key': apiKey };
-    child = spawn(process.execPath, [...measuredNodeArgs(), SLUICE, 'serve'], { cwd: ROOT, env });
+    child = spawn(process.execPath, [...measuredNodeArgs(), ...SLUICE_NODE_FLAGS, SLUICE, 'serve'], { cwd: ROOT, env });
     countRows = async (table) => {
       const out = await sluiceCli(env, 'query', `SELECT count() AS n FROM otel.${table}`);
       return Number((JSON.parse(out.split('\n')[0]!) as { n: number | string }).n);
@@ -297,7 +298,7 @@ export async function startSluiceRole(role: 'gateway' | 'consume', env: Record<s
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const tail: string[] = [];
-  const child = spawn(process.execPath, [...measuredNodeArgs(), SLUICE, role], {
+  const child = spawn(process.execPath, [...measuredNodeArgs(), ...SLUICE_NODE_FLAGS, SLUICE, role], {
     cwd: ROOT,
     env: {
       ...process.env,

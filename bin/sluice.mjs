@@ -1,5 +1,6 @@
-#!/usr/bin/env node
-// The `sluice` executable: loads the TypeScript sources through tsx and runs the CLI.
+#!/usr/bin/env -S node --no-memory-reducer
+// The `sluice` executable: loads the TypeScript sources through tsx and runs the CLI. Its Node
+// flags are bin/node-flags.ts's (`env -S` passes them: GNU coreutils 8.30+, macOS).
 import { register } from 'tsx/esm/api';
 
 register();

@@ -9,6 +9,7 @@ import { mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { SLUICE_NODE_FLAGS } from '../bin/node-flags.ts';
 import { freePort } from './free-port.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
@@ -67,7 +68,7 @@ export async function startSluiceProcess(role: SluiceRole, name: string, dir: st
   const fd = openSync(logFile, 'a');
   // prlimit sets the open-files limit and execs node: the child's pid is node's.
   const command = options.openFiles ? ['prlimit', `--nofile=${options.openFiles}`, process.execPath] : [process.execPath];
-  const child = spawn(command[0]!, [...command.slice(1), SLUICE, role], {
+  const child = spawn(command[0]!, [...command.slice(1), ...SLUICE_NODE_FLAGS, SLUICE, role], {
     cwd: REPO,
     stdio: ['ignore', fd, fd],
     env: childEnv({
