@@ -1,12 +1,14 @@
-// Node flags every long-running `sluice` process starts with. They must be on the command line:
-// V8 reads them when it sets up the heap, so setting them at run time does nothing. The places
-// that start Sluice (the shebang of bin/sluice.mjs, `npm start`, the Dockerfile's ENTRYPOINT)
-// spell them out, and test/node-flags.test.ts checks that they do; the bench and the tests spawn
-// `node ${SLUICE_NODE_FLAGS} bin/sluice.mjs`.
-//
-// --no-memory-reducer: V8 shrinks an idle process's heap, and a gateway that then took an even
-// load of ~1,600 requests/s ran full collections back to back (29 % of its main thread),
-// spent twice its CPU per span and fell behind by seconds; a fresh one took the same load at
-// its usual cost (bench/README.md, *Results*, 2026-11-25). A server's load comes back: its heap
-// keeps the size its last busy minute needed.
+/**
+ * Node flags every `sluice` process starts with. They must be on the command line: V8 reads
+ * them when it sets up the heap, and setting them at run time does nothing. The places that
+ * start Sluice (the shebang of bin/sluice.mjs, `npm start`, the Dockerfile's ENTRYPOINT) spell
+ * them out, and test/node-flags.test.ts checks that they do; the bench and the tests spawn
+ * `node <these> bin/sluice.mjs`.
+ *
+ * --no-memory-reducer: V8 shrinks an idle process's heap, and a gateway that then took an even
+ * load of ~1,600 requests/s ran full collections back to back (29 % of its main thread), spent
+ * twice its CPU per span and fell seconds behind; a gateway that had not idled took the same
+ * load at its usual cost (bench/README.md, *Results*, 2026-11-25). A server's load comes back:
+ * its heap keeps the size its last busy minute needed.
+ */
 export const SLUICE_NODE_FLAGS: readonly string[] = ['--no-memory-reducer'];
