@@ -45,38 +45,33 @@ export interface BenchCluster {
   purge(table: string): Promise<void>;
   /** Rows in the table, read through the facade. */
   stored(table: string): Promise<number>;
-  /** Stops the Sluice processes, deletes this run's streams and buckets, stops the facade. */
+  /** Stops the Sluice processes, the run's nats-server (its store deleted) and the facade. */
   stop(): Promise<void>;
 }
 
 /**
- * The facade (with the schema: `sluice migrate`), a source, and a prefix of this run's own. Every
- * `SLUICE_*` of the bench's environment reaches the processes (SLUICE_WORKERS...), after the
- * bench's defaults and before the addresses.
+ * A nats-server, the facade (with the schema: `sluice migrate`), a source, and a prefix of this
+ * run's own. Every `SLUICE_*` of the bench's environment reaches the processes
+ * (SLUICE_WORKERS...), after the bench's defaults and before the addresses.
  */
 export async function startBenchCluster(): Promise<BenchCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-nats-'));
-  writeFileSync(join(dir, 'nats.conf'), NATS_CONFIG);
-  let nats: NatsProcess;
-  try {
-    nats = await startNatsServer(join(dir, 'jetstream'), ['-c', join(dir, 'nats.conf')]);
-  } catch (err) {
-    rmSync(dir, { recursive: true, force: true });
-    throw err;
-  }
-  const nc: NatsConnection = await connect({ servers: nats.url });
-  const jsm = await jetstreamManager(nc);
   const prefix = `BENCH${randomBytes(4).toString('hex').toUpperCase()}`;
   const processes: RoleProcess[] = [];
+  let nats: NatsProcess | undefined;
+  let nc: NatsConnection | undefined;
   let facade: ClickhouseFacade | undefined;
   const stop = async () => {
     await Promise.all(processes.map((p) => p.stop()));
-    await nc.close();
-    await nats.stop('SIGTERM');
+    await nc?.close();
+    await nats?.stop('SIGTERM');
     rmSync(dir, { recursive: true, force: true });
     await facade?.stop();
   };
   try {
+    writeFileSync(join(dir, 'nats.conf'), NATS_CONFIG);
+    const server = (nats = await startNatsServer(join(dir, 'jetstream'), ['-c', join(dir, 'nats.conf')]));
+    const jsm = await jetstreamManager((nc = await connect({ servers: server.url })));
     facade = await startClickhouseFacade();
     const ours = Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('SLUICE_'))) as Record<string, string>;
     const env = {
@@ -85,7 +80,7 @@ export async function startBenchCluster(): Promise<BenchCluster> {
       SLUICE_RATE_LIMIT_PER_MINUTE: '100000000',
       SLUICE_RATE_LIMIT_BURST: '100000000',
       ...ours,
-      NATS_URL: nats.url,
+      NATS_URL: server.url,
       SLUICE_NATS_PREFIX: prefix,
       CLICKHOUSE_URL: facade.url,
     };
@@ -98,7 +93,7 @@ export async function startBenchCluster(): Promise<BenchCluster> {
       prefix,
       facade: f,
       servers: [
-        { name: 'nats-server', pid: nats.child.pid!, server: true },
+        { name: 'nats-server', pid: server.child.pid!, server: true },
         { name: 'storage (facade)', pid: f.process.pid!, server: true },
       ],
       apiKey,

@@ -2,8 +2,8 @@
  * Node flags every `sluice` process starts with. They must be on the command line: V8 reads
  * them when it sets up the heap, and setting them at run time does nothing. The places that
  * start Sluice (the shebang of bin/sluice.mjs, `npm start`, the Dockerfile's ENTRYPOINT) spell
- * them out, and test/node-flags.test.ts checks that they do; the bench and the tests spawn
- * `node <these> bin/sluice.mjs`.
+ * them out, and test/node-flags.test.ts checks that they do; the bench's processes and those of
+ * test/sluice-processes.ts are spawned as `node <these> bin/sluice.mjs`.
  *
  * --no-memory-reducer: V8 shrinks an idle process's heap, and a gateway that then took an even
  * load of ~1,600 requests/s ran full collections back to back (29 % of its main thread), spent
