@@ -27,7 +27,7 @@
  *     them): a refused one is stored request by request, and only the refused requests' rows are parked;
  *   - anything else (a bug): retried, and split and dead-lettered the same way once a message
  *     was delivered maxAttempts times.
- * The consumer moves bytes: messages are pulled on a connection of its own (nats-pull.ts: each
+ * The consumer moves bytes: messages are pulled on a connection of its own (nats-direct.ts: each
  * payload copied once from the socket, into memory handed back once its batch is stored), and a
  * message's payload goes to the sink as it came, a batch's messages as the chunks of one
  * insert; nothing is decoded per row. The sink must be done with a batch's chunks when it
@@ -51,7 +51,7 @@ import { ManifestIndex, type Manifest } from './batch-manifests.ts';
 import { storeIsolating } from './isolate.ts';
 import { deadLetterOf, DURABLE, manifestBucketOf, PARTS_HEADER, streamOf } from './jetstream-names.ts';
 import { ensureDurableConsumer } from './jetstream-streams.ts';
-import { NatsPuller, type PulledMessage } from './nats-pull.ts';
+import { NatsDirect, type PulledMessage } from './nats-direct.ts';
 
 /** Where the consumer pulls from: the NATS servers (NATS_URL, for its own pull connection) and the tables' streams. */
 export interface ConsumerPlacement {
@@ -87,7 +87,7 @@ export class JetStreamStorageConsumer {
   /** Figures for /metrics. */
   readonly stats: Required<ConsumerTotals> = { batches: 0, rows: 0, redelivered: 0, deadLettered: 0, failures: 0 };
   private readonly js: JetStreamClient;
-  private readonly puller: NatsPuller;
+  private readonly puller: NatsDirect;
   private readonly supervisor: Supervisor;
   /** Each running table loop's manifest index (for its status). */
   private readonly manifests = new Map<string, ManifestIndex>();
@@ -99,7 +99,7 @@ export class JetStreamStorageConsumer {
     private readonly sink: ChunkSink,
   ) {
     this.js = jetstream(nc);
-    this.puller = new NatsPuller({ natsUrl: options.natsUrl, name: 'sluice-consume' });
+    this.puller = new NatsDirect({ natsUrl: options.natsUrl, name: 'sluice-consume' });
     this.tuning = {
       batchRows: options.batchRows ?? 10_000,
       batchMaxWaitMs: options.batchMaxWaitMs ?? 1000,

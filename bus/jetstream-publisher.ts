@@ -1,92 +1,48 @@
 /**
- * JetStream publishes with their PubAcks, on one reply subscription of our own. A publish is a
- * NATS request whose reply is the PubAck; nats.js's js.publish() builds, for every call, two
- * Errors with stack traces (async traces of the request and of its timer), an options copy, a
- * headers object and a race of promises. Here a publish costs a promise, a timer and a map entry,
- * and an Error is built only when one is thrown.
+ * JetStream publishes with their PubAcks, on the bus's own connection (nats-direct.ts). A message's
+ * parts (each request's rows) go to the socket as they are: nats.js would have them joined into
+ * one buffer first and then copy that into a fresh buffer of its own, two copies of every byte
+ * and a megabyte of new external memory per message for the garbage collector. nats.js's
+ * js.publish() also built, per call, two Errors with stack traces, an options copy and a race of
+ * promises; here a publish costs a promise, a timer and a map entry.
  *
  * Same outcomes as js.publish(), which the bus tells apart (jetstream-stall.ts#outcomeUnknown):
  * no answer in time is an errors.TimeoutError (the message may be stored); no responders (no
  * stream takes the subject) is a NoRespondersError (nothing stored); a PubAck with an error is
- * a JetStreamApiError with JetStream's code (e.g. stream full); the connection closing while a
- * PubAck is awaited is a RequestError (the message may have been sent).
+ * a JetStreamApiError with JetStream's code (e.g. stream full); the connection failing while a
+ * PubAck is awaited is a RequestError (the message may have been sent). A message that was not
+ * written (no connection could be opened) fails with the reason, and nothing was stored.
  */
-import { createInbox, errors, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import { errors } from '@nats-io/transport-node';
 import { JetStreamApiError, type ApiError, type PubAck } from '@nats-io/jetstream';
-
-interface Waiting {
-  subject: string;
-  resolve(ack: PubAck): void;
-  reject(err: unknown): void;
-  timer: NodeJS.Timeout;
-}
+import { UnansweredError, type NatsDirect } from './nats-direct.ts';
 
 export class JetStreamPublisher {
-  private readonly inbox = createInbox();
-  private readonly waiting = new Map<string, Waiting>();
-  private subscription: Subscription | undefined;
-  private next = 0;
-
-  constructor(private readonly nc: NatsConnection, private readonly timeoutMs: number) {}
+  constructor(private readonly connection: NatsDirect, private readonly timeoutMs: number) {}
 
   /**
-   * Publishes `data` and resolves with its PubAck. `headers` are encoded before this returns,
-   * so the caller may reuse the object for its next publish.
+   * Publishes the concatenation of `parts` with `headers` (name, value pairs) and resolves with
+   * its PubAck. The parts must not change until this settles: they are not copied.
    */
-  publish(subject: string, data: Uint8Array, headers: MsgHdrs): Promise<PubAck> {
-    const token = String(++this.next);
-    return new Promise<PubAck>((resolve, reject) => {
-      try {
-        this.subscribe();
-        this.nc.publish(subject, data, { reply: `${this.inbox}.${token}`, headers });
-      } catch (err) {
-        reject(err); // a closed connection, a payload over max_payload: nothing was sent
-        return;
-      }
-      const timer = setTimeout(() => {
-        this.waiting.delete(token);
-        reject(new errors.TimeoutError());
-      }, this.timeoutMs);
-      this.waiting.set(token, { subject, resolve, reject, timer });
-    });
-  }
-
-  /** The reply subscription, made on first use (nats.js renews it after a reconnect). */
-  private subscribe(): void {
-    if (this.subscription) return;
-    const subscription = this.nc.subscribe(`${this.inbox}.*`, {
-      callback: (err, msg) => {
-        if (err === null) this.answer(msg);
-      },
-    });
-    this.subscription = subscription;
-    void subscription.closed.then(() => {
-      this.subscription = undefined;
-      for (const [token, waiting] of this.waiting) {
-        this.waiting.delete(token);
-        clearTimeout(waiting.timer);
-        waiting.reject(new errors.RequestError('the NATS connection closed before the PubAck came'));
-      }
-    });
-  }
-
-  private answer(msg: Msg): void {
-    const token = msg.subject.slice(this.inbox.length + 1);
-    const waiting = this.waiting.get(token);
-    if (!waiting) return; // timed out already
-    this.waiting.delete(token);
-    clearTimeout(waiting.timer);
-    if (msg.data.length === 0 && msg.headers?.code === 503) {
-      waiting.reject(new errors.NoRespondersError(waiting.subject));
-      return;
-    }
+  async publish(subject: string, parts: readonly Uint8Array[], headers: ReadonlyArray<readonly [string, string]>): Promise<PubAck> {
+    let answer;
     try {
-      const answer = msg.json<PubAck & { error?: ApiError }>();
-      if (answer.error) waiting.reject(new JetStreamApiError(answer.error));
-      else if (!answer.stream) waiting.reject(new Error('JetStream answered a publish without a PubAck'));
-      else waiting.resolve(answer);
+      answer = await this.connection.request(subject, headerBlock(headers), parts, this.timeoutMs);
     } catch (err) {
-      waiting.reject(err);
+      if (err instanceof UnansweredError) throw err.timedOut ? new errors.TimeoutError() : new errors.RequestError(err.message);
+      throw err;
     }
+    if (answer.data.length === 0 && answer.headers?.status === 503) throw new errors.NoRespondersError(subject);
+    const ack = JSON.parse(answer.data.toString()) as PubAck & { error?: ApiError };
+    if (ack.error) throw new JetStreamApiError(ack.error);
+    if (!ack.stream) throw new Error('JetStream answered a publish without a PubAck');
+    return ack;
   }
+}
+
+/** NATS's header block: `NATS/1.0`, a `Name: value` line each, an empty line. Values are Sluice's own (no CR or LF). */
+function headerBlock(headers: ReadonlyArray<readonly [string, string]>): string {
+  let block = 'NATS/1.0\r\n';
+  for (const [name, value] of headers) block += `${name}: ${value}\r\n`;
+  return `${block}\r\n`;
 }

@@ -8,7 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DiscardPolicy, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from '@nats-io/jetstream';
-import { connect, createInbox, type NatsConnection } from '@nats-io/transport-node';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SluiceError } from '../core/errors.ts';
@@ -21,7 +21,7 @@ import type { ChunkSink, TableChunk } from './bus.ts';
 import { JetStreamBus } from './jetstream.ts';
 import { JetStreamStorageConsumer } from './jetstream-consumer.ts';
 import { streamOf } from './jetstream-names.ts';
-import type { NatsPuller } from './nats-pull.ts';
+import type { NatsDirect } from './nats-direct.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const log = pino({ level: process.env.SLUICE_TEST_LOG_LEVEL ?? 'silent' });
@@ -216,7 +216,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
       sink,
     );
     // The second pull of the first batch fails (its connection broke after delivering).
-    const puller = (consumer as unknown as { puller: NatsPuller }).puller;
+    const puller = (consumer as unknown as { puller: NatsDirect }).puller;
     const fetch = puller.fetch.bind(puller);
     let pulls = 0;
     puller.fetch = async (...args) => {
@@ -425,37 +425,27 @@ describe('JetStreamBus batching', { timeout: 120_000 }, () => {
     await bus.start();
     // PubAcks of this bus's messages are held here, by subject, until the test passes them on.
     const held = new Map<string, () => void>();
-    const publish = nc.publish.bind(nc);
-    nc.publish = (subject, data, options) => {
-      if (!options?.reply || !subject.startsWith(`${prefix.toLowerCase()}.rows.`)) return publish(subject, data, options);
-      const inbox = createInbox();
-      nc.subscribe(inbox, {
-        max: 1,
-        callback: (_, ack) => {
-          held.set(subject, () => publish(options.reply!, ack.data));
-        },
-      });
-      publish(subject, data, { ...options, reply: inbox });
+    const direct = (bus as unknown as { direct: NatsDirect }).direct;
+    const request = direct.request.bind(direct);
+    direct.request = async (subject, headers, parts, timeoutMs) => {
+      const answer = await request(subject, headers, parts, timeoutMs);
+      await new Promise<void>((resolve) => held.set(subject, resolve));
+      return answer;
     };
-    try {
-      const a = outcome(bus.publish([rowsOf('otel_traces')]));
-      const b = outcome(bus.publish([rowsOf('otel_traces'), rowsOf('otel_logs')]));
-      const traces = streamOf(prefix, 'otel_traces').subject;
-      const logs = streamOf(prefix, 'otel_logs').subject;
-      await until(async () => held.has(traces) && held.has(logs));
-      expect(await messagesIn(prefix, 'otel_traces')).toBe(1);
+    const a = outcome(bus.publish([rowsOf('otel_traces')]));
+    const b = outcome(bus.publish([rowsOf('otel_traces'), rowsOf('otel_logs')]));
+    const traces = streamOf(prefix, 'otel_traces').subject;
+    const logs = streamOf(prefix, 'otel_logs').subject;
+    await until(async () => held.has(traces) && held.has(logs));
+    expect(await messagesIn(prefix, 'otel_traces')).toBe(1);
 
-      held.get(traces)!();
-      await nc.flush(); // the PubAck came back before the PONG
-      await new Promise((resolve) => setImmediate(resolve));
-      // a's message is acknowledged, but it shares it with b, whose logs message is not yet.
-      expect([a.settled, b.settled]).toEqual([undefined, undefined]);
+    held.get(traces)!();
+    for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+    // a's message is acknowledged, but it shares it with b, whose logs message is not yet.
+    expect([a.settled, b.settled]).toEqual([undefined, undefined]);
 
-      held.get(logs)!();
-      await until(async () => a.settled !== undefined && b.settled !== undefined);
-      expect([a.settled, b.settled]).toEqual(['ok', 'ok']);
-    } finally {
-      nc.publish = publish;
-    }
+    held.get(logs)!();
+    await until(async () => a.settled !== undefined && b.settled !== undefined);
+    expect([a.settled, b.settled]).toEqual(['ok', 'ok']);
   });
 });

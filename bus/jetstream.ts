@@ -7,7 +7,9 @@
  *
  * Messages are filled by several requests: the rows of one table published in the same turn of
  * the event loop go out as one message of up to about 1 MiB (sent when full, or at the end of
- * the turn: no timer, so a lone request waits for nothing). One PubAck then covers many
+ * the turn: no timer, so a lone request waits for nothing), written to a NATS connection of the
+ * bus's own part by part, without joining the requests' rows into one buffer
+ * (jetstream-publisher.ts). One PubAck then covers many
  * requests, and the consumer inserts few large messages. A request is stored whole or not at
  * all: requests with rows in more than one message tie those messages together, and a group
  * of tied messages succeeds or fails as one — a refused message fails every request in its
@@ -23,7 +25,7 @@
  * until they have left the process, and their messages are withdrawn once NATS answers.
  */
 import { randomUUID } from 'node:crypto';
-import { headers, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, PubHeaders, type JetStreamClient, type JetStreamManager, type PubAck } from '@nats-io/jetstream';
 import type { Reservation } from '../core/byte-budget.ts';
 import { SluiceError } from '../core/errors.ts';
@@ -33,6 +35,7 @@ import { sameColumns, type Bus, type BusFigures, type ChunkSink, type TableChunk
 import { JetStreamStorageConsumer, type ConsumerTuning } from './jetstream-consumer.ts';
 import { PARTS_HEADER, streamOf } from './jetstream-names.ts';
 import { JetStreamPublisher } from './jetstream-publisher.ts';
+import { NatsDirect } from './nats-direct.ts';
 import { ensureWorkQueueStream, isStreamFull, workQueueSettings } from './jetstream-streams.ts';
 import { outcomeUnknown, PublishStall } from './jetstream-stall.ts';
 
@@ -41,7 +44,7 @@ export interface JetStreamBusOptions {
   prefix?: string;
   /** Tables the bus carries: one stream each. */
   tables: readonly string[];
-  /** NATS_URL: a consuming process pulls on a connection of its own to its servers (nats-pull.ts). */
+  /** NATS_URL: the bus publishes, and a consuming process pulls, on connections of their own to its servers (nats-direct.ts). */
   natsUrl: string;
   /** Stream replicas: 3 on a 3-node cluster. Default 1. */
   replicas?: number;
@@ -133,15 +136,17 @@ export class JetStreamBus implements Bus {
   private readonly fullRefusals = new Map<string, number>();
   /** Publishes that timed out: the bus refuses new ones until NATS answers, then withdraws them. */
   private readonly stall: PublishStall;
+  /** The bus's own connection for its publishes; nats.js's (nc) for everything else. */
+  private readonly direct: NatsDirect;
   private readonly publisher: JetStreamPublisher;
+  /** Publishes awaiting their PubAck, so shutdown() can let them finish before closing the connection. */
+  private readonly inFlight = new Set<Promise<unknown>>();
   /** The message being filled, per table. */
   private readonly open = new Map<string, Message>();
   private flushScheduled = false;
   /** msgIDs are this bus's id and a count: unique per message, and cheap. */
   private readonly id = randomUUID();
   private sent = 0;
-  /** One headers object for every message: they are encoded when published. */
-  private readonly headers: MsgHdrs = headers();
   private jsm: JetStreamManager | undefined;
 
   constructor(private readonly nc: NatsConnection, private readonly options: JetStreamBusOptions) {
@@ -149,14 +154,16 @@ export class JetStreamBus implements Bus {
     this.js = jetstream(nc, { timeout });
     this.prefix = options.prefix ?? 'SLUICE';
     this.stall = new PublishStall(nc, this.js, { duplicateWindowMs: WITHDRAW_WITHIN_MS, log: options.log });
-    this.publisher = new JetStreamPublisher(nc, timeout);
+    this.direct = new NatsDirect({ natsUrl: options.natsUrl, name: 'sluice-publish' });
+    this.publisher = new JetStreamPublisher(this.direct, timeout);
   }
 
   /**
    * Creates the streams, or checks the ones there are: settings that can change in place
    * (discard policy, size, replicas, subjects) are corrected with a warning; a stream with
    * another retention or storage cannot be, and start() fails saying what to do.
-   * Idempotent: every process may call it.
+   * Idempotent: every process may call it. Then opens the publish connection: a process that
+   * cannot reach NATS on it fails at start-up, not on its first request.
    */
   async start(): Promise<void> {
     const jsm = await jetstreamManager(this.nc);
@@ -164,6 +171,7 @@ export class JetStreamBus implements Bus {
       const { stream, subject } = streamOf(this.prefix, table);
       await ensureWorkQueueStream(jsm, stream, workQueueSettings(subject, this.options.replicas ?? 1, this.options.maxStreamBytes), this.options.log);
     }
+    await this.direct.open();
   }
 
   statuses(): Record<string, ComponentStatus> {
@@ -187,11 +195,17 @@ export class JetStreamBus implements Bus {
     return { ok: true, figures };
   }
 
-  /** Sends the messages being filled, and stops consuming after the batch in flight. */
+  /**
+   * Sends the messages being filled, lets the publishes in flight have their PubAcks (each
+   * within the publish timeout), stops consuming after the batch in flight, and closes the
+   * publish connection.
+   */
   async shutdown(): Promise<void> {
     this.flush();
     this.stall.shutdown();
+    await Promise.allSettled([...this.inFlight]);
     await this.consumer?.shutdown();
+    await this.direct.close();
   }
 
   /** Figures of this process's storage consumer (undefined if it does not consume). */
@@ -302,18 +316,21 @@ export class JetStreamBus implements Bus {
 
   private send(message: Message): void {
     this.open.delete(message.table);
-    // One request's rows go as they are; several are copied once into the message.
-    const data = message.chunks.length === 1 ? message.chunks[0]! : Buffer.concat(message.chunks, message.bytes);
-    message.chunks = [];
-    this.headers.set(PubHeaders.MsgIdHdr, message.msgID);
-    this.headers.set('Sluice-Columns', message.columns);
-    this.headers.set('Sluice-Rows', String(message.rows));
-    if (message.parts.length > 1) this.headers.set(PARTS_HEADER, message.parts.join(','));
-    else this.headers.delete(PARTS_HEADER);
-    this.publisher.publish(message.subject, data, this.headers).then(
+    const headers: Array<[string, string]> = [
+      [PubHeaders.MsgIdHdr, message.msgID],
+      ['Sluice-Columns', message.columns],
+      ['Sluice-Rows', String(message.rows)],
+    ];
+    if (message.parts.length > 1) headers.push([PARTS_HEADER, message.parts.join(',')]);
+    // The requests' rows are written as they are: they stay untouched until the PubAck (a
+    // request's buffers go back to the workers only once the bus acknowledged it).
+    const publishing = this.publisher.publish(message.subject, message.chunks, headers).then(
       (ack) => this.answered(message, ack, undefined),
       (err: unknown) => this.answered(message, undefined, err ?? new Error('publish failed')), // never undefined: that reads as success
     );
+    message.chunks = [];
+    this.inFlight.add(publishing);
+    void publishing.finally(() => this.inFlight.delete(publishing));
   }
 
   private answered(message: Message, ack: PubAck | undefined, err: unknown): void {

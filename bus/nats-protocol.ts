@@ -1,5 +1,5 @@
 /**
- * The server side of the NATS client protocol, read from a byte stream: what NatsPuller needs
+ * The server side of the NATS client protocol, read from a byte stream: what NatsDirect needs
  * (INFO, MSG, HMSG, PING, PONG, +OK, -ERR). Written for bulk payloads: each payload is copied
  * once, from whatever chunk the socket delivered (the parser keeps no reference to it), into a
  * buffer of the size the server announced. Control lines are short and decoded as latin1.

@@ -1,7 +1,8 @@
 /**
- * NatsPuller: the storage consumer's own connection to NATS, for the one path where it moves
- * bytes in bulk: pulling messages from a durable pull consumer and acknowledging them.
- * Everything else (streams, consumers, KV, publishes) stays on nats.js's connection.
+ * NatsDirect: a connection of Sluice's own to NATS, for the two paths that move bytes in bulk:
+ * the storage consumer pulls and acknowledges messages, and the gateway publishes messages and
+ * waits for their PubAcks. Everything else (streams, consumers, KV, dead-letter publishes,
+ * withdrawals) stays on nats.js's connection.
  *
  * Why a connection of its own: nats.js gathers a message split across socket reads (every
  * message of ~1 MiB) in a buffer that grows by doubling, so each byte received was allocated
@@ -9,12 +10,15 @@
  * consumer's main thread. Here the socket reads into one buffer reused for every read, and each
  * payload is copied once from it into memory of its announced size, lent by a pool
  * (payload-pool.ts) to which the consumer hands it back once the message's batch is stored.
+ * On the way out, nats.js copies every message into a fresh buffer of its own (after the caller
+ * has joined its parts into one); request() writes a message's parts to the socket as they are.
  *
  * The protocol subset: INFO, CONNECT (user:password@ or token@ from the URL), TLS for tls://
  * URLs or a server that requires it, SUB to an inbox of its own, PUB of pull requests and acks,
- * MSG/HMSG, PING/PONG, -ERR. The connection is opened on first use; when it fails, what waits on
- * it fails (a pull, an ack: the consumer retries, JetStream redelivers what was not acked) and
- * the next call opens a new one, to the next server of the list.
+ * HPUB of published messages, MSG/HMSG, PING/PONG, -ERR. The connection is opened on first use
+ * (or by open()); when it fails, what waits on it fails (a pull, an ack: the consumer retries,
+ * JetStream redelivers what was not acked; a publish: the bus refuses its requests) and the next
+ * call opens a new one, to the next server of the list.
  */
 import { randomBytes } from 'node:crypto';
 import { isIP, connect as netConnect, type Socket } from 'node:net';
@@ -23,7 +27,7 @@ import { parseNatsUrl, type NatsCredentials, type NatsServer, type NatsServers }
 import { MessageHeaders, NatsProtocolParser, type NatsMessage } from './nats-protocol.ts';
 import { PayloadPool } from './payload-pool.ts';
 
-export interface NatsPullerOptions {
+export interface NatsDirectOptions {
   /** NATS_URL: comma-separated nats:// or tls:// servers, with credentials as user:password@ or token@ (core/nats-url.ts). */
   natsUrl: string;
   /** Connection name shown by the server's monitoring. */
@@ -61,17 +65,24 @@ const READ_BUFFER_BYTES = 256 * 1024;
 /** A pull the server did not end this long after its expiry means the connection is gone. */
 const PULL_GRACE_MS = 5000;
 
+/** A request written to the server whose answer will not come: it may have been acted on. */
+export class UnansweredError extends Error {
+  constructor(message: string, readonly timedOut: boolean) {
+    super(message);
+  }
+}
+
 /** Settles an ack: with the server's answer, or with why none will come. */
 type AckWaiter = (answer: NatsMessage | Error) => void;
 
-export class NatsPuller {
+export class NatsDirect {
   private connection: Promise<Connection> | undefined;
   private serverIndex = Math.floor(Math.random() * 1e6);
   private closed = false;
   private readonly parsed: NatsServers;
   private readonly payloads = new PayloadPool();
 
-  constructor(private readonly options: NatsPullerOptions) {
+  constructor(private readonly options: NatsDirectOptions) {
     this.parsed = parseNatsUrl(options.natsUrl);
   }
 
@@ -85,14 +96,32 @@ export class NatsPuller {
     return connection.pull(stream, durable, batch, expiresMs);
   }
 
+  /** Opens the connection now rather than on first use: a publisher finds out at start-up that it cannot reach NATS. */
+  async open(): Promise<void> {
+    await this.connect();
+  }
+
+  /**
+   * Publishes a message made of `parts` (written to the socket as they are, one after the
+   * other), with `headers` (a header block, `NATS/1.0\r\n...\r\n\r\n`) and a reply subject of
+   * this connection's, and resolves with the answer: a JetStream publish's PubAck. Rejects with
+   * UnansweredError once the message was written but no answer will come (it may have been
+   * stored), or with another Error if it was not written. The caller must not change the parts
+   * until this settles: they are not copied.
+   */
+  async request(subject: string, headers: string, parts: readonly Uint8Array[], timeoutMs: number): Promise<NatsMessage> {
+    const connection = await this.connect();
+    return connection.request(subject, headers, parts, timeoutMs);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     const connection = await this.connection?.catch(() => undefined);
-    connection?.close(new Error('the puller was closed'));
+    connection?.close(new Error('the connection was closed'));
   }
 
   private connect(): Promise<Connection> {
-    if (this.closed) return Promise.reject(new Error('the puller was closed'));
+    if (this.closed) return Promise.reject(new Error('the connection was closed'));
     const current = this.connection;
     if (current) return current;
     const index = this.serverIndex++ % this.parsed.servers.length;
@@ -146,12 +175,12 @@ class Connection {
 
   private constructor(
     private readonly socket: Socket,
-    private readonly options: NatsPullerOptions,
+    private readonly options: NatsDirectOptions,
     private readonly owner: ConnectionOwner,
   ) {}
 
   /** Connects, sends CONNECT, and resolves once the server answered a PING (credentials accepted). */
-  static open(target: NatsServer, credentials: NatsCredentials, options: NatsPullerOptions, owner: ConnectionOwner): Promise<Connection> {
+  static open(target: NatsServer, credentials: NatsCredentials, options: NatsDirectOptions, owner: ConnectionOwner): Promise<Connection> {
     return new Promise<Connection>((resolve, reject) => {
       let connection: Connection | undefined;
       let ready = false;
@@ -159,7 +188,7 @@ class Connection {
         if (ready) return connection?.close(err);
         clearTimeout(timer);
         socket.destroy();
-        reject(new Error(`cannot open the pull connection to NATS at ${target.shown}: ${err.message}`));
+        reject(new Error(`cannot open a connection to NATS at ${target.shown}: ${err.message}`));
       };
       const timer = setTimeout(() => fail(new Error(`no answer within ${options.connectTimeoutMs ?? 5000} ms`)), options.connectTimeoutMs ?? 5000);
       const parser = new NatsProtocolParser({
@@ -332,6 +361,33 @@ class Connection {
     });
   }
 
+  request(subject: string, headers: string, parts: readonly Uint8Array[], timeoutMs: number): Promise<NatsMessage> {
+    if (this.failure) return Promise.reject(this.failure);
+    const id = String(this.next++);
+    const headerBytes = Buffer.byteLength(headers);
+    let bytes = headerBytes;
+    for (const part of parts) bytes += part.byteLength;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.acks.delete(id);
+        reject(new UnansweredError(`no answer within ${timeoutMs} ms`, true));
+      }, timeoutMs);
+      this.acks.set(id, (answer) => {
+        clearTimeout(timer);
+        if (answer instanceof Error) reject(new UnansweredError(`the connection failed before the answer came: ${answer.message}`, false));
+        else resolve(answer);
+      });
+      // In order after what this tick queued, then the parts in one system call (writev).
+      this.flush();
+      const socket = this.socket;
+      socket.cork();
+      socket.write(`HPUB ${subject} ${this.inbox}.ack.${id} ${headerBytes} ${bytes}\r\n${headers}`);
+      for (const part of parts) socket.write(part);
+      socket.write('\r\n');
+      socket.uncork();
+    });
+  }
+
   private publish(subject: string, payload: string, reply?: string): void {
     this.send(`PUB ${subject}${reply ? ` ${reply}` : ''} ${Buffer.byteLength(payload)}\r\n${payload}\r\n`);
   }
@@ -348,15 +404,15 @@ class Connection {
   private flush(): void {
     const text = this.outgoing;
     this.outgoing = '';
-    if (!this.failure) this.socket.write(text);
+    if (text !== '' && !this.failure) this.socket.write(text);
   }
 }
 
-function connectOptions(credentials: NatsCredentials, name = 'sluice-pull'): Record<string, unknown> {
+function connectOptions(credentials: NatsCredentials, name = 'sluice'): Record<string, unknown> {
   return {
     verbose: false,
     pedantic: false,
-    lang: 'sluice-pull',
+    lang: 'sluice-direct',
     version: '1',
     protocol: 1,
     headers: true,

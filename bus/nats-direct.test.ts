@@ -1,5 +1,5 @@
 /**
- * NatsPuller against real nats-servers: the machine's (NATS_URL, default nats://127.0.0.1:4222;
+ * NatsDirect against real nats-servers: the machine's (NATS_URL, default nats://127.0.0.1:4222;
  * deploy/services.sh starts it) under a stream name of this run's own, and servers of this
  * test's own that require credentials.
  */
@@ -12,14 +12,14 @@ import { AckPolicy, jetstream, jetstreamManager, type JetStreamManager } from '@
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNatsServer, type NatsProcess } from '../test/sluice-processes.ts';
-import { NatsPuller } from './nats-pull.ts';
+import { NatsDirect, UnansweredError } from './nats-direct.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const stream = `PULLTEST_${randomBytes(4).toString('hex').toUpperCase()}`;
 const subject = stream.toLowerCase();
 let nc: NatsConnection;
 let jsm: JetStreamManager;
-const pullers: NatsPuller[] = [];
+const connections: NatsDirect[] = [];
 const dirs: string[] = [];
 const servers: NatsProcess[] = [];
 
@@ -31,16 +31,16 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const puller of pullers) await puller.close();
+  for (const connection of connections) await connection.close();
   await jsm?.streams.delete(stream).catch(() => {});
   await nc?.close();
   for (const server of servers) await server.stop();
   for (const dir of dirs) await rm(dir, { recursive: true, force: true });
 });
 
-function puller(natsUrl = NATS_URL): NatsPuller {
-  const made = new NatsPuller({ natsUrl, ackTimeoutMs: 3000 });
-  pullers.push(made);
+function connectionTo(natsUrl = NATS_URL): NatsDirect {
+  const made = new NatsDirect({ natsUrl, ackTimeoutMs: 3000 });
+  connections.push(made);
   return made;
 }
 
@@ -63,7 +63,7 @@ async function serverWithStream(args: string[], credentials: { user: string; pas
   return url;
 }
 
-describe('NatsPuller', () => {
+describe('NatsDirect', () => {
   it('pulls messages whole (1 MiB payloads, headers), acks them, and a nak brings one back counted as a redelivery', async () => {
     const js = jetstream(nc);
     const payloads = [0, 1, 2].map((i) => randomBytes(1024 * 1024 - 4096 + i));
@@ -72,7 +72,7 @@ describe('NatsPuller', () => {
       h.set('Sluice-Rows', String(100 + i));
       await js.publish(subject, payload, { headers: h });
     }
-    const pulls = puller();
+    const pulls = connectionTo();
     const first = await pulls.fetch(stream, 'd', 2, 2000);
     expect(first.map((m) => [m.stream, m.seq, m.deliveryCount, m.headers?.get('Sluice-Rows')])).toEqual([
       [stream, 1, 1, '100'],
@@ -92,11 +92,47 @@ describe('NatsPuller', () => {
     expect([info.num_pending, info.num_ack_pending]).toEqual([0, 0]);
   });
 
+  it('publishes a message written part by part, with headers, and resolves with its PubAck; no stream: a 503 answer', async () => {
+    const direct = connectionTo();
+    const parts = [randomBytes(300 * 1024), randomBytes(17), randomBytes(700 * 1024)];
+    const headers = 'NATS/1.0\r\nNats-Msg-Id: direct-1\r\nSluice-Rows: 3\r\n\r\n';
+    const answer = await direct.request(subject, headers, parts, 5000);
+    const ack = JSON.parse(answer.data.toString()) as { stream: string; seq: number; duplicate?: boolean };
+    expect(ack.stream).toBe(stream);
+    const stored = await jsm.streams.getMessage(stream, { seq: ack.seq });
+    expect(Buffer.from(stored!.data).equals(Buffer.concat(parts))).toBe(true);
+    expect([stored!.header.get('Nats-Msg-Id'), stored!.header.get('Sluice-Rows')]).toEqual(['direct-1', '3']);
+    // The same msgID again is the stream's duplicate, not a second message.
+    const again = JSON.parse((await direct.request(subject, headers, parts, 5000)).data.toString()) as typeof ack;
+    expect([again.seq, again.duplicate]).toEqual([ack.seq, true]);
+    const noStream = await direct.request(`${subject}-nowhere`, 'NATS/1.0\r\n\r\n', [Buffer.from('x')], 5000);
+    expect([noStream.headers?.status, noStream.data.length]).toEqual([503, 0]);
+    // Consume what this test stored, for the tests after it.
+    const pulled = await direct.fetch(stream, 'd', 1, 2000);
+    await Promise.all(pulled.map((m) => m.ackAck()));
+  });
+
+  it('a publish written to a server that stops answering fails as unanswered, after its timeout', async () => {
+    const server = await ownServer([]);
+    const direct = connectionTo(server.url);
+    await direct.open();
+    await server.freeze();
+    try {
+      const started = Date.now();
+      const err = await direct.request('anywhere', 'NATS/1.0\r\n\r\n', [Buffer.from('x')], 300).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(UnansweredError);
+      expect(err).toMatchObject({ timedOut: true });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    } finally {
+      server.thaw();
+    }
+  });
+
   it('lends a released message\'s memory to the next payloads, which arrive whole', async () => {
     const js = jetstream(nc);
     const payloads = [0, 1, 2, 3].map(() => randomBytes(600 * 1024));
     for (const payload of payloads) await js.publish(subject, payload);
-    const pulls = puller();
+    const pulls = connectionTo();
     const first = await pulls.fetch(stream, 'd', 2, 2000);
     expect(first.map((m, i) => m.data.equals(payloads[i]!))).toEqual([true, true]);
     await Promise.all(first.map((m) => m.ackAck()));
@@ -115,7 +151,7 @@ describe('NatsPuller', () => {
   it('messages delivered before their connection broke are kept and acked over the next connection', async () => {
     const js = jetstream(nc);
     for (let i = 0; i < 3; i++) await js.publish(subject, Buffer.from(`kept ${i}`));
-    const pulls = puller();
+    const pulls = connectionTo();
     const pulling = pulls.fetch(stream, 'd', 10, 20_000);
     type Open = { socket: { destroy(): void }; pulls: Map<number, { messages: unknown[] }> };
     const connection = await (pulls as unknown as { connection: Promise<Open> }).connection;
@@ -133,24 +169,24 @@ describe('NatsPuller', () => {
 
   it('an empty stream: the pull ends at its expiry with nothing', async () => {
     const started = Date.now();
-    expect(await puller().fetch(stream, 'd', 4, 1000)).toEqual([]);
+    expect(await connectionTo().fetch(stream, 'd', 4, 1000)).toEqual([]);
     expect(Date.now() - started).toBeGreaterThanOrEqual(900);
   });
 
   it('a consumer that does not exist: nats-server 2.9 does not answer; the pull fails after its expiry and a grace', async () => {
-    await expect(puller().fetch(stream, 'no-such-consumer', 1, 500)).rejects.toThrow(/a pull got no answer 5500 ms after it was sent/);
+    await expect(connectionTo().fetch(stream, 'no-such-consumer', 1, 500)).rejects.toThrow(/a pull got no answer 5500 ms after it was sent/);
   });
 
   it('connects with user:password@ and token@ URLs; wrong credentials fail without showing them', async () => {
     const withUser = await serverWithStream(['--user', 'ingest', '--pass', 's3cr3t'], { user: 'ingest', pass: 's3cr3t' });
-    expect(await puller(withUser.replace('//', '//ingest:s3cr3t@')).fetch('EMPTY', 'd', 1, 500)).toEqual([]);
-    const wrong = puller(withUser.replace('//', '//ingest:wrong-pass@')).fetch('EMPTY', 'd', 1, 500);
+    expect(await connectionTo(withUser.replace('//', '//ingest:s3cr3t@')).fetch('EMPTY', 'd', 1, 500)).toEqual([]);
+    const wrong = connectionTo(withUser.replace('//', '//ingest:wrong-pass@')).fetch('EMPTY', 'd', 1, 500);
     await expect(wrong).rejects.toThrow(/Authorization Violation/);
     await expect(wrong).rejects.not.toThrow(/wrong-pass/);
 
     const withToken = await serverWithStream(['--auth', 'tok3n'], { token: 'tok3n' });
-    expect(await puller(withToken.replace('//', '//tok3n@')).fetch('EMPTY', 'd', 1, 500)).toEqual([]);
-    await expect(puller(withToken).fetch('EMPTY', 'd', 1, 500)).rejects.toThrow(/Authorization Violation/);
+    expect(await connectionTo(withToken.replace('//', '//tok3n@')).fetch('EMPTY', 'd', 1, 500)).toEqual([]);
+    await expect(connectionTo(withToken).fetch('EMPTY', 'd', 1, 500)).rejects.toThrow(/Authorization Violation/);
   });
 
   it('speaks TLS to a tls:// server (NATS sends INFO in plain text, then the handshake)', async () => {
@@ -167,13 +203,13 @@ describe('NatsPuller', () => {
     await ownJsm.consumers.add('SECURE', { durable_name: 'd', ack_policy: AckPolicy.Explicit });
     await jetstream(own).publish('secure', Buffer.from('over tls'));
     await own.close();
-    const pulls = new NatsPuller({ natsUrl: tlsUrl, tls: { ca } });
-    pullers.push(pulls);
+    const pulls = new NatsDirect({ natsUrl: tlsUrl, tls: { ca } });
+    connections.push(pulls);
     const [message] = await pulls.fetch('SECURE', 'd', 1, 2000);
     expect(message?.data.toString()).toBe('over tls');
     await message!.ackAck();
     // The same server through a nats:// URL: it requires TLS, and the error says what to write.
-    await expect(puller(url).fetch('SECURE', 'd', 1, 500)).rejects.toThrow(/requires TLS: give NATS_URL as tls:\/\//);
+    await expect(connectionTo(url).fetch('SECURE', 'd', 1, 500)).rejects.toThrow(/requires TLS: give NATS_URL as tls:\/\//);
   });
 
   it('a server that goes away fails the pull waiting on it; the next pull opens a new connection (or says why it cannot)', async () => {
@@ -183,11 +219,11 @@ describe('NatsPuller', () => {
     await ownJsm.streams.add({ name: 'GOING', subjects: ['going'] });
     await ownJsm.consumers.add('GOING', { durable_name: 'd', ack_policy: AckPolicy.Explicit });
     await own.close();
-    const pulls = puller(server.url);
+    const pulls = connectionTo(server.url);
     const waiting = pulls.fetch('GOING', 'd', 1, 10_000).catch((err: Error) => err);
     await new Promise((resolve) => setTimeout(resolve, 300));
     await server.stop();
     expect(String(await waiting)).toMatch(/connection closed/);
-    await expect(pulls.fetch('GOING', 'd', 1, 500)).rejects.toThrow(/cannot open the pull connection to NATS at nats:\/\/127\.0\.0\.1:\d+/);
+    await expect(pulls.fetch('GOING', 'd', 1, 500)).rejects.toThrow(/cannot open a connection to NATS at nats:\/\/127\.0\.0\.1:\d+/);
   });
 });
