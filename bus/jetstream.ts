@@ -7,12 +7,11 @@
  *
  * Messages are filled by several requests: the rows of one table published in the same turn of
  * the event loop go out as one message of up to about 1 MiB (sent when full, or at the end of
- * the turn: no timer, so a lone request waits for nothing), written to a NATS connection of the
- * bus's own part by part, without joining the requests' rows into one buffer
- * (jetstream-publisher.ts). One PubAck then covers many
- * requests, and the consumer inserts few large messages. A request is stored whole or not at
- * all: requests with rows in more than one message tie those messages together, and a group
- * of tied messages succeeds or fails as one — a refused message fails every request in its
+ * the turn: no timer, so a lone request waits for nothing), written part by part to a NATS
+ * connection of the bus's own, the requests' rows never joined into one buffer
+ * (jetstream-publisher.ts). One PubAck then covers many requests, and the consumer inserts few
+ * large messages. A request is stored whole or not at all: requests with rows in more than one
+ * message tie those messages together, and a group of tied messages succeeds or fails as one — a refused message fails every request in its
  * group, and the group's messages JetStream took are withdrawn.
  *
  * Full means refuse, never drop: the streams discard *new* messages at max_bytes, so a publish
@@ -35,9 +34,9 @@ import { sameColumns, type Bus, type BusFigures, type ChunkSink, type TableChunk
 import { JetStreamStorageConsumer, type ConsumerTuning } from './jetstream-consumer.ts';
 import { PARTS_HEADER, streamOf } from './jetstream-names.ts';
 import { JetStreamPublisher } from './jetstream-publisher.ts';
-import { NatsDirect } from './nats-direct.ts';
 import { ensureWorkQueueStream, isStreamFull, workQueueSettings } from './jetstream-streams.ts';
 import { outcomeUnknown, PublishStall } from './jetstream-stall.ts';
+import { NatsDirect } from './nats-direct.ts';
 
 export interface JetStreamBusOptions {
   /** Prefix of stream names and subjects, so deployments (or tests) can share a server. Default 'SLUICE'. */
