@@ -11,8 +11,9 @@
  * connection of the bus's own, the requests' rows never joined into one buffer
  * (jetstream-publisher.ts). One PubAck then covers many requests, and the consumer inserts few
  * large messages. A request is stored whole or not at all: requests with rows in more than one
- * message tie those messages together, and a group of tied messages succeeds or fails as one — a refused message fails every request in its
- * group, and the group's messages JetStream took are withdrawn.
+ * message tie those messages together, and a group of tied messages succeeds or fails as one —
+ * a refused message fails every request in its group, and the group's messages JetStream took
+ * are withdrawn.
  *
  * Full means refuse, never drop: the streams discard *new* messages at max_bytes, so a publish
  * into a full stream fails and the client gets 503 + Retry-After. (JetStream's default, discard
