@@ -56,6 +56,8 @@ import { NatsDirect, type PulledMessage } from './nats-direct.ts';
 /** Where the consumer pulls from: the NATS servers (NATS_URL, for its own pull connection) and the tables' streams. */
 export interface ConsumerPlacement {
   natsUrl: string;
+  /** A connection to pull on that someone else opened and closes (the bus's); else the consumer opens its own from natsUrl. */
+  connection?: NatsDirect;
   prefix: string;
   tables: readonly string[];
 }
@@ -99,7 +101,7 @@ export class JetStreamStorageConsumer {
     private readonly sink: ChunkSink,
   ) {
     this.js = jetstream(nc);
-    this.puller = new NatsDirect({ natsUrl: options.natsUrl, name: 'sluice-consume' });
+    this.puller = options.connection ?? new NatsDirect({ natsUrl: options.natsUrl, name: 'sluice-consume' });
     this.tuning = {
       batchRows: options.batchRows ?? 10_000,
       batchMaxWaitMs: options.batchMaxWaitMs ?? 1000,
@@ -120,7 +122,7 @@ export class JetStreamStorageConsumer {
   /** Finishes the batch in flight, then stops. */
   async shutdown(): Promise<void> {
     await this.supervisor.stop();
-    await this.puller.close();
+    if (!this.options.connection) await this.puller.close();
   }
 
   /** Each table's loop, by readiness name (`consumer.<table>`). */

@@ -44,7 +44,7 @@ export interface JetStreamBusOptions {
   prefix?: string;
   /** Tables the bus carries: one stream each. */
   tables: readonly string[];
-  /** NATS_URL: the bus publishes, and a consuming process pulls, on connections of their own to its servers (nats-direct.ts). */
+  /** NATS_URL: the bus publishes, and its consumer pulls, on a connection of its own to its servers (nats-direct.ts). */
   natsUrl: string;
   /** Stream replicas: 3 on a 3-node cluster. Default 1. */
   replicas?: number;
@@ -136,7 +136,7 @@ export class JetStreamBus implements Bus {
   private readonly fullRefusals = new Map<string, number>();
   /** Publishes that timed out: the bus refuses new ones until NATS answers, then withdraws them. */
   private readonly stall: PublishStall;
-  /** The bus's own connection for its publishes; nats.js's (nc) for everything else. */
+  /** The bus's own connection for its publishes and its consumer's pulls; nats.js's (nc) for everything else. */
   private readonly direct: NatsDirect;
   private readonly publisher: JetStreamPublisher;
   /** Publishes awaiting their PubAck, so shutdown() can let them finish before closing the connection. */
@@ -154,7 +154,7 @@ export class JetStreamBus implements Bus {
     this.js = jetstream(nc, { timeout });
     this.prefix = options.prefix ?? 'SLUICE';
     this.stall = new PublishStall(nc, this.js, { duplicateWindowMs: WITHDRAW_WITHIN_MS, log: options.log });
-    this.direct = new NatsDirect({ natsUrl: options.natsUrl, name: 'sluice-publish' });
+    this.direct = new NatsDirect({ natsUrl: options.natsUrl, name: 'sluice' });
     this.publisher = new JetStreamPublisher(this.direct, timeout);
   }
 
@@ -219,7 +219,7 @@ export class JetStreamBus implements Bus {
 
   /** Starts this process's storage consumer on every table stream (`sluice consume`). */
   consume(sink: ChunkSink): void {
-    this.consumer = new JetStreamStorageConsumer(this.nc, { ...this.options.consumer, natsUrl: this.options.natsUrl, prefix: this.prefix, tables: this.options.tables }, sink);
+    this.consumer = new JetStreamStorageConsumer(this.nc, { ...this.options.consumer, natsUrl: this.options.natsUrl, connection: this.direct, prefix: this.prefix, tables: this.options.tables }, sink);
     this.consumer.start();
   }
 

@@ -67,13 +67,13 @@ const PULL_GRACE_MS = 5000;
 
 /** A request written to the server whose answer will not come: it may have been acted on. */
 export class UnansweredError extends Error {
-  constructor(message: string, readonly timedOut: boolean) {
-    super(message);
+  constructor(message: string, readonly timedOut: boolean, cause?: Error) {
+    super(message, { cause });
   }
 }
 
-/** Settles an ack: with the server's answer, or with why none will come. */
-type AckWaiter = (answer: NatsMessage | Error) => void;
+/** Settles a request (an ack, a publish): with the server's answer, or with why none will come. */
+type AnswerWaiter = (answer: NatsMessage | Error) => void;
 
 export class NatsDirect {
   private connection: Promise<Connection> | undefined;
@@ -151,7 +151,7 @@ interface Pull {
   timer: NodeJS.Timeout;
 }
 
-/** What a connection needs from its puller. */
+/** What a connection needs from the NatsDirect that opened it. */
 interface ConnectionOwner {
   /** Where payloads are copied to, and handed back by PulledMessage.release(). */
   payloads: PayloadPool;
@@ -165,9 +165,10 @@ class Connection {
   private readonly inbox = `_INBOX.${randomBytes(12).toString('hex')}`;
   /** Pulls by subscription id: a pull's messages keep their stream subjects, so each pull has an inbox and sid of its own. */
   private readonly pulls = new Map<number, Pull>();
-  private readonly acks = new Map<string, AckWaiter>();
+  /** Requests awaiting their answer on the inbox's `ack.<id>` subjects (subscription 1). */
+  private readonly answers = new Map<string, AnswerWaiter>();
   private next = 0;
-  /** Subscription ids: 1 is the ack answers' inbox; each pull takes the next. */
+  /** Subscription ids: 1 is the answers' inbox; each pull takes the next. */
   private nextSid = 2;
   private failure: Error | undefined;
   /** What this tick has to send (send()). */
@@ -255,7 +256,7 @@ class Connection {
     });
   }
 
-  /** Fails everything waiting on this connection and closes it; the puller opens another on next use. */
+  /** Fails everything waiting on this connection and closes it; its NatsDirect opens another on next use. */
   close(err: Error): void {
     if (this.failure) return;
     this.failure = err;
@@ -268,8 +269,8 @@ class Connection {
       else pull.reject(err);
     }
     this.pulls.clear();
-    for (const waiter of this.acks.values()) waiter(err);
-    this.acks.clear();
+    for (const waiter of this.answers.values()) waiter(err);
+    this.answers.clear();
   }
 
   subscribe(): void {
@@ -279,9 +280,9 @@ class Connection {
   dispatch(message: NatsMessage): void {
     if (message.sid === 1) {
       const id = message.subject.slice(this.inbox.length + 5);
-      const ack = this.acks.get(id);
-      this.acks.delete(id);
-      return ack?.(message);
+      const waiter = this.answers.get(id);
+      this.answers.delete(id);
+      return waiter?.(message);
     }
     const id = message.sid;
     const pull = this.pulls.get(id);
@@ -344,48 +345,54 @@ class Connection {
 
   ackAck(ackSubject: string): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
-    const id = String(this.next++);
     const timeoutMs = this.options.ackTimeoutMs ?? 5000;
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.acks.delete(id);
-        reject(new Error(`the server did not confirm an ack within ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.acks.set(id, (answer) => {
-        clearTimeout(timer);
-        if (answer instanceof Error) reject(answer);
-        else if (answer.headers?.status === 503) reject(new Error('no JetStream answered the ack (503)'));
-        else resolve();
-      });
-      this.publish(ackSubject, '+ACK', `${this.inbox}.ack.${id}`);
-    });
+    const { replyTo, answer } = this.awaitAnswer(timeoutMs);
+    this.publish(ackSubject, '+ACK', replyTo);
+    return answer.then(
+      (reply) => {
+        if (reply.headers?.status === 503) throw new Error('no JetStream answered the ack (503)');
+      },
+      (err: UnansweredError) => {
+        throw err.timedOut ? new Error(`the server did not confirm an ack within ${timeoutMs} ms`) : err.cause;
+      },
+    );
   }
 
   request(subject: string, headers: string, parts: readonly Uint8Array[], timeoutMs: number): Promise<NatsMessage> {
     if (this.failure) return Promise.reject(this.failure);
-    const id = String(this.next++);
     const headerBytes = Buffer.byteLength(headers);
     let bytes = headerBytes;
     for (const part of parts) bytes += part.byteLength;
-    return new Promise((resolve, reject) => {
+    const { replyTo, answer } = this.awaitAnswer(timeoutMs);
+    // In order after what this tick queued, then the parts in one system call (writev).
+    this.flush();
+    const socket = this.socket;
+    socket.cork();
+    socket.write(`HPUB ${subject} ${replyTo} ${headerBytes} ${bytes}\r\n${headers}`);
+    for (const part of parts) socket.write(part);
+    socket.write('\r\n');
+    socket.uncork();
+    return answer;
+  }
+
+  /**
+   * A reply subject on this connection's inbox, and the answer that comes to it: rejected with
+   * UnansweredError after `timeoutMs`, or when the connection fails first (the failure as its cause).
+   */
+  private awaitAnswer(timeoutMs: number): { replyTo: string; answer: Promise<NatsMessage> } {
+    const id = String(this.next++);
+    const answer = new Promise<NatsMessage>((resolve, reject) => {
       const timer = setTimeout(() => {
-        this.acks.delete(id);
+        this.answers.delete(id);
         reject(new UnansweredError(`no answer within ${timeoutMs} ms`, true));
       }, timeoutMs);
-      this.acks.set(id, (answer) => {
+      this.answers.set(id, (reply) => {
         clearTimeout(timer);
-        if (answer instanceof Error) reject(new UnansweredError(`the connection failed before the answer came: ${answer.message}`, false));
-        else resolve(answer);
+        if (reply instanceof Error) reject(new UnansweredError(`the connection failed before the answer came: ${reply.message}`, false, reply));
+        else resolve(reply);
       });
-      // In order after what this tick queued, then the parts in one system call (writev).
-      this.flush();
-      const socket = this.socket;
-      socket.cork();
-      socket.write(`HPUB ${subject} ${this.inbox}.ack.${id} ${headerBytes} ${bytes}\r\n${headers}`);
-      for (const part of parts) socket.write(part);
-      socket.write('\r\n');
-      socket.uncork();
     });
+    return { replyTo: `${this.inbox}.ack.${id}`, answer };
   }
 
   private publish(subject: string, payload: string, reply?: string): void {

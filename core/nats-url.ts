@@ -1,11 +1,11 @@
 /**
- * NATS_URL read once for both NATS clients of a process: nats.js (streams, KV, publishes) and
- * the storage consumer's pull connection (bus/nats-direct.ts). Its comma-separated servers may
- * carry credentials as nats-server's own URLs do: `user:password@host` or `token@host`. nats.js
- * 3.x ignores credentials in a server URL, so they are taken out here and handed to it as
- * connect options: one set for every server, which is all nats.js can send, so servers that
- * carry different credentials are refused; so are tls:// beside nats:// servers (nats.js
- * requires TLS of all servers or none).
+ * NATS_URL read once for both NATS clients of a process: nats.js (streams, KV, control) and the
+ * bus's own connection for its publishes and pulls (bus/nats-direct.ts). Its comma-separated
+ * servers may carry credentials as nats-server's own URLs do: `user:password@host` or
+ * `token@host`. nats.js 3.x ignores credentials in a server URL, so they are taken out here and
+ * handed to it as connect options: one set for every server, which is all nats.js can send, so
+ * servers that carry different credentials are refused; so are tls:// beside nats:// servers
+ * (nats.js requires TLS of all servers or none).
  */
 import { redactUrl } from './redact.ts';
 
