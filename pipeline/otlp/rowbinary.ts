@@ -28,6 +28,8 @@ const HEX_PAIRS = (() => {
 })();
 
 const EMPTY_VIEW = new DataView(new ArrayBuffer(0));
+/** The low 0-3 bytes of a little-endian word. */
+const TAIL_MASKS = new Int32Array([0, 0xff, 0xffff, 0xffffff]);
 
 export class RowBinaryWriter {
   buf: Buffer;
@@ -155,7 +157,7 @@ export class RowBinaryWriter {
    * in one go: one room check, one-byte lengths, one UTF-8 verdict for both.
    */
   shortUtf8Pair(src: Uint8Array, aStart: number, aEnd: number, bStart: number, bEnd: number): void {
-    if (this.pos + (aEnd - aStart) + (bEnd - bStart) + 2 > this.buf.length) this.grow((aEnd - aStart) + (bEnd - bStart) + 2);
+    if (this.pos + (aEnd - aStart) + (bEnd - bStart) + 5 > this.buf.length) this.grow((aEnd - aStart) + (bEnd - bStart) + 5);
     this.buf[this.pos++] = aEnd - aStart;
     let high = this.copyShort(src, aStart, aEnd);
     this.buf[this.pos++] = bEnd - bStart;
@@ -183,11 +185,23 @@ export class RowBinaryWriter {
       high |= word;
       to.setUint32(pos, word, true);
     }
-    const buf = this.buf;
-    for (; i < end; i++) {
-      const byte = src[i]!;
-      high |= byte;
-      buf[pos++] = byte;
+    const rest = end - i;
+    if (rest > 0) {
+      if (i + 4 <= src.length) {
+        // The last 1-3 bytes as one word, the bytes past the run masked off: the zeros written
+        // past it (callers leave room for them) are overwritten by what comes next.
+        const word = from.getUint32(i, true) & TAIL_MASKS[rest]!;
+        high |= word;
+        to.setUint32(pos, word, true);
+        pos += rest;
+      } else {
+        const buf = this.buf;
+        for (; i < end; i++) {
+          const byte = src[i]!;
+          high |= byte;
+          buf[pos++] = byte;
+        }
+      }
     }
     this.pos = pos;
     return (high | (high >>> 8) | (high >>> 16) | (high >>> 24)) & 0xff;
