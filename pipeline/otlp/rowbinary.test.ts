@@ -45,6 +45,30 @@ describe('RowBinaryWriter', () => {
     }
   });
 
+  it('copies a short run\'s last bytes exactly, at its source\'s end or before other bytes, and sees non-ASCII there', () => {
+    // Runs of 0..11 bytes: whole words, then 1-3 bytes copied as one masked word when the source
+    // has 4 bytes there, byte by byte when it ends sooner; what is written next lands right after.
+    for (let length = 0; length < 12; length++) {
+      const text = 'abcdefghijkl'.slice(0, length);
+      for (const src of [Buffer.from(text), Buffer.from(`${text}\u00ff\u00ff\u00ff\u00ff`)]) {
+        const w = new RowBinaryWriter(8);
+        w.utf8(src, 0, length);
+        w.shortUtf8Pair(src, 0, length, 0, length);
+        w.u8(0x7e);
+        expect([...w.finish()]).toEqual([length, ...Buffer.from(text), length, ...Buffer.from(text), length, ...Buffer.from(text), 0x7e]);
+      }
+      if (length === 0) continue;
+      // A bad byte in the tail is seen (the byte after the run, 0xff, is not).
+      const bad = Buffer.from(`${'a'.repeat(length - 1)}\u0000`);
+      bad[length - 1] = 0xff;
+      const w = new RowBinaryWriter(8);
+      expect(() => w.utf8(bad, 0, length)).toThrow(SluiceError);
+      expect(() => w.shortUtf8Pair(bad, 0, length - 1, 0, length)).toThrow(SluiceError);
+      const good = Buffer.concat([Buffer.from('a'.repeat(length)), Buffer.from([0xff, 0xff, 0xff])]);
+      expect(() => w.utf8(good, 0, length)).not.toThrow();
+    }
+  });
+
   it('writes ids as lowercase hex and integers as decimal text', () => {
     const w = new RowBinaryWriter();
     w.hex(Uint8Array.from([0x00, 0x0f, 0xab, 0xff]), 0, 4);
