@@ -80,10 +80,18 @@ class SpanFields {
       const fieldAt = r.pos;
       const tag = r.tag(end);
       switch (tag) {
-        case ATTRIBUTES:
+        case ATTRIBUTES: {
           if (this.attributeCount++ === 0) this.attributesFirst = fieldAt;
-          r.pos = r.len(end);
+          // Attributes come in a run: step over the rest of it by their one-byte lengths.
+          const buf = r.buf;
+          let at = r.len(end);
+          while (buf[at] === ATTRIBUTES && buf[at + 1]! < 0x80 && at + 2 + buf[at + 1]! <= end) {
+            at += 2 + buf[at + 1]!;
+            this.attributeCount++;
+          }
+          r.pos = at;
           break;
+        }
         case TRACE_ID: this.traceIdEnd = r.len(end); this.traceIdStart = r.pos; r.pos = this.traceIdEnd; break;
         case SPAN_ID: this.spanIdEnd = r.len(end); this.spanIdStart = r.pos; r.pos = this.spanIdEnd; break;
         case PARENT_SPAN_ID: this.parentEnd = r.len(end); this.parentStart = r.pos; r.pos = this.parentEnd; break;
