@@ -53,6 +53,31 @@ export async function measure(name: string, unit: string, step: Step, options: B
 }
 
 /**
+ * Several steps measured in turns: round r of every step, then round r + 1. On the shared
+ * machines the bench runs on, a step's speed drifts by up to 3x over seconds (another tenant's
+ * load), and steps measured one after the other would compare moments, not code; rounds taken
+ * in turns meet the same moments. Prints each step's median and the median, over rounds, of
+ * its ratio to the first step's round next to it; returns those ratios.
+ */
+export async function interleaved(unit: string, steps: ReadonlyArray<[string, Step]>, options: BenchOptions): Promise<number[]> {
+  for (const [, step] of steps) await round(step, options.secondsPerRound); // warm up
+  const rates = steps.map(() => [] as number[]);
+  for (let r = 0; r < options.rounds; r++) {
+    // Each round starts with another step, so that none always follows the same one.
+    for (let k = 0; k < steps.length; k++) {
+      const s = (r + k) % steps.length;
+      rates[s]!.push(await round(steps[s]![1], options.secondsPerRound));
+    }
+  }
+  const ratios = rates.map((own) => median(own.map((rate, r) => rate / rates[0]![r]!)));
+  for (const [s, [name]] of steps.entries()) {
+    const versus = s === 0 ? '' : `, ${ratios[s]!.toFixed(2)}x ${steps[0]![0]} (median of the rounds' ratios)`;
+    console.log(`${name.padEnd(34)} ${fmt(median(rates[s]!)).padStart(10)} ${unit}/s  (median of ${options.rounds}; min ${fmt(Math.min(...rates[s]!))}, max ${fmt(Math.max(...rates[s]!))})${versus}`);
+  }
+  return ratios;
+}
+
+/**
  * Per call of `step`: bytes of fresh Node buffers (every Buffer.alloc* and Buffer.concat goes
  * through the patched functions, zlib's output chunks included), bytes allocated on the JS
  * heap (used size before each GC minus after the previous one) and the share of CPU time

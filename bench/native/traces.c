@@ -9,10 +9,63 @@
  * Built as a Node-API addon with gcc alone (see bench/native/build.sh); bench/native/bench.ts
  * runs it against the JavaScript transcoder on the same requests and compares the bytes.
  */
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __wasm__
+/*
+ * WebAssembly (bench/native/build-wasm.sh: clang --target=wasm32, no libc): the few libc and
+ * libm functions used here, on wasm's own instructions. fma has no wasm instruction: the
+ * product's rounding error comes from Dekker's split, as pipeline/otlp/go-format.ts does.
+ */
+/* Copies here are short (strings of a few dozen bytes): a loop, where memory.copy is a call out of wasm. */
+static inline void *copy_bytes(void *to, const void *from, size_t n) {
+  uint8_t *d = to;
+  const uint8_t *f = from;
+  for (; n >= 8; n -= 8, d += 8, f += 8) { uint64_t w; __builtin_memcpy(&w, f, 8); __builtin_memcpy(d, &w, 8); }
+  while (n--) *d++ = *f++;
+  return to;
+}
+#define memcpy copy_bytes
+#define floor __builtin_floor
+#define fabs __builtin_fabs
+#define nearbyint __builtin_nearbyint
+static size_t strlen(const char *s) { size_t n = 0; while (s[n]) n++; return n; }
+static int memcmp(const void *a, const void *b, size_t n) {
+  const uint8_t *x = a, *y = b;
+  for (size_t i = 0; i < n; i++) if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
+  return 0;
+}
+/* m = f * 2^e with 0.5 <= f < 1, for a positive normal m. */
+static double frexp(double m, int *e) {
+  uint64_t bits;
+  memcpy(&bits, &m, 8);
+  *e = (int)((bits >> 52) & 0x7ff) - 1022;
+  bits = (bits & 0x800fffffffffffffULL) | (1022ULL << 52);
+  memcpy(&m, &bits, 8);
+  return m;
+}
+/* x * 2^e for x = 1.0 and a normal result. */
+static double ldexp(double x, int e) {
+  uint64_t bits = (uint64_t)(e + 1023) << 52;
+  double p;
+  memcpy(&p, &bits, 8);
+  return x * p;
+}
+/* fmod(f, 2) for an integral f: 0 or 1. */
+static double fmod(double f, double two) { return f - two * floor(f / two); }
+/* a * b + c exactly for c = -(a * b rounded): the product's error, by Dekker's split. */
+static double fma(double a, double b, double c) {
+  const double split = 134217729.0;
+  double t = split * a, ah = t - (t - a), al = a - ah;
+  t = split * b;
+  double bh = t - (t - b), bl = b - bh;
+  return ((ah * bh + c) + ah * bl + al * bh) + al * bl;
+}
+#else
 #include <node_api.h>
 #include <math.h>
-#include <stdint.h>
 #include <string.h>
+#endif
 
 typedef struct {
   uint8_t *buf;
@@ -415,6 +468,17 @@ static long transcode(const uint8_t *b, size_t n, const uint8_t *source, size_t 
   return w.fail ? -1 : (long)w.pos;
 }
 
+#ifdef __wasm__
+/*
+ * The module's memory holds the request at `request`, the source id at `source` and the rows
+ * at `out` (the caller places them; see bench/native/bench.ts). Returns the bytes written, or -1.
+ */
+__attribute__((export_name("transcode")))
+long wasm_transcode(const uint8_t *request, size_t n, const uint8_t *source, size_t source_len, uint8_t *out, size_t cap) {
+  long spans = 0;
+  return transcode(request, n, source, source_len, out, cap, &spans);
+}
+#else
 /* transcode(request: Uint8Array, sourceId: Uint8Array, out: Uint8Array) -> bytes written or -1 */
 static napi_value Transcode(napi_env env, napi_callback_info info) {
   size_t argc = 3;
@@ -441,3 +505,4 @@ static napi_value Init(napi_env env, napi_value exports) {
 }
 
 NAPI_MODULE(NODE_GYP_MODULE_NAME, Init)
+#endif
