@@ -6,8 +6,9 @@
  * (bytes, array and kvlist values, refused spans, malformed input) returns -1, where a
  * product would fall back to the JavaScript path.
  *
- * Built as a Node-API addon with gcc alone (see bench/native/build.sh); bench/native/bench.ts
- * runs it against the JavaScript transcoder on the same requests and compares the bytes.
+ * Built as a Node-API addon with gcc alone (bench/native/build.sh) and as WebAssembly with
+ * clang alone (bench/native/build-wasm.sh); bench/native/bench.ts runs both against the
+ * JavaScript transcoder on the same requests and compares the bytes.
  */
 #include <stddef.h>
 #include <stdint.h>
