@@ -227,12 +227,23 @@ class Connection {
           fail(err as Error);
         }
       };
-      // A plain connection reads into one buffer for its whole life (onread: no buffer per read).
-      // A tls:// one reads its INFO the ordinary way, then TLS takes the socket over.
+      // A plain connection reads into one buffer for its whole life (onread: no buffer per
+      // read), except the rest of a large payload, which it reads straight into the payload's
+      // memory (the bytes are not copied again). A tls:// one reads its INFO the ordinary way,
+      // then TLS takes the socket over.
+      const readBuffer = Buffer.allocUnsafe(READ_BUFFER_BYTES);
+      const read = (n: number, buffer: Uint8Array) => {
+        if (buffer === readBuffer) return feed(buffer.subarray(0, n));
+        try {
+          parser.filledInPlace(n);
+        } catch (err) {
+          fail(err as Error);
+        }
+      };
       const socket = target.tls
         ? netConnect({ host: target.host, port: target.port })
-        : netConnect({ host: target.host, port: target.port, onread: { buffer: Buffer.allocUnsafe(READ_BUFFER_BYTES), callback: (n, buffer) => {
-              feed(buffer.subarray(0, n));
+        : netConnect({ host: target.host, port: target.port, onread: { buffer: () => parser.payloadRest() ?? readBuffer, callback: (n, buffer) => {
+              read(n, buffer);
               return true;
             } } });
       if (target.tls) socket.on('data', (chunk: Buffer) => feed(chunk));

@@ -62,6 +62,46 @@ describe('NatsProtocolParser', () => {
     expect(seen.map((b) => b.toString())).toEqual(['abcd']);
   });
 
+  it('lets the socket read the rest of a large payload in place, and reads the same messages', () => {
+    // A socket as NatsDirect drives one: each read goes where payloadRest() says, else to the
+    // parser's push(); reads return at most `chunk` bytes (what the kernel had).
+    const big = (n: number, seed: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 31 + seed) & 0xff));
+    const large = [big(200_000, 1), big(32 * 1024, 2), big(32 * 1024 + 1, 3), big(1024 * 1024, 4)];
+    const wire = Buffer.concat([
+      Buffer.from('INFO {}\r\n'),
+      ...large.flatMap((p, i) => [Buffer.from(i % 2 ? `HMSG s${i} ${i} r ${headerBlock.length} ${headerBlock.length + p.length}\r\n${headerBlock}` : `MSG s${i} ${i} ${p.length}\r\n`), p, Buffer.from('\r\nPING\r\n')]),
+      Buffer.from(`MSG small 9 ${payload.length}\r\n${payload}\r\n`),
+    ]);
+    const whole = collect();
+    whole.parser.push(wire);
+    expect(whole.events).toHaveLength(1 + 2 * large.length + 1);
+    for (const chunk of [1000, 4096, 65_536, 256 * 1024, 1_000_003]) {
+      const { events, parser } = collect();
+      let inPlace = 0;
+      for (let at = 0; at < wire.length;) {
+        const rest = parser.payloadRest();
+        const n = Math.min(chunk, wire.length - at, rest?.length ?? Infinity);
+        if (rest) {
+          wire.copy(rest, 0, at, at + n);
+          parser.filledInPlace(n);
+          inPlace += n;
+        } else parser.push(wire.subarray(at, at + n));
+        at += n;
+      }
+      expect(events, `reads of ${chunk} bytes`).toEqual(whole.events);
+      // What a read left of each large payload, down to the last 32 KiB, came in place.
+      expect(inPlace, `reads of ${chunk} bytes`).toBeGreaterThan(chunk >= 200_000 ? 0 : 1_000_000);
+    }
+    // Never past the payload, and not outside one.
+    const { parser } = collect();
+    parser.push(Buffer.from('MSG s 1 100000\r\n'));
+    expect(parser.payloadRest()!.length).toBe(100_000);
+    expect(() => parser.filledInPlace(100_001)).toThrow(ProtocolError);
+    parser.filledInPlace(100_000);
+    expect(parser.payloadRest()).toBeUndefined();
+    expect(() => parser.filledInPlace(1)).toThrow(ProtocolError);
+  });
+
   it('headers are looked up case-insensitively; a missing one reads as empty', () => {
     let headers: NatsMessage['headers'];
     const parser = new NatsProtocolParser({ info() {}, message: (m) => (headers = m.headers), ping() {}, pong() {}, error() {} });

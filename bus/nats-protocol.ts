@@ -1,8 +1,9 @@
 /**
  * The server side of the NATS client protocol, read from a byte stream: what NatsDirect needs
- * (INFO, MSG, HMSG, PING, PONG, +OK, -ERR). Written for bulk payloads: each payload is copied
- * once, from whatever chunk the socket delivered (the parser keeps no reference to it), into a
- * buffer of the size the server announced. Control lines are short and decoded as latin1.
+ * (INFO, MSG, HMSG, PING, PONG, +OK, -ERR). Written for bulk payloads: each payload goes into a
+ * buffer of the size the server announced, copied once from whatever chunk the socket delivered
+ * (the parser keeps no reference to it) or, for the rest of a large one, read there by the
+ * socket itself (payloadRest). Control lines are short and decoded as latin1.
  */
 
 /** A delivered message: its header block parsed (HMSG) and its payload after the headers. */
@@ -28,6 +29,8 @@ export interface ProtocolEvents {
 const MAX_CONTROL_LINE = 64 * 1024;
 /** Largest payload accepted: nats-server's max_payload cannot exceed 64 MiB. */
 const MAX_PAYLOAD = 64 * 1024 * 1024;
+/** A payload's rest at least this long is offered to the socket to read in place. */
+const IN_PLACE_BYTES = 32 * 1024;
 
 const LF = 10;
 const CR = 13;
@@ -82,6 +85,26 @@ export class NatsProtocolParser {
       const end = line[line.length - 1] === CR ? line.length - 1 : line.length;
       this.controlLine(Buffer.from(line.buffer, line.byteOffset, end).toString('latin1'));
     }
+  }
+
+  /**
+   * Where the socket may put its next read: the unfilled rest of the payload being read, when
+   * at least IN_PLACE_BYTES are left (the kernel then copies them to their place, and this
+   * parser does not copy them again); undefined when the next bytes should come through push().
+   * Report a read into it with filledInPlace().
+   */
+  payloadRest(): Buffer | undefined {
+    const reading = this.reading;
+    if (!reading || reading.payload.length - reading.filled < IN_PLACE_BYTES) return undefined;
+    return reading.payload.subarray(reading.filled);
+  }
+
+  /** Counts `n` bytes the socket read into the buffer payloadRest() gave. */
+  filledInPlace(n: number): void {
+    const reading = this.reading;
+    if (!reading || reading.filled + n > reading.payload.length) throw new ProtocolError('bytes read in place outside a payload');
+    reading.filled += n;
+    if (reading.filled === reading.payload.length) this.deliver(reading);
   }
 
   private keepPartialLine(rest: Uint8Array): void {
