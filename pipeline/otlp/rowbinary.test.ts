@@ -58,7 +58,7 @@ describe('RowBinaryWriter', () => {
         expect([...w.finish()]).toEqual([length, ...Buffer.from(text), length, ...Buffer.from(text), length, ...Buffer.from(text), 0x7e]);
       }
       if (length === 0) continue;
-      // A bad byte in the tail is seen (the byte after the run, 0xff, is not).
+      // A bad byte in the tail is seen; bytes after the run (0xff) are not.
       const bad = Buffer.from(`${'a'.repeat(length - 1)}\u0000`);
       bad[length - 1] = 0xff;
       const w = new RowBinaryWriter(8);
