@@ -10,7 +10,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { startBenchCluster, type BenchCluster } from './cluster.ts';
-import { closedLoop, closedLoopFigures, load, openLoopRun, perOf, runCpu, unanswered, type Options, type OpenRun, type Row } from './measure.ts';
+import { closedLoop, closedLoopFigures, load, openAcknowledged, openLoopRun, perOf, runCpu, unanswered, type Options, type OpenRun, type Row } from './measure.ts';
 import type { Scenario } from './scenarios.ts';
 import { cpuSeconds, cpuWindow, type BenchProcess, type CpuFigures } from './target.ts';
 
@@ -89,7 +89,7 @@ export async function measureGatewayThenConsumer(scenario: Scenario, opts: Optio
     let open: OpenRun | undefined;
     if (opts.loadFraction > 0) {
       open = await openLoopRun(endpoint, scenario, opts, result['2xx'] / result.duration, measured);
-      acknowledged += open.result.ok;
+      acknowledged += openAcknowledged(open);
       slack += unanswered(open);
       log(`open loop at ${open.result.rate.toFixed(1)} req/s: ${open.result.ok} requests 2xx, p99 ${open.result.latencyMs.p99.toFixed(0)} ms; a consumer drains them (not measured)`);
       await drainWithConsumer(cluster, scenario.table);
@@ -139,7 +139,7 @@ export async function measureCluster(scenario: Scenario, opts: Options): Promise
       // Sustainable is what is stored as fast as it comes: the slower of the two roles.
       const sustained = Math.min(result['2xx'] / result.duration, storedInRun / per / cpu.seconds);
       open = await openLoopRun(endpoint, scenario, opts, sustained, measured, () => untilDrained(cluster, table));
-      acknowledged += open.result.ok;
+      acknowledged += openAcknowledged(open);
       slack += unanswered(open);
       log(`open loop at ${open.result.rate.toFixed(1)} req/s: ${open.result.ok} requests 2xx, p99 ${open.result.latencyMs.p99.toFixed(0)} ms; all stored ${open.tailSeconds!.toFixed(1)} s after the load`);
     }

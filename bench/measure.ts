@@ -4,6 +4,7 @@
  * fraction of the rate it reached (bench/open-loop.ts). Each process's CPU is read over each run,
  * and what was acknowledged is checked against what the target stored.
  */
+import { Agent } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import autocannon, { type Result } from 'autocannon';
 import { openLoop, type OpenLoopResult } from './open-loop.ts';
@@ -120,6 +121,12 @@ export function runCpu(cpu: CpuFigures, items: number, per: number): RunCpu {
 /** The open-loop run of latency mode. */
 export interface OpenRun {
   fraction: number;
+  /**
+   * The same open loop for `--warmup` seconds first, not measured (its requests are counted
+   * as acknowledged like the closed loop's warm-up): the generator's HTTP client and the
+   * target's paths for the new connections are compiled there, not in the measured seconds.
+   */
+  warmup?: OpenLoopResult;
   result: OpenLoopResult;
   cpu: RunCpu;
   /** Seconds from the end of the load until everything acknowledged was stored (cluster). */
@@ -203,24 +210,38 @@ export async function openLoopRun(
   untilStored?: () => Promise<void>,
 ): Promise<OpenRun> {
   if (!(saturatingRate > 0)) throw new Error('no request was acknowledged at saturation: no rate for the open-loop run');
-  const window = cpuWindow(processes);
-  const result = await openLoop({
+  const agent = new Agent({ keepAlive: true, maxSockets: opts.openConnections });
+  const run = (duration: number) => openLoop({
     url: endpoint.url + scenario.path,
     headers: { ...scenario.headers, ...endpoint.headers },
     bodies: scenario.bodies,
     perRequestHeaders: scenario.perRequestHeaders,
     rate: opts.loadFraction * saturatingRate,
-    duration: opts.duration,
+    duration,
     connections: opts.openConnections,
+    agent,
   });
-  const loadEnd = performance.now();
-  await untilStored?.();
-  const tailSeconds = untilStored ? (performance.now() - loadEnd) / 1000 : undefined;
-  return { fraction: opts.loadFraction, result, cpu: runCpu(window.end(), result.ok * scenario.itemsPerRequest, perOf(scenario)), tailSeconds };
+  try {
+    const warmup = opts.warmup > 0 ? await run(opts.warmup) : undefined;
+    // The warm-up's own rows are stored before the measured window opens.
+    if (warmup) await untilStored?.();
+    const window = cpuWindow(processes);
+    const result = await run(opts.duration);
+    const loadEnd = performance.now();
+    await untilStored?.();
+    const tailSeconds = untilStored ? (performance.now() - loadEnd) / 1000 : undefined;
+    return { fraction: opts.loadFraction, warmup, result, cpu: runCpu(window.end(), result.ok * scenario.itemsPerRequest, perOf(scenario)), tailSeconds };
+  } finally {
+    agent.destroy();
+  }
 }
 
-/** Requests of an open-loop run that got no answer: each may have been stored all the same. */
-export const unanswered = (open: OpenRun | undefined) => Object.values(open?.result.errors ?? {}).reduce((sum, n) => sum + n, 0);
+/** Requests of an open-loop run (its warm-up included) answered 2xx. */
+export const openAcknowledged = (open: OpenRun) => open.result.ok + (open.warmup?.ok ?? 0);
+
+/** Requests of an open-loop run (its warm-up included) that got no answer: each may have been stored all the same. */
+export const unanswered = (open: OpenRun | undefined) =>
+  [open?.warmup, open?.result].reduce((sum, run) => sum + Object.values(run?.errors ?? {}).reduce((n, count) => n + count, 0), 0);
 
 /**
  * sluice, sluice-uws, naive: one process each. Warm-up, the closed-loop run until everything is
@@ -263,7 +284,7 @@ export async function measure(name: EmbeddedTarget, scenarioOf: Scenario, opts: 
     if (opts.loadFraction > 0) {
       // Sustainable is what is stored as fast as it comes, not what the log takes in a burst.
       open = await openLoopRun(endpoint, scenario, opts, storedPerSec / scenario.itemsPerRequest, target.processes, () => target.drained());
-      acknowledged += open.result.ok;
+      acknowledged += openAcknowledged(open);
       slack += unanswered(open);
       stored = await settledCount(target, scenario.table);
       log(`open loop at ${open.result.rate.toFixed(1)} req/s: ${open.result.ok} requests 2xx, p99 ${open.result.latencyMs.p99.toFixed(0)} ms`);

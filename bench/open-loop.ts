@@ -35,6 +35,11 @@ export interface OpenLoopOptions {
   connections: number;
   /** A request not answered this long after it was scheduled fails as a timeout. Default 10 s. */
   timeoutMs?: number;
+  /**
+   * A keep-alive pool the caller owns (and destroys), so that a warm-up run and the measured
+   * run after it share their connections; by default each run has its own.
+   */
+  agent?: Agent;
 }
 
 export interface OpenLoopResult {
@@ -49,6 +54,11 @@ export interface OpenLoopResult {
   seconds: number;
   /** Scheduled time to the end of the answer, over every answered request (any status), ms. */
   latencyMs: { p50: number; p90: number; p99: number; max: number; mean: number };
+  /**
+   * The p99 of the requests scheduled in each second of the run (NaN for a second with no
+   * answer): a tail that is one bad second (a start, a stall) looks different from a steady one.
+   */
+  p99BySecondMs: number[];
   statusCodes: Record<string, number>;
   /** Requests that got no answer, by reason (timeout, ECONNRESET...). */
   errors: Record<string, number>;
@@ -63,11 +73,12 @@ export function quantile(sorted: ArrayLike<number>, q: number): number {
 }
 
 export async function openLoop(opts: OpenLoopOptions): Promise<OpenLoopResult> {
-  const agent = new Agent({ keepAlive: true, maxSockets: opts.connections });
+  const agent = opts.agent ?? new Agent({ keepAlive: true, maxSockets: opts.connections });
   const timeoutMs = opts.timeoutMs ?? 10_000;
   const interval = 1000 / opts.rate;
   const total = Math.max(1, Math.round(opts.rate * opts.duration));
   const latencies = new Float64Array(total);
+  const secondOf = new Uint32Array(total); // the second each answered request was scheduled in
   const statusCodes: Record<string, number> = {};
   const errors: Record<string, number> = {};
   let answered = 0;
@@ -76,6 +87,7 @@ export async function openLoop(opts: OpenLoopOptions): Promise<OpenLoopResult> {
   let peakInFlight = 0;
   let maxTimerLagMs = 0;
   let lastAnswerAt = 0;
+  const start = performance.now();
 
   const send = (n: number, scheduled: number) =>
     new Promise<void>((resolve) => {
@@ -92,6 +104,7 @@ export async function openLoop(opts: OpenLoopOptions): Promise<OpenLoopResult> {
         inFlight--;
         if (typeof status === 'number') {
           const now = performance.now();
+          secondOf[answered] = Math.floor((scheduled - start) / 1000);
           latencies[answered++] = now - scheduled;
           lastAnswerAt = now;
           statusCodes[status] = (statusCodes[status] ?? 0) + 1;
@@ -112,7 +125,6 @@ export async function openLoop(opts: OpenLoopOptions): Promise<OpenLoopResult> {
       req.end(body);
     });
 
-  const start = performance.now();
   const pending: Promise<void>[] = [];
   await new Promise<void>((done) => {
     let issued = 0;
@@ -130,8 +142,10 @@ export async function openLoop(opts: OpenLoopOptions): Promise<OpenLoopResult> {
     tick();
   });
   await Promise.all(pending);
-  agent.destroy();
+  if (!opts.agent) agent.destroy();
 
+  const bySecond: number[][] = Array.from({ length: Math.ceil(total / opts.rate) }, () => []);
+  for (let i = 0; i < answered; i++) bySecond[secondOf[i]!]?.push(latencies[i]!);
   const sorted = latencies.subarray(0, answered).sort();
   const seconds = (Math.max(lastAnswerAt, start + opts.duration * 1000) - start) / 1000;
   return {
@@ -148,6 +162,7 @@ export async function openLoop(opts: OpenLoopOptions): Promise<OpenLoopResult> {
       max: answered ? sorted[answered - 1]! : NaN,
       mean: answered ? sorted.reduce((sum, v) => sum + v, 0) / answered : NaN,
     },
+    p99BySecondMs: bySecond.map((second) => quantile(second.sort((a, b) => a - b), 0.99)),
     statusCodes,
     errors,
     peakInFlight,

@@ -66,8 +66,8 @@ export function markdown(name: string, scenario: Scenario, opts: Options, rows: 
     '',
     `Closed loop (saturation): autocannon, ${opts.connections} connections, ${opts.duration} s per target after ${opts.warmup} s warm-up.` +
       (latency
-        ? ` Open loop (latency): ${pct} of the saturating rate, requests evenly spaced for ${opts.duration} s over up to ${opts.openConnections} keep-alive connections, ` +
-          'latency from each request\'s scheduled send time.'
+        ? ` Open loop (latency): ${pct} of the saturating rate, requests evenly spaced for ${opts.duration} s (after ${opts.warmup} s of the same, not measured) ` +
+          `over up to ${opts.openConnections} keep-alive connections, latency from each request's scheduled send time.`
         : ' No open-loop run (--load-fraction 0).'),
     machineLine(info) + ' Load generator, servers and Sluice share the cores.' + roundsLine(opts, unit, per),
     '',
@@ -160,11 +160,22 @@ function notes(rows: RoundedRow[], unit: string, per: string, digits: number, po
     const o = r.open?.result;
     if (o) {
       const waited = o.peakInFlight > pool ? ' (more than the pool: some waited for a connection, counted in latency)' : '';
+      const warm = r.open!.warmup;
       lines.push(`- ${r.target} open loop: ${o.sent} requests at ${fixed(o.rate, 1)}/s, at most ${o.peakInFlight} in flight${waited}, generator timer at most ${fixed(o.maxTimerLagMs)} ms late; ` +
-        `statuses ${JSON.stringify(o.statusCodes)}` + (Object.keys(o.errors).length ? `, no answer: ${JSON.stringify(o.errors)}` : '') + '.');
+        `statuses ${JSON.stringify(o.statusCodes)}` + (Object.keys(o.errors).length ? `, no answer: ${JSON.stringify(o.errors)}` : '') + '; ' +
+        `p99 by second ${bySecond(o.p99BySecondMs)}` + (warm ? `; its warm-up (not measured): p99 ${fixed(warm.latencyMs.p99)} ms, by second ${bySecond(warm.p99BySecondMs)}` : '') + '.');
     }
   }
   return lines;
+}
+
+/** The seconds' p99s in short: their median and the worst, with when it was. */
+function bySecond(p99s: number[]): string {
+  const answered = p99s.map((p99, second) => ({ p99, second })).filter(({ p99 }) => !Number.isNaN(p99));
+  if (!answered.length) return '–';
+  const worst = answered.reduce((a, b) => (b.p99 > a.p99 ? b : a));
+  const median = answered.map(({ p99 }) => p99).sort((a, b) => a - b)[answered.length >> 1]!;
+  return `median ${fixed(median)} ms, worst ${fixed(worst.p99)} ms (second ${worst.second + 1} of ${p99s.length})`;
 }
 
 export function webhookMarkdown(scenario: string, description: string, opts: Options, rows: Row[], info: RunInfo): string {
