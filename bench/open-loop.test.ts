@@ -40,6 +40,15 @@ describe('openLoop', () => {
     expect(result.latencyMs.max).toBeGreaterThanOrEqual(1500);
   });
 
+  it('has one p99 per second of the run, whatever the rate', async () => {
+    const { url } = await serve(() => 0);
+    // 15 requests (7.3/s for 2 s, rounded), the last scheduled at 1.92 s: two seconds, not three.
+    const result = await openLoop({ url, headers: {}, bodies, rate: 7.3, duration: 2, connections: 8 });
+    expect(result.sent).toBe(15);
+    expect(result.p99BySecondMs).toHaveLength(2);
+    expect(result.p99BySecondMs.every((p99) => p99 >= 0)).toBe(true);
+  });
+
   it('runs on a caller\'s keep-alive pool, so a measured run after a warm-up reuses its connections', async () => {
     const { url, connections } = await serve(() => 0);
     const agent = new Agent({ keepAlive: true, maxSockets: 8 });

@@ -144,7 +144,7 @@ export async function openLoop(opts: OpenLoopOptions): Promise<OpenLoopResult> {
   await Promise.all(pending);
   if (!opts.agent) agent.destroy();
 
-  const bySecond: number[][] = Array.from({ length: Math.ceil(total / opts.rate) }, () => []);
+  const bySecond: number[][] = Array.from({ length: Math.floor(((total - 1) * interval) / 1000) + 1 }, () => []);
   for (let i = 0; i < answered; i++) bySecond[secondOf[i]!]?.push(latencies[i]!);
   const sorted = latencies.subarray(0, answered).sort();
   const seconds = (Math.max(lastAnswerAt, start + opts.duration * 1000) - start) / 1000;
