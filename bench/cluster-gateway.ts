@@ -3,10 +3,11 @@
  * bodies of payload.ts), with no consumer: CPU seconds of the gateway process per span, and of
  * the nats-server (one of its own, with streams large enough for the whole run).
  *
- *   node --import tsx bench/cluster-gateway.ts [--duration 15] [--connections 64] [--rate R] [--profile DIR] [--json]
+ *   node --import tsx bench/cluster-gateway.ts [--duration 15] [--warmup 10] [--connections 64] [--rate R] [--profile DIR] [--json]
  *
  * --rate measures an open loop of R requests per second, evenly spaced (open-loop.ts), instead of
  * autocannon's closed loop: the cost per span when requests come one by one, not in a crowd.
+ * --warmup seconds of the closed loop come first (and as many of the open loop before --rate's).
  * --profile starts the gateway with --cpu-prof into DIR (its main thread and each worker).
  *
  * Nothing consumes the stream: the run purges it every second, or a fast gateway fills it
@@ -33,6 +34,7 @@ import { cpuSeconds, machineBusySeconds } from './target.ts';
 const { values } = parseArgs({
   options: {
     duration: { type: 'string', default: '15' },
+    warmup: { type: 'string', default: '10' },
     connections: { type: 'string', default: '64' },
     rate: { type: 'string' },
     profile: { type: 'string' },
@@ -83,12 +85,13 @@ try {
       headers,
       requests: [{ setupRequest: (request) => ({ ...request, body: bodies[next++ % bodies.length] }) }],
     });
-  await load(3); // warm-up: JIT, worker pool, streams
+  const warmup = Number(values.warmup);
+  if (warmup > 0) await load(warmup); // JIT, worker pool, streams
   const open = (seconds: number) =>
     openLoop({ url: `http://127.0.0.1:${port}/v1/traces`, headers, bodies, rate: Number(values.rate), duration: seconds, connections: 256, agent });
   // An open loop is warmed by one too: the first seconds of even arrivals after a closed loop
   // were slow (the generator's client and the gateway's new connections not yet compiled).
-  if (values.rate) await open(3);
+  if (values.rate && warmup > 0) await open(warmup);
   const gatewayCpu = cpuSeconds(gateway.pid!);
   const natsCpu = cpuSeconds(nats.child.pid!);
   const machine = machineBusySeconds();

@@ -5,7 +5,7 @@
  * checks that what was acknowledged was stored, and writes a report to bench/results/.
  *
  * usage: tsx bench/run.ts [--scenario otlp-http-protobuf-gzip] [--targets sluice,sluice-uws,naive]
- *                         [--duration 20] [--warmup 3] [--connections 32] [--load-fraction 0.7]
+ *                         [--duration 20] [--warmup 10] [--connections 32] [--load-fraction 0.7]
  *                         [--open-connections 256] [--delivery-timeout 120] [--rounds 1]
  *   targets: sluice, sluice-uws, naive, cluster-gateway, cluster-consumer, cluster
  */
@@ -27,7 +27,7 @@ function options(): Options {
       scenario: { type: 'string', default: 'otlp-http-protobuf-gzip' },
       targets: { type: 'string', default: TARGETS.join(',') },
       duration: { type: 'string', default: process.env.BENCH_DURATION ?? '20' },
-      warmup: { type: 'string', default: process.env.BENCH_WARMUP ?? '3' },
+      warmup: { type: 'string', default: process.env.BENCH_WARMUP ?? '10' },
       connections: { type: 'string', default: '32' },
       'load-fraction': { type: 'string', default: '0.7' },
       'open-connections': { type: 'string', default: '256' },
