@@ -15,8 +15,8 @@
  * nats-server's CPU includes the purges.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { Agent } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { Agent } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
