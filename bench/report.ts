@@ -160,7 +160,7 @@ function notes(rows: RoundedRow[], unit: string, per: string, digits: number, po
     const o = r.open?.result;
     if (o) {
       const waited = o.peakInFlight > pool ? ' (more than the pool: some waited for a connection, counted in latency)' : '';
-      const warm = r.open!.warmup;
+      const warm = r.open?.warmup;
       lines.push(`- ${r.target} open loop: ${o.sent} requests at ${fixed(o.rate, 1)}/s, at most ${o.peakInFlight} in flight${waited}, generator timer at most ${fixed(o.maxTimerLagMs)} ms late; ` +
         `statuses ${JSON.stringify(o.statusCodes)}` + (Object.keys(o.errors).length ? `, no answer: ${JSON.stringify(o.errors)}` : '') + '; ' +
         `p99 by second ${bySecond(o.p99BySecondMs)}` + (warm ? `; its warm-up (not measured): p99 ${fixed(warm.latencyMs.p99)} ms, by second ${bySecond(warm.p99BySecondMs)}` : '') + '.');

@@ -233,19 +233,17 @@ class Connection {
       // then TLS takes the socket over.
       const readBuffer = Buffer.allocUnsafe(READ_BUFFER_BYTES);
       const read = (n: number, buffer: Uint8Array) => {
-        if (buffer === readBuffer) return feed(buffer.subarray(0, n));
         try {
-          parser.filledInPlace(n);
+          if (buffer === readBuffer) parser.push(buffer.subarray(0, n));
+          else parser.filledInPlace(n);
         } catch (err) {
           fail(err as Error);
         }
+        return true;
       };
       const socket = target.tls
         ? netConnect({ host: target.host, port: target.port })
-        : netConnect({ host: target.host, port: target.port, onread: { buffer: () => parser.payloadRest() ?? readBuffer, callback: (n, buffer) => {
-              read(n, buffer);
-              return true;
-            } } });
+        : netConnect({ host: target.host, port: target.port, onread: { buffer: () => parser.payloadRest() ?? readBuffer, callback: read } });
       if (target.tls) socket.on('data', (chunk: Buffer) => feed(chunk));
       socket.setNoDelay(true);
       socket.on('error', fail);
