@@ -16,7 +16,6 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { Agent } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,7 +26,7 @@ import autocannon from 'autocannon';
 import { SLUICE_NODE_FLAGS } from '../bin/node-flags.ts';
 import { streamOf } from '../bus/jetstream-names.ts';
 import { freePort, startNatsServer } from '../test/sluice-processes.ts';
-import { openLoop } from './open-loop.ts';
+import { openLoop, openLoopPool } from './open-loop.ts';
 import { loadTraceTypes, traceBodies } from './payload.ts';
 import { cpuSeconds, machineBusySeconds } from './target.ts';
 
@@ -65,7 +64,7 @@ const nc = await connect({ servers: nats.url });
 const jsm = await jetstreamManager(nc);
 const purger = setInterval(() => void jsm.streams.purge(streamOf('SLUICE', 'otel_traces').stream).catch(() => {}), 1000);
 const gateway = spawn(process.execPath, [...profile, ...SLUICE_NODE_FLAGS, SLUICE, 'gateway'], { cwd: ROOT, env, stdio: 'ignore' });
-const agent = new Agent({ keepAlive: true, maxSockets: 256 }); // the open loop's, its warm-up's too
+const agent = openLoopPool(256); // the open loop's, its warm-up's too
 try {
   for (let tries = 0; !(await fetch(`http://127.0.0.1:${port}/api/v1/health`).then((r) => r.ok, () => false)); tries++) {
     if (tries > 300) throw new Error('the gateway did not answer its health check in 60 s');

@@ -4,10 +4,9 @@
  * fraction of the rate it reached (bench/open-loop.ts). Each process's CPU is read over each run,
  * and what was acknowledged is checked against what the target stored.
  */
-import { Agent } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import autocannon, { type Result } from 'autocannon';
-import { openLoop, type OpenLoopResult } from './open-loop.ts';
+import { openLoop, openLoopPool, type OpenLoopResult } from './open-loop.ts';
 import type { Scenario } from './scenarios.ts';
 import { cpuWindow, startTarget, type BenchProcess, type CpuFigures, type EmbeddedTarget, type RunningTarget, type TargetName } from './target.ts';
 import type { WebhookFigures } from './measure-webhooks.ts';
@@ -210,7 +209,7 @@ export async function openLoopRun(
   untilStored?: () => Promise<void>,
 ): Promise<OpenRun> {
   if (!(saturatingRate > 0)) throw new Error('no request was acknowledged at saturation: no rate for the open-loop run');
-  const agent = new Agent({ keepAlive: true, maxSockets: opts.openConnections });
+  const agent = openLoopPool(opts.openConnections);
   const run = (duration: number) => openLoop({
     url: endpoint.url + scenario.path,
     headers: { ...scenario.headers, ...endpoint.headers },

@@ -1,7 +1,7 @@
 import { Agent, createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createTcpServer, type Server as TcpServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openLoop } from './open-loop.ts';
+import { openLoop, openLoopPool } from './open-loop.ts';
 
 let server: Server | undefined;
 
@@ -65,5 +65,75 @@ describe('openLoop', () => {
     } finally {
       agent.destroy();
     }
+  });
+
+  describe('its pool closes idle sockets before the server would', () => {
+    let tcp: TcpServer | undefined;
+    afterEach(async () => {
+      await new Promise<void>((resolve) => (tcp ? tcp.close(() => resolve()) : resolve()));
+      tcp = undefined;
+    });
+
+    /**
+     * A keep-alive server that never closes a connection itself: it answers each request (a body
+     * of one byte, as `bodies` here) after `delayMs` with `keepAlive` as its Keep-Alive header, and
+     * notes each connection the client ended.
+     */
+    async function keepForever(keepAlive: string | undefined, delayMs = 0): Promise<{ url: string; endedByClient: () => number }> {
+      let ended = 0;
+      tcp = createTcpServer((socket) => {
+        let pending = '';
+        socket.on('data', (chunk) => {
+          pending += chunk.toString('latin1');
+          for (let headEnd = pending.indexOf('\r\n\r\n'); headEnd >= 0 && pending.length >= headEnd + 5; headEnd = pending.indexOf('\r\n\r\n')) {
+            pending = pending.slice(headEnd + 5);
+            const answer = `HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n${keepAlive ? `Keep-Alive: ${keepAlive}\r\n` : ''}\r\n{}`;
+            setTimeout(() => socket.write(answer), delayMs);
+          }
+        });
+        socket.on('end', () => {
+          ended++;
+          socket.end();
+        });
+        socket.on('error', () => {});
+      });
+      await new Promise<void>((resolve) => tcp!.listen(0, '127.0.0.1', resolve));
+      return { url: `http://127.0.0.1:${(tcp.address() as AddressInfo).port}/v1/traces`, endedByClient: () => ended };
+    }
+
+    async function waitFor(condition: () => boolean, deadlineMs: number): Promise<void> {
+      for (const until = Date.now() + deadlineMs; !condition() && Date.now() < until;) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+
+    it('a second before the keep-alive timeout the server announces', async () => {
+      // The pool's own idle limit (a minute) is far past the deadline: only the hint can close it.
+      const { url, endedByClient } = await keepForever('timeout=2');
+      const agent = openLoopPool(4, 60_000);
+      try {
+        const result = await openLoop({ url, headers: {}, bodies, rate: 10, duration: 0.3, connections: 4, agent });
+        expect(result.ok).toBe(3);
+        await waitFor(() => endedByClient() > 0 && Object.values(agent.freeSockets).flat().length === 0, 15_000);
+        expect(endedByClient()).toBeGreaterThan(0);
+        expect(Object.values(agent.freeSockets).flat()).toHaveLength(0);
+      } finally {
+        agent.destroy();
+      }
+    });
+
+    it('after its own idle limit when the server announces none, without cutting a slower answer', async () => {
+      // Each answer takes longer than the idle limit: a request in flight is not a free socket.
+      const { url, endedByClient } = await keepForever(undefined, 600);
+      const agent = openLoopPool(4, 200);
+      try {
+        const result = await openLoop({ url, headers: {}, bodies, rate: 10, duration: 0.3, connections: 4, agent });
+        expect(result.ok).toBe(3);
+        expect(result.errors).toEqual({});
+        await waitFor(() => endedByClient() > 0 && Object.values(agent.freeSockets).flat().length === 0, 15_000);
+        expect(endedByClient()).toBeGreaterThan(0);
+        expect(Object.values(agent.freeSockets).flat()).toHaveLength(0);
+      } finally {
+        agent.destroy();
+      }
+    });
   });
 });

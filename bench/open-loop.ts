@@ -6,7 +6,8 @@
  * omission). autocannon's `-R` does not do this: it sends in bursts and times from the send.
  *
  * The pool is a node:http keep-alive Agent of `connections` sockets, opened as needed; past them,
- * requests queue in the Agent, and that queueing counts as latency.
+ * requests queue in the Agent, and that queueing counts as latency. Idle sockets are closed by the
+ * generator before the server would close them (`openLoopPool`).
  *
  * usage (against a running server):
  *   node --import tsx bench/open-loop.ts --url http://127.0.0.1:4318/v1/traces --rate 200 \
@@ -68,12 +69,27 @@ export interface OpenLoopResult {
   maxTimerLagMs: number;
 }
 
+/** How long the generator keeps an idle socket when the server announces no keep-alive timeout. */
+const IDLE_SOCKET_MS = 5000;
+
+/**
+ * The open loop's keep-alive pool: up to `connections` sockets, each closed once idle for
+ * `idleMs`, or a second before the keep-alive timeout the server announces (`Keep-Alive:
+ * timeout=N`) if that is sooner. A socket the server closes for idleness just as a request goes
+ * out on it fails that request with ECONNRESET: a race between the two ends' timers that the
+ * report would count as the server's error. (node:http applies the server's hint only to an Agent
+ * that has a timeout of its own; the timeout closes free sockets only, not requests in flight.)
+ */
+export function openLoopPool(connections: number, idleMs = IDLE_SOCKET_MS): Agent {
+  return new Agent({ keepAlive: true, maxSockets: connections, timeout: idleMs });
+}
+
 export function quantile(sorted: ArrayLike<number>, q: number): number {
   return sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! : NaN;
 }
 
 export async function openLoop(opts: OpenLoopOptions): Promise<OpenLoopResult> {
-  const agent = opts.agent ?? new Agent({ keepAlive: true, maxSockets: opts.connections });
+  const agent = opts.agent ?? openLoopPool(opts.connections);
   const timeoutMs = opts.timeoutMs ?? 10_000;
   const interval = 1000 / opts.rate;
   const total = Math.max(1, Math.round(opts.rate * opts.duration));
