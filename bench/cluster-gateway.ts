@@ -3,11 +3,13 @@
  * bodies of payload.ts), with no consumer: CPU seconds of the gateway process per span, and of
  * the nats-server (one of its own, with streams large enough for the whole run).
  *
- *   node --import tsx bench/cluster-gateway.ts [--duration 15] [--warmup 10] [--connections 64] [--rate R] [--profile DIR] [--json]
+ *   node --import tsx bench/cluster-gateway.ts [--duration 15] [--warmup 10] [--connections 64] [--rate R] [--idle S] [--profile DIR] [--json]
  *
  * --rate measures an open loop of R requests per second, evenly spaced (open-loop.ts), instead of
  * autocannon's closed loop: the cost per span when requests come one by one, not in a crowd.
  * --warmup seconds of the closed loop come first (and as many of the open loop before --rate's).
+ * --idle leaves the gateway idle S seconds between the closed loop's warm-up and the open loop, as
+ * the report's consumer drain does; the open loop's warm-up then prints its seconds' p99s.
  * --profile starts the gateway with --cpu-prof into DIR (its main thread and each worker).
  *
  * Nothing consumes the stream: the run purges it every second, or a fast gateway fills it
@@ -36,6 +38,7 @@ const { values } = parseArgs({
     warmup: { type: 'string', default: '10' },
     connections: { type: 'string', default: '64' },
     rate: { type: 'string' },
+    idle: { type: 'string', default: '0' },
     profile: { type: 'string' },
     json: { type: 'boolean', default: false },
   },
@@ -90,7 +93,11 @@ try {
     openLoop({ url: `http://127.0.0.1:${port}/v1/traces`, headers, bodies, rate: Number(values.rate), duration: seconds, connections: 256, agent });
   // An open loop is warmed by one too: the first seconds of even arrivals after a closed loop
   // were slow (the generator's client and the gateway's new connections not yet compiled).
-  if (values.rate && warmup > 0) await open(warmup);
+  await new Promise((resolve) => setTimeout(resolve, Number(values.idle) * 1000));
+  if (values.rate && warmup > 0) {
+    const warm = await open(warmup);
+    console.error(`open loop's warm-up: p99 ${warm.latencyMs.p99.toFixed(0)} ms; by second ${warm.p99BySecondMs.map((ms) => ms.toFixed(0)).join(', ')}`);
+  }
   const gatewayCpu = cpuSeconds(gateway.pid!);
   const natsCpu = cpuSeconds(nats.child.pid!);
   const machine = machineBusySeconds();
