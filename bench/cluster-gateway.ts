@@ -11,6 +11,7 @@
  * --idle leaves the gateway idle S seconds between the closed loop's warm-up and the open loop, as
  * the report's consumer drain does; the open loop's warm-up then prints its seconds' p99s.
  * --profile starts the gateway with --cpu-prof into DIR (its main thread and each worker).
+ * BENCH_NODE_ARGS are the gateway's Node options (as in run.ts): V8 flags to try, say.
  *
  * Nothing consumes the stream: the run purges it every second, or a fast gateway fills it
  * within a run and refuses the rest with 503 (cheap refusals, which are not the cost of a span).
@@ -30,7 +31,7 @@ import { streamOf } from '../bus/jetstream-names.ts';
 import { freePort, startNatsServer } from '../test/sluice-processes.ts';
 import { openLoop, openLoopPool } from './open-loop.ts';
 import { loadTraceTypes, traceBodies } from './payload.ts';
-import { cpuSeconds, machineBusySeconds } from './target.ts';
+import { cpuSeconds, machineBusySeconds, measuredNodeArgs } from './target.ts';
 
 const { values } = parseArgs({
   options: {
@@ -66,7 +67,7 @@ const profile = values.profile ? ['--cpu-prof', '--cpu-prof-dir', values.profile
 const nc = await connect({ servers: nats.url });
 const jsm = await jetstreamManager(nc);
 const purger = setInterval(() => void jsm.streams.purge(streamOf('SLUICE', 'otel_traces').stream).catch(() => {}), 1000);
-const gateway = spawn(process.execPath, [...profile, ...SLUICE_NODE_FLAGS, SLUICE, 'gateway'], { cwd: ROOT, env, stdio: 'ignore' });
+const gateway = spawn(process.execPath, [...profile, ...measuredNodeArgs(), ...SLUICE_NODE_FLAGS, SLUICE, 'gateway'], { cwd: ROOT, env, stdio: 'ignore' });
 const agent = openLoopPool(256); // the open loop's, its warm-up's too
 try {
   for (let tries = 0; !(await fetch(`http://127.0.0.1:${port}/api/v1/health`).then((r) => r.ok, () => false)); tries++) {
