@@ -8,8 +8,8 @@
  * --rate measures an open loop of R requests per second, evenly spaced (open-loop.ts), instead of
  * autocannon's closed loop: the cost per span when requests come one by one, not in a crowd.
  * --warmup seconds of the closed loop come first (and as many of the open loop before --rate's).
- * --idle leaves the gateway idle S seconds between the closed loop's warm-up and the open loop, as
- * the report's consumer drain does; the open loop's warm-up then prints its seconds' p99s.
+ * --idle leaves the gateway idle S seconds after the closed loop's warm-up (before the open loop's,
+ * as the report's consumer drain does); the open loop's warm-up prints its seconds' p99s.
  * --profile starts the gateway with --cpu-prof into DIR (its main thread and each worker).
  * BENCH_NODE_ARGS are the gateway's Node options (as in run.ts): V8 flags to try, say.
  *
