@@ -92,9 +92,10 @@ try {
   if (warmup > 0) await load(warmup); // JIT, worker pool, streams
   const open = (seconds: number) =>
     openLoop({ url: `http://127.0.0.1:${port}/v1/traces`, headers, bodies, rate: Number(values.rate), duration: seconds, connections: 256, agent });
+  const idle = Number(values.idle);
+  if (idle > 0) await new Promise((resolve) => setTimeout(resolve, idle * 1000));
   // An open loop is warmed by one too: the first seconds of even arrivals after a closed loop
   // were slow (the generator's client and the gateway's new connections not yet compiled).
-  await new Promise((resolve) => setTimeout(resolve, Number(values.idle) * 1000));
   if (values.rate && warmup > 0) {
     const warm = await open(warmup);
     console.error(`open loop's warm-up: p99 ${warm.latencyMs.p99.toFixed(0)} ms; by second ${warm.p99BySecondMs.map((ms) => ms.toFixed(0)).join(', ')}`);
