@@ -10,18 +10,24 @@ afterEach(async () => {
   server = undefined;
 });
 
-/** A loopback server that answers after `delayMs(n)` for its n-th request; counts connections. */
-async function serve(delayMs: (n: number) => number): Promise<{ url: string; connections: () => number }> {
-  let requests = 0;
+/**
+ * A loopback server that answers after `delayMs(n)` for its n-th request; notes which connection
+ * (numbered from 0 as opened) each request came on. Idle connections stay open a minute.
+ */
+async function serve(delayMs: (n: number) => number): Promise<{ url: string; connections: () => number; connectionOf: number[] }> {
+  const connectionOf: number[] = [];
+  const numbers = new WeakMap<object, number>();
   let connections = 0;
   server = createServer((req, res) => {
-    const delay = delayMs(requests++);
+    const delay = delayMs(connectionOf.length);
+    connectionOf.push(numbers.get(req.socket)!);
     req.resume();
     req.on('end', () => setTimeout(() => res.end('{}'), delay));
   });
-  server.on('connection', () => connections++);
+  server.keepAliveTimeout = 60_000;
+  server.on('connection', (socket) => numbers.set(socket, connections++));
   await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`, connections: () => connections };
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`, connections: () => connections, connectionOf };
 }
 
 const bodies = [Buffer.from('x')];
@@ -50,7 +56,7 @@ describe('openLoop', () => {
   });
 
   it('runs on a caller\'s keep-alive pool, so a measured run after a warm-up reuses its connections', async () => {
-    const { url, connections } = await serve(() => 0);
+    const { url, connections, connectionOf } = await serve(() => 0);
     const agent = new Agent({ keepAlive: true, maxSockets: 8 });
     try {
       const warmup = await openLoop({ url, headers: {}, bodies, rate: 20, duration: 1, connections: 8, agent });
@@ -59,8 +65,9 @@ describe('openLoop', () => {
       expect(opened).toBeGreaterThan(0);
       const measured = await openLoop({ url, headers: {}, bodies, rate: 20, duration: 1, connections: 8, agent });
       expect(measured.ok).toBe(20);
-      // At most a socket more, should one answer be slow at the same moment as a send.
-      expect(connections()).toBeLessThanOrEqual(opened + 1);
+      // Its first request goes out on a socket the warm-up left free (more may open later,
+      // should answers be slow on a loaded machine: how many is timing, not the pool).
+      expect(connectionOf[20]).toBeLessThan(opened);
       expect(Object.values(agent.freeSockets).flat().length).toBeGreaterThan(0); // left open for the caller
     } finally {
       agent.destroy();
