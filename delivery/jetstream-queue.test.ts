@@ -3,12 +3,14 @@
  * nats://127.0.0.1:4222; deploy/services.sh starts one). Each test uses a stream of its own.
  */
 import { randomBytes } from 'node:crypto';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SluiceError } from '../core/errors.ts';
 import { createLogger } from '../core/log.ts';
 import { Supervisor } from '../core/supervisor.ts';
-import { removeNatsPrefixes } from '../test/harness.ts';
+import { eventually, removeNatsPrefixes } from '../test/harness.ts';
+import { DELIVERY_DURABLE, deliveryStreamOf } from '../bus/jetstream-names.ts';
 import { JetStreamDeliveryQueue } from './jetstream-queue.ts';
 import { describeDeliveryQueue, testJob } from './queue.suite.ts';
 
@@ -18,20 +20,21 @@ const log = createLogger('silent');
 
 afterAll(() => removeNatsPrefixes(NATS_URL, prefixes));
 
-async function openQueue(prefix: string, maxStreamBytes = 64 * 1024 * 1024) {
+async function openQueue(prefix: string, { maxStreamBytes = 64 * 1024 * 1024, pullExpiresMs }: { maxStreamBytes?: number; pullExpiresMs?: number } = {}) {
   const nc = await connect({ servers: NATS_URL, timeout: 3000 }).catch((err: Error) => {
     throw new Error(`NATS is not reachable at ${NATS_URL} (start it with deploy/services.sh): ${err.message}`);
   });
-  const supervisor = new Supervisor({ log });
+  const restarts: string[] = [];
+  const supervisor = new Supervisor({ log, onRestart: (loop) => restarts.push(loop) });
   const queue = new JetStreamDeliveryQueue(nc, {
-    prefix, replicas: 1, maxStreamBytes, ackWaitMs: 2000, retryAfterSeconds: 2, run: (name, loop) => supervisor.run(name, loop), log,
+    prefix, replicas: 1, maxStreamBytes, ackWaitMs: 2000, retryAfterSeconds: 2, run: (name, loop) => supervisor.run(name, loop), log, pullExpiresMs,
   });
   await queue.start();
   const close = async () => {
     await supervisor.stop();
     if (!nc.isClosed()) await nc.close();
   };
-  return { queue, close };
+  return { queue, close, nc, supervisor, restarts };
 }
 
 function freshPrefix(): string {
@@ -58,7 +61,7 @@ describeDeliveryQueue('JetStream', async () => {
 
 describe('JetStream delivery queue', () => {
   it('refuses with a retryable 503 when its stream is full, and accepts again once there is room', async () => {
-    const { queue, close } = await openQueue(freshPrefix(), 4096);
+    const { queue, close } = await openQueue(freshPrefix(), { maxStreamBytes: 4096 });
     try {
       const big = { data: { text: 'x'.repeat(1500) }, subject: '', body: '' };
       let refusal: unknown;
@@ -69,9 +72,44 @@ describe('JetStream delivery queue', () => {
       expect((refusal as SluiceError).message).toMatch(/delivery queue is full/);
       expect(queue.statuses()['delivery.queue']!.ok).toBe(false);
       queue.consume(async () => ({ done: true }), 4);
-      const { eventually } = await import('../test/harness.ts');
       await eventually(async () => (await queue.depth()) === 0);
       await queue.enqueue([testJob({ content: big })]);
+    } finally {
+      await close();
+    }
+  });
+
+  it('shuts down without waiting for its pull to expire, and its loop ends without being taken for a failure', async () => {
+    const prefix = freshPrefix();
+    // A pull that would wait a minute for jobs: only the shutdown can end it in time.
+    const { queue, close, nc, supervisor, restarts } = await openQueue(prefix, { pullExpiresMs: 60_000 });
+    try {
+      queue.consume(async () => ({ done: true }), 2);
+      const jsm = await jetstreamManager(nc);
+      await eventually(async () => (await jsm.consumers.info(deliveryStreamOf(prefix).stream, DELIVERY_DURABLE)).num_waiting > 0);
+      // As a process shuts down: the queue, then the NATS connection (drained), the supervisor last.
+      const startedAt = Date.now();
+      await queue.shutdown();
+      await nc.drain();
+      await supervisor.stop();
+      expect(Date.now() - startedAt).toBeLessThan(30_000);
+      expect(restarts).toEqual([]);
+      expect(queue.statuses()['delivery.queue']).toMatchObject({ ok: false, detail: 'shutting down' });
+    } finally {
+      await close();
+    }
+  });
+
+  it("ends a pull under way when its supervisor stops (a worker process's loops stopped first)", async () => {
+    const prefix = freshPrefix();
+    const { queue, close, nc, supervisor } = await openQueue(prefix, { pullExpiresMs: 60_000 });
+    try {
+      queue.consume(async () => ({ done: true }), 2);
+      const jsm = await jetstreamManager(nc);
+      await eventually(async () => (await jsm.consumers.info(deliveryStreamOf(prefix).stream, DELIVERY_DURABLE)).num_waiting > 0);
+      const startedAt = Date.now();
+      await supervisor.stop();
+      expect(Date.now() - startedAt).toBeLessThan(30_000);
     } finally {
       await close();
     }

@@ -31,6 +31,8 @@ export interface JetStreamDeliveryQueueOptions {
   retryAfterSeconds: number;
   /** Runs the pull loop under the process's supervisor (restarted with backoff if it fails). */
   run: (name: string, loop: SupervisedLoop) => void;
+  /** How long one pull waits for jobs before the next. Default 5 s; a shutdown ends it at once. */
+  pullExpiresMs?: number;
   log: Logger;
 }
 
@@ -38,7 +40,8 @@ export class JetStreamDeliveryQueue implements DeliveryQueue {
   private readonly js: JetStreamClient;
   private readonly names: { stream: string; subject: string };
   private readonly running = new Set<Promise<void>>();
-  private stopped = false;
+  /** Aborted by shutdown(): no more pulls, and the one under way ends. */
+  private readonly stopping = new AbortController();
   private lastError: string | undefined;
   private lastFullAt = 0;
   /** Why the last pull failed, until one succeeds again: the workers get nothing meanwhile. */
@@ -58,7 +61,7 @@ export class JetStreamDeliveryQueue implements DeliveryQueue {
   }
 
   async shutdown(): Promise<void> {
-    this.stopped = true;
+    this.stopping.abort();
     while (this.running.size > 0) await Promise.all(this.running);
   }
 
@@ -75,15 +78,19 @@ export class JetStreamDeliveryQueue implements DeliveryQueue {
 
   consume(handle: AttemptHandler, concurrency: number): void {
     this.options.run('delivery.consumer', async ({ signal }) => {
+      const stop = AbortSignal.any([signal, this.stopping.signal]);
       const consumer = await this.js.consumers.get(this.names.stream, DELIVERY_DURABLE);
-      while (!signal.aborted && !this.stopped) {
+      while (!stop.aborted) {
         const room = concurrency - this.running.size;
         if (room <= 0) {
-          await Promise.race([...this.running, aborted(signal)]);
+          await Promise.race([...this.running, aborted(stop)]);
           continue;
         }
-        await this.pull(consumer, room, signal, (message) => this.track(this.attempt(message, handle)));
+        await this.pull(consumer, room, stop, (message) => this.track(this.attempt(message, handle)));
       }
+      // Shut down before the supervisor stops (the process's shutdown order): the loop ends with
+      // the supervisor, so that it is not taken for a loop that failed and restarted.
+      await aborted(signal);
     });
   }
 
@@ -95,17 +102,32 @@ export class JetStreamDeliveryQueue implements DeliveryQueue {
 
   statuses(): Record<string, ComponentStatus> {
     const figures = { attempting: this.running.size };
-    if (this.stopped) return { 'delivery.queue': { ok: false, detail: 'shutting down', figures } };
+    if (this.stopping.signal.aborted) return { 'delivery.queue': { ok: false, detail: 'shutting down', figures } };
     if (this.nc.isClosed()) return { 'delivery.queue': { ok: false, detail: 'the NATS connection is closed', figures } };
     if (this.pullFailure) return { 'delivery.queue': { ok: false, detail: `cannot pull jobs from JetStream: ${this.pullFailure}`, figures } };
     if (Date.now() - this.lastFullAt < 10_000) return { 'delivery.queue': { ok: false, detail: 'the delivery stream is full: intake is refused with 503', figures } };
     return { 'delivery.queue': { ok: true, figures, ...(this.lastError ? { detail: `last failure: ${this.lastError}` } : {}) } };
   }
 
-  /** Pulls up to `max` messages, each started as it arrives (its ack_wait runs from then); waits a few seconds at most. */
+  /**
+   * Pulls up to `max` messages, each started as it arrives (its ack_wait runs from then); waits a
+   * few seconds at most, and not at all once `signal` is aborted: a job that arrives after that is
+   * handed back at once, for the next process.
+   */
   private async pull(consumer: Consumer, max: number, signal: AbortSignal, start: (message: JsMsg) => void): Promise<void> {
     try {
-      for await (const message of await consumer.fetch({ max_messages: max, expires: 5000 })) start(message);
+      const messages = await consumer.fetch({ max_messages: max, expires: this.options.pullExpiresMs ?? 5000 });
+      const stop = () => void messages.close();
+      if (signal.aborted) stop();
+      else signal.addEventListener('abort', stop, { once: true });
+      try {
+        for await (const message of messages) {
+          if (signal.aborted) message.nak();
+          else start(message);
+        }
+      } finally {
+        signal.removeEventListener('abort', stop);
+      }
       this.pullFailure = undefined;
     } catch (err) {
       // NATS away or restarting: the client reconnects by itself; pull again shortly.
@@ -155,5 +177,6 @@ export class JetStreamDeliveryQueue implements DeliveryQueue {
 }
 
 function aborted(signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
   return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
 }
