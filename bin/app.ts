@@ -81,6 +81,13 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     // chDB and the local state store live in the data dir: one owning process at a time.
     const ownsDataDir = !config.nats.url || (withStorage && !config.clickhouse.url);
     if (ownsDataDir) await graph.lockDataDir();
+    // The worker threads start while the rest is built, and are waited for before the first port opens.
+    const pool = withFrontEnd ? new PipelinePool({ workers: config.pipeline.workers, retryAfterSeconds: config.storage.retryAfterSeconds }) : undefined;
+    if (pool) {
+      void pool.start().catch(() => {}); // its failure is thrown where it is waited for
+      graph.onStop('worker pool', () => pool.shutdown());
+      readiness.register('pool', () => pool.status());
+    }
     const nc = await graph.nats();
     const state = await graph.state();
     const sources = await graph.sources();
@@ -100,7 +107,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     let handler = opsRoutes({ metrics, readiness, log });
     // One resolver of client addresses for every port that limits per client.
     const clientIp = clientIpResolver(config.limits.trustedProxies);
-    if (withFrontEnd) {
+    if (pool) {
       // One byte budget per process: request bytes from admission until the bus settled them.
       const budget = new ByteBudget({
         limitBytes: config.limits.maxInFlightBytes,
@@ -109,10 +116,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
       });
       metrics.byteBudgetSource = () => budget.figures;
       readiness.register('inflight', () => budget.status());
-      const pool = new PipelinePool({ workers: config.pipeline.workers, retryAfterSeconds: config.storage.retryAfterSeconds });
       await pool.start();
-      graph.onStop('worker pool', () => pool.shutdown());
-      readiness.register('pool', () => pool.status());
       const ingest = new IngestService(
         pool,
         bus,

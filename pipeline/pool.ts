@@ -15,6 +15,7 @@ import { Piscina } from 'piscina';
 import { SluiceError } from '../core/errors.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import type { PipelineTask, TaskResult } from './tasks.ts';
+import { bundleWorker, type WorkerBundle } from './worker-bundle.ts';
 
 export interface PipelinePoolOptions {
   workers: number;
@@ -40,14 +41,23 @@ const MAX_SPARE_BYTES = 4 * 1024 * 1024;
 
 export class PipelinePool {
   private pool: Piscina | undefined;
+  private bundle: WorkerBundle | undefined;
+  private starting: Promise<void> | undefined;
   /** Buffers of rows the bus is done with, waiting for a task to carry them to a worker. */
   private spares: ArrayBuffer[] = [];
 
   constructor(private readonly options: PipelinePoolOptions) {}
 
-  async start(): Promise<void> {
+  /** Starts the worker threads; resolves once each has loaded the code. */
+  start(): Promise<void> {
+    this.starting ??= this.startThreads();
+    return this.starting;
+  }
+
+  private async startThreads(): Promise<void> {
+    this.bundle = await bundleWorker();
     this.pool = new Piscina({
-      filename: new URL('./worker.mjs', import.meta.url).href,
+      filename: this.bundle.url,
       minThreads: this.options.workers,
       maxThreads: this.options.workers,
       idleTimeout: Infinity,
@@ -55,13 +65,18 @@ export class PipelinePool {
       // Its run and wait time histograms (two clock reads and a record per task) are read by no one.
       recordTiming: false,
     });
-    // Warm every worker so the first requests do not pay tsx's compile.
+    // Warm every worker so the first requests do not wait for a thread to start.
     await Promise.all(Array.from({ length: this.options.workers }, () => this.pool!.run(null, { name: 'warm' })));
   }
 
+  /** Stops the threads, once a start under way has finished (or failed). */
   async shutdown(): Promise<void> {
+    await this.starting?.catch(() => {});
+    this.starting = undefined;
     await this.pool?.destroy();
     this.pool = undefined;
+    await this.bundle?.remove();
+    this.bundle = undefined;
   }
 
   /** Ready while its threads run (piscina replaces a thread that died); figures for operators. */
