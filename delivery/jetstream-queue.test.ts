@@ -79,14 +79,19 @@ describe('JetStream delivery queue', () => {
     }
   });
 
-  it('shuts down without waiting for its pull to expire, and its loop ends without being taken for a failure', async () => {
+  /** A queue consuming, once its pull waits on the server: one that would wait a minute for jobs, so only a stop can end it in time. */
+  async function pullingQueue() {
     const prefix = freshPrefix();
-    // A pull that would wait a minute for jobs: only the shutdown can end it in time.
-    const { queue, close, nc, supervisor, restarts } = await openQueue(prefix, { pullExpiresMs: 60_000 });
+    const opened = await openQueue(prefix, { pullExpiresMs: 60_000 });
+    opened.queue.consume(async () => ({ done: true }), 2);
+    const jsm = await jetstreamManager(opened.nc);
+    await eventually(async () => (await jsm.consumers.info(deliveryStreamOf(prefix).stream, DELIVERY_DURABLE)).num_waiting > 0);
+    return opened;
+  }
+
+  it('shuts down without waiting for its pull to expire, and its loop ends without being taken for a failure', async () => {
+    const { queue, close, nc, supervisor, restarts } = await pullingQueue();
     try {
-      queue.consume(async () => ({ done: true }), 2);
-      const jsm = await jetstreamManager(nc);
-      await eventually(async () => (await jsm.consumers.info(deliveryStreamOf(prefix).stream, DELIVERY_DURABLE)).num_waiting > 0);
       // As a process shuts down: the queue, then the NATS connection (drained), the supervisor last.
       const startedAt = Date.now();
       await queue.shutdown();
@@ -101,12 +106,8 @@ describe('JetStream delivery queue', () => {
   });
 
   it("ends a pull under way when its supervisor stops (a worker process's loops stopped first)", async () => {
-    const prefix = freshPrefix();
-    const { queue, close, nc, supervisor } = await openQueue(prefix, { pullExpiresMs: 60_000 });
+    const { close, supervisor } = await pullingQueue();
     try {
-      queue.consume(async () => ({ done: true }), 2);
-      const jsm = await jetstreamManager(nc);
-      await eventually(async () => (await jsm.consumers.info(deliveryStreamOf(prefix).stream, DELIVERY_DURABLE)).num_waiting > 0);
       const startedAt = Date.now();
       await supervisor.stop();
       expect(Date.now() - startedAt).toBeLessThan(30_000);
