@@ -6,7 +6,7 @@
  * - cluster: gateway + consumer + storage end to end, each run measured until all it published
  *   is stored.
  * cluster-gateway and cluster-consumer are one sequence: the consumer drains what the gateway
- * published, which is also how the gateway's acknowledgements are checked.
+ * published in its closed loop, which is also how the gateway's acknowledgements are checked.
  */
 import { performance } from 'node:perf_hooks';
 import { startBenchCluster, type BenchCluster } from './cluster.ts';
@@ -57,9 +57,9 @@ export async function measureGatewayThenConsumer(scenario: Scenario, opts: Optio
     // must fit in it, or the gateway's last requests are refused as the stream fills.
     await cluster.purge(scenario.table);
     const { result, cpu } = await closedLoop(endpoint, scenario, opts, measured);
-    let acknowledged = result['2xx'];
+    const acknowledged = result['2xx'];
     // Requests cut off when a closed-loop run ends may be published without being acknowledged.
-    let slack = 2 * opts.connections;
+    const slack = 2 * opts.connections;
     log(`closed loop: ${result['2xx']} requests 2xx, ${await cluster.backlog(scenario.table)} messages in the stream; a consumer drains them`);
 
     const drain = await drainWithConsumer(cluster, scenario.table);
@@ -86,19 +86,23 @@ export async function measureGatewayThenConsumer(scenario: Scenario, opts: Optio
       verified: consumerVerified,
     };
 
+    // The open loop's rows are purged from the stream every second, as a consumer keeping up
+    // would take them: a stream growing by gigabytes with no consumer made nats-server's acks
+    // stall in the run's later seconds (p99 76-1,003 ms against 31-43 ms purged, bench/README
+    // *The gateway alone at 70 %*), which is not the gateway's latency. Its rows are not stored;
+    // the closed loop's, drained above, are what checks the gateway's acknowledgements.
     let open: OpenRun | undefined;
     if (opts.loadFraction > 0) {
-      open = await openLoopRun(endpoint, scenario, opts, result['2xx'] / result.duration, measured);
-      acknowledged += openAcknowledged(open);
-      slack += unanswered(open);
-      log(`open loop at ${open.result.rate.toFixed(1)} req/s: ${open.result.ok} requests 2xx, p99 ${open.result.latencyMs.p99.toFixed(0)} ms; a consumer drains them (not measured)`);
-      await drainWithConsumer(cluster, scenario.table);
+      const purging = setInterval(() => void cluster.purge(scenario.table).catch(() => {}), 1000);
+      try {
+        open = await openLoopRun(endpoint, scenario, opts, result['2xx'] / result.duration, measured);
+      } finally {
+        clearInterval(purging);
+      }
+      log(`open loop at ${open.result.rate.toFixed(1)} req/s: ${openAcknowledged(open)} requests 2xx (warm-up included), p99 ${open.result.latencyMs.p99.toFixed(0)} ms; their rows purged from the stream`);
     }
-    const stored = await cluster.stored(scenario.table);
-    const verified = within(stored, acknowledged * per, slack * per);
-    log(`${stored} ${scenario.unit} stored for ${acknowledged * per} acknowledged by the gateway: ${verified ? 'ok' : 'MISMATCH'}`);
     return {
-      gateway: { target: 'cluster-gateway', ...closedLoopFigures(result, cpu, scenario), open, acknowledgedItems: acknowledged * per, storedItems: stored, verified },
+      gateway: { target: 'cluster-gateway', ...closedLoopFigures(result, cpu, scenario), open, acknowledgedItems: acknowledged * per, storedItems: drain.stored, verified: consumerVerified },
       consumer,
     };
   } finally {
