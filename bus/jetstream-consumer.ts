@@ -119,7 +119,7 @@ export class JetStreamStorageConsumer {
     for (const table of this.options.tables) this.supervisor.run(loopName(table), (context) => this.run(table, context));
   }
 
-  /** Finishes the batch in flight, then stops. */
+  /** Stores the batch in flight, then stops; a pull waiting for more messages ends at once (a stop does not wait out batchMaxWaitMs). */
   async shutdown(): Promise<void> {
     await this.supervisor.stop();
     if (!this.options.connection) await this.puller.close();
@@ -223,7 +223,7 @@ export class JetStreamStorageConsumer {
       // By message count: nats-server 2.9 leaves byte-bounded pulls unanswered under a backlog
       // ("heartbeats missed"). Messages are < 1 MiB (max_payload), so this also bounds the bytes.
       try {
-        const fetched = await this.puller.fetch(stream, DURABLE, this.tuning.fetchMessages, Math.max(1000, wait));
+        const fetched = await this.puller.fetch(stream, DURABLE, this.tuning.fetchMessages, Math.max(1000, wait), signal);
         for (const message of fetched) {
           if (!batch.has(message.seq)) rows += rowsOf(message.headers);
           batch.set(message.seq, message);

@@ -20,7 +20,7 @@ import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
 import type { ChunkSink, TableChunk } from './bus.ts';
 import { JetStreamBus } from './jetstream.ts';
 import { JetStreamStorageConsumer } from './jetstream-consumer.ts';
-import { streamOf } from './jetstream-names.ts';
+import { DURABLE, streamOf } from './jetstream-names.ts';
 import type { NatsDirect } from './nats-direct.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -306,6 +306,26 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     expect(restarts[0]).toBe('consumer.otel_traces');
     expect(consumer.statuses()['consumer.otel_traces']).toMatchObject({ ok: true, figures: { restarts: restarts.length } });
     await consumer.shutdown();
+  });
+
+  it('stops without waiting for its pull: the batch under way is stored, the rest of the wait is not waited for', async () => {
+    const { prefix, bus } = fixture();
+    await bus.start();
+    // A batch that waits a minute for more rows than will come.
+    const consumer = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 60_000, log }, sink);
+    consumer.start();
+    await bus.publish(chunksOf('stop-mid-batch', 20));
+    const jsm = await jetstreamManager(nc);
+    const pulled = () => jsm.consumers.info(streamOf(prefix, 'otel_traces').stream, DURABLE).then((info) => info.num_ack_pending, () => 0);
+    await until(async () => (await pulled()) > 0);
+    const stopped = await Promise.race([
+      consumer.shutdown().then(() => 'stopped'),
+      new Promise((resolve) => setTimeout(resolve, 20_000, 'still waiting for the pull')),
+    ]);
+    expect(stopped).toBe('stopped');
+    expect(await countOf('stop-mid-batch')).toBe(20);
+    expect(await messagesIn(prefix, 'otel_traces')).toBe(0);
+    await bus.shutdown();
   });
 
   it('refuses a publish with 503 when JetStream cannot acknowledge it', async () => {

@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AckPolicy, jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNatsServer, type NatsProcess } from '../test/sluice-processes.ts';
@@ -171,6 +171,27 @@ describe('NatsDirect', () => {
     const started = Date.now();
     expect(await connectionTo().fetch(stream, 'd', 4, 1000)).toEqual([]);
     expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+  });
+
+  it('a signal ends a pull at once; a message published after that goes to the next pull, not held until ack wait', async () => {
+    // A durable of its own, from now on: no pull of another test waits on it.
+    await jsm.consumers.add(stream, { durable_name: 'stopped', ack_policy: AckPolicy.Explicit, ack_wait: 30_000_000_000, deliver_policy: DeliverPolicy.New });
+    const pulls = connectionTo();
+    const stop = new AbortController();
+    const pulling = pulls.fetch(stream, 'stopped', 4, 60_000, stop.signal);
+    const deadline = Date.now() + 10_000;
+    while ((await jsm.consumers.info(stream, 'stopped')).num_waiting === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    stop.abort();
+    expect(await pulling).toEqual([]);
+    await jetstream(nc).publish(subject, Buffer.from('after the stop'));
+    // The next pull has it, long before the 30 s ack wait: either the ended pull's UNSUB reached
+    // the server first, or the message reached the ended pull and was handed back at once (then
+    // it counts a second delivery).
+    const [next, ...more] = await pulls.fetch(stream, 'stopped', 4, 5000);
+    expect([next?.data.toString(), more.length]).toEqual(['after the stop', 0]);
+    expect(next!.deliveryCount).toBeLessThanOrEqual(2);
+    await next!.ackAck();
+    expect(await pulls.fetch(stream, 'stopped', 1, 1000, AbortSignal.abort())).toEqual([]);
   });
 
   it('a consumer that does not exist: nats-server 2.9 does not answer; the pull fails after its expiry and a grace', async () => {

@@ -89,11 +89,12 @@ export class NatsDirect {
   /**
    * Asks the durable consumer for up to `batch` messages and resolves with those delivered
    * before it has them all or the server ends the pull (at `expiresMs`, or at once when it
-   * refuses it: then this rejects with the server's reason).
+   * refuses it: then this rejects with the server's reason). `signal` ends the pull early, with
+   * the messages delivered so far (a stop need not wait for the expiry).
    */
-  async fetch(stream: string, durable: string, batch: number, expiresMs: number): Promise<PulledMessage[]> {
+  async fetch(stream: string, durable: string, batch: number, expiresMs: number, signal?: AbortSignal): Promise<PulledMessage[]> {
     const connection = await this.connect();
-    return connection.pull(stream, durable, batch, expiresMs);
+    return connection.pull(stream, durable, batch, expiresMs, signal);
   }
 
   /** Opens the connection now rather than on first use: a publisher finds out at start-up that it cannot reach NATS. */
@@ -251,14 +252,29 @@ class Connection {
     });
   }
 
-  pull(stream: string, durable: string, batch: number, expiresMs: number): Promise<PulledMessage[]> {
+  pull(stream: string, durable: string, batch: number, expiresMs: number, signal?: AbortSignal): Promise<PulledMessage[]> {
     if (this.failure) return Promise.reject(this.failure);
+    if (signal?.aborted) return Promise.resolve([]);
     const sid = this.nextSid++;
     const inbox = `${this.inbox}.pull.${sid}`;
     return new Promise((resolve, reject) => {
       // The server ends the pull at its expiry (408); silence well past it means the connection is gone.
       const timer = setTimeout(() => this.close(new Error(`a pull got no answer ${expiresMs + PULL_GRACE_MS} ms after it was sent`)), expiresMs + PULL_GRACE_MS);
-      this.pulls.set(sid, { batch, messages: [], resolve, reject, timer });
+      // Ended early, it unsubscribes: the server delivers no more to it, and a message already on
+      // its way is handed back (dispatch()).
+      const stop = () => {
+        const pull = this.pulls.get(sid);
+        if (pull) this.endPull(sid, pull);
+      };
+      signal?.addEventListener('abort', stop, { once: true });
+      const settled = () => signal?.removeEventListener('abort', stop);
+      this.pulls.set(sid, {
+        batch,
+        messages: [],
+        resolve: (messages) => (settled(), resolve(messages)),
+        reject: (err) => (settled(), reject(err)),
+        timer,
+      });
       const request = JSON.stringify({ batch, expires: expiresMs * 1_000_000 });
       this.send(`SUB ${inbox} ${sid}\r\n`);
       this.publish(`$JS.API.CONSUMER.MSG.NEXT.${stream}.${durable}`, request, inbox);
