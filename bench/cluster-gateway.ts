@@ -31,7 +31,7 @@ import { streamOf } from '../bus/jetstream-names.ts';
 import { freePort, startNatsServer } from '../test/sluice-processes.ts';
 import { openLoop, openLoopPool } from './open-loop.ts';
 import { loadTraceTypes, traceBodies } from './payload.ts';
-import { cpuSeconds, machineBusySeconds, measuredNodeArgs } from './target.ts';
+import { captureTail, cpuSeconds, machineBusySeconds, measuredNodeArgs, stopChild, waitHealthy } from './target.ts';
 
 const { values } = parseArgs({
   options: {
@@ -67,13 +67,12 @@ const profile = values.profile ? ['--cpu-prof', '--cpu-prof-dir', values.profile
 const nc = await connect({ servers: nats.url });
 const jsm = await jetstreamManager(nc);
 const purger = setInterval(() => void jsm.streams.purge(streamOf('SLUICE', 'otel_traces').stream).catch(() => {}), 1000);
-const gateway = spawn(process.execPath, [...profile, ...measuredNodeArgs(), ...SLUICE_NODE_FLAGS, SLUICE, 'gateway'], { cwd: ROOT, env, stdio: 'ignore' });
+const gateway = spawn(process.execPath, [...profile, ...measuredNodeArgs(), ...SLUICE_NODE_FLAGS, SLUICE, 'gateway'], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'pipe'] });
+const tail: string[] = [];
+captureTail(gateway, tail);
 const agent = openLoopPool(256); // the open loop's, its warm-up's too
 try {
-  for (let tries = 0; !(await fetch(`http://127.0.0.1:${port}/api/v1/health`).then((r) => r.ok, () => false)); tries++) {
-    if (tries > 300) throw new Error('the gateway did not answer its health check in 60 s');
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
+  await waitHealthy(`http://127.0.0.1:${port}/api/v1/health`, gateway, tail);
   const { apiKey } = JSON.parse(execFileSync(process.execPath, [SLUICE, 'sources', 'create', '--name', 'bench'], { cwd: ROOT, env, encoding: 'utf8' })) as { apiKey: string };
   await new Promise((resolve) => setTimeout(resolve, 1000)); // the gateway's mirror of the sources sees the key
   const { bodies, spansPerRequest } = traceBodies(loadTraceTypes(), 64, 100);
@@ -129,8 +128,7 @@ try {
   agent.destroy();
   clearInterval(purger);
   await nc.close();
-  gateway.kill('SIGTERM');
-  await new Promise((resolve) => gateway.once('exit', resolve));
+  await stopChild(gateway, tail);
   await nats.stop();
   rmSync(dir, { recursive: true, force: true });
 }

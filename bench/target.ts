@@ -152,7 +152,7 @@ export type EmbeddedTarget = (typeof TARGETS)[number];
 export type TargetName = EmbeddedTarget | (typeof CLUSTER_TARGETS)[number];
 
 /** Keeps the last lines a child wrote, to show why it failed. */
-function captureTail(child: ChildProcess, lines: string[]): void {
+export function captureTail(child: ChildProcess, lines: string[]): void {
   const keep = (chunk: Buffer) => {
     lines.push(...chunk.toString().split('\n').filter(Boolean));
     lines.splice(0, Math.max(0, lines.length - 40));
@@ -161,7 +161,8 @@ function captureTail(child: ChildProcess, lines: string[]): void {
   child.stderr?.on('data', keep);
 }
 
-async function waitHealthy(url: string, child: ChildProcess, tail: string[], timeoutMs = 60_000): Promise<void> {
+/** Resolves once `url` answers 200; throws with the child's last lines if it exits first or the time is up. */
+export async function waitHealthy(url: string, child: ChildProcess, tail: string[], timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     // The first line a failing server prints is usually its reason.
@@ -176,7 +177,8 @@ async function waitHealthy(url: string, child: ChildProcess, tail: string[], tim
   throw new Error(`server not healthy at ${url} after ${timeoutMs} ms:\n${tail.join('\n')}`);
 }
 
-async function stopChild(child: ChildProcess, tail: string[]): Promise<void> {
+/** SIGTERM, SIGKILL after 30 s; returns at once for a child that already exited. */
+export async function stopChild(child: ChildProcess, tail: string[]): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
