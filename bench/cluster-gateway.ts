@@ -17,21 +17,18 @@
  * within a run and refuses the rest with 503 (cheap refusals, which are not the cost of a span).
  * nats-server's CPU includes the purges.
  */
-import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import autocannon from 'autocannon';
-import { SLUICE_NODE_FLAGS } from '../bin/node-flags.ts';
 import { streamOf } from '../bus/jetstream-names.ts';
-import { freePort, startNatsServer } from '../test/sluice-processes.ts';
+import { startNatsServer } from '../test/sluice-processes.ts';
 import { openLoop, openLoopPool } from './open-loop.ts';
 import { loadTraceTypes, traceBodies } from './payload.ts';
-import { captureTail, cpuSeconds, machineBusySeconds, measuredNodeArgs, stopChild, waitHealthy } from './target.ts';
+import { cpuSeconds, machineBusySeconds, sluiceCli, startSluiceRole, type RoleProcess } from './target.ts';
 
 const { values } = parseArgs({
   options: {
@@ -44,21 +41,12 @@ const { values } = parseArgs({
     json: { type: 'boolean', default: false },
   },
 });
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const SLUICE = join(ROOT, 'bin/sluice.mjs');
 
 const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-gateway-'));
 const nats = await startNatsServer(join(dir, 'jetstream'));
-const port = await freePort();
 const env = {
-  ...process.env,
   NATS_URL: nats.url,
   SLUICE_NATS_MAX_STREAM_BYTES: String(3 * 1024 ** 3), // per table stream (14), reserved on disk: holds a 15 s run
-  SLUICE_DATA_DIR: join(dir, 'data'),
-  SLUICE_OTLP_HTTP_PORT: String(port),
-  SLUICE_OTLP_GRPC_PORT: String(await freePort()),
-  SLUICE_RELAY_PORT: String(await freePort()),
-  SLUICE_CONSOLE_PORT: '0',
   SLUICE_RATE_LIMIT_PER_MINUTE: '100000000',
   SLUICE_RATE_LIMIT_BURST: '100000000',
   SLUICE_LOG_LEVEL: 'error',
@@ -67,20 +55,18 @@ const profile = values.profile ? ['--cpu-prof', '--cpu-prof-dir', values.profile
 const nc = await connect({ servers: nats.url });
 const jsm = await jetstreamManager(nc);
 const purger = setInterval(() => void jsm.streams.purge(streamOf('SLUICE', 'otel_traces').stream).catch(() => {}), 1000);
-const gateway = spawn(process.execPath, [...profile, ...measuredNodeArgs(), ...SLUICE_NODE_FLAGS, SLUICE, 'gateway'], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'pipe'] });
-const tail: string[] = [];
-captureTail(gateway, tail);
 const agent = openLoopPool(256); // the open loop's, its warm-up's too
+let started: RoleProcess | undefined;
 try {
-  await waitHealthy(`http://127.0.0.1:${port}/api/v1/health`, gateway, tail);
-  const { apiKey } = JSON.parse(execFileSync(process.execPath, [SLUICE, 'sources', 'create', '--name', 'bench'], { cwd: ROOT, env, encoding: 'utf8' })) as { apiKey: string };
+  const gateway = (started = await startSluiceRole('gateway', env, profile));
+  const { apiKey } = JSON.parse(await sluiceCli({ ...process.env, ...env, SLUICE_DATA_DIR: join(dir, 'data') }, 'sources', 'create', '--name', 'bench')) as { apiKey: string };
   await new Promise((resolve) => setTimeout(resolve, 1000)); // the gateway's mirror of the sources sees the key
   const { bodies, spansPerRequest } = traceBodies(loadTraceTypes(), 64, 100);
   const headers = { 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip', 'x-api-key': apiKey };
   let next = 0;
   const load = (seconds: number) =>
     autocannon({
-      url: `http://127.0.0.1:${port}/v1/traces`,
+      url: `${gateway.url}/v1/traces`,
       method: 'POST',
       connections: Number(values.connections),
       duration: seconds,
@@ -90,7 +76,7 @@ try {
   const warmup = Number(values.warmup);
   if (warmup > 0) await load(warmup); // JIT, worker pool, streams
   const open = (seconds: number) =>
-    openLoop({ url: `http://127.0.0.1:${port}/v1/traces`, headers, bodies, rate: Number(values.rate), duration: seconds, connections: 256, agent });
+    openLoop({ url: `${gateway.url}/v1/traces`, headers, bodies, rate: Number(values.rate), duration: seconds, connections: 256, agent });
   const idle = Number(values.idle);
   if (idle > 0) await new Promise((resolve) => setTimeout(resolve, idle * 1000));
   // An open loop is warmed by one too: the first seconds of even arrivals after a closed loop
@@ -99,7 +85,7 @@ try {
     const warm = await open(warmup);
     console.error(`open loop's warm-up: p99 ${warm.latencyMs.p99.toFixed(0)} ms; by second ${warm.p99BySecondMs.map((ms) => ms.toFixed(0)).join(', ')}`);
   }
-  const gatewayCpu = cpuSeconds(gateway.pid!);
+  const gatewayCpu = cpuSeconds(gateway.pid);
   const natsCpu = cpuSeconds(nats.child.pid!);
   const machine = machineBusySeconds();
   const runner = process.cpuUsage();
@@ -108,7 +94,7 @@ try {
     ? await open(seconds).then((r) => ({ ok: r.ok, refused: r.sent - r.ok, p99: r.latencyMs.p99 }))
     : await load(seconds).then((r) => ({ ok: r['2xx'], refused: r.non2xx, p99: r.latency.p99 }));
   const spans = result.ok * spansPerRequest;
-  const usedByGateway = cpuSeconds(gateway.pid!) - gatewayCpu;
+  const usedByGateway = cpuSeconds(gateway.pid) - gatewayCpu;
   const usedByNats = cpuSeconds(nats.child.pid!) - natsCpu;
   const { user, system } = process.cpuUsage(runner);
   const others = machineBusySeconds() - machine - usedByGateway - usedByNats - (user + system) / 1e6;
@@ -128,7 +114,7 @@ try {
   agent.destroy();
   clearInterval(purger);
   await nc.close();
-  await stopChild(gateway, tail);
+  await started?.stop();
   await nats.stop();
   rmSync(dir, { recursive: true, force: true });
 }

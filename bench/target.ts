@@ -152,7 +152,7 @@ export type EmbeddedTarget = (typeof TARGETS)[number];
 export type TargetName = EmbeddedTarget | (typeof CLUSTER_TARGETS)[number];
 
 /** Keeps the last lines a child wrote, to show why it failed. */
-export function captureTail(child: ChildProcess, lines: string[]): void {
+function captureTail(child: ChildProcess, lines: string[]): void {
   const keep = (chunk: Buffer) => {
     lines.push(...chunk.toString().split('\n').filter(Boolean));
     lines.splice(0, Math.max(0, lines.length - 40));
@@ -161,8 +161,7 @@ export function captureTail(child: ChildProcess, lines: string[]): void {
   child.stderr?.on('data', keep);
 }
 
-/** Resolves once `url` answers 200; throws with the child's last lines if it exits first or the time is up. */
-export async function waitHealthy(url: string, child: ChildProcess, tail: string[], timeoutMs = 60_000): Promise<void> {
+async function waitHealthy(url: string, child: ChildProcess, tail: string[], timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     // The first line a failing server prints is usually its reason.
@@ -177,8 +176,7 @@ export async function waitHealthy(url: string, child: ChildProcess, tail: string
   throw new Error(`server not healthy at ${url} after ${timeoutMs} ms:\n${tail.join('\n')}`);
 }
 
-/** SIGTERM, SIGKILL after 30 s; returns at once for a child that already exited. */
-export async function stopChild(child: ChildProcess, tail: string[]): Promise<void> {
+async function stopChild(child: ChildProcess, tail: string[]): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
@@ -293,14 +291,15 @@ export interface RoleProcess {
 
 /**
  * Starts `sluice gateway` or `sluice consume` with the bench's environment and `env` on free ports
- * with a fresh data dir, and waits until it answers health checks.
+ * with a fresh data dir, and waits until it answers health checks. `nodeArgs` come first on its
+ * command line (a profiler's, say).
  */
-export async function startSluiceRole(role: 'gateway' | 'consume', env: Record<string, string>): Promise<RoleProcess> {
+export async function startSluiceRole(role: 'gateway' | 'consume', env: Record<string, string>, nodeArgs: string[] = []): Promise<RoleProcess> {
   const dataDir = mkdtempSync(join(tmpdir(), `sluice-bench-${role}-`));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const tail: string[] = [];
-  const child = spawn(process.execPath, [...measuredNodeArgs(), ...SLUICE_NODE_FLAGS, SLUICE, role], {
+  const child = spawn(process.execPath, [...nodeArgs, ...measuredNodeArgs(), ...SLUICE_NODE_FLAGS, SLUICE, role], {
     cwd: ROOT,
     env: {
       ...process.env,
