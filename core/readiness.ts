@@ -4,6 +4,7 @@
  * /api/v1/ready answers 200 when every probe is ok and 503 naming the ones that are not;
  * /api/v1/health stays the spec's constant liveness answer.
  */
+import { withinDeadline } from './deadline.ts';
 
 /** What one component says about itself. */
 export interface ComponentStatus {
@@ -46,15 +47,9 @@ export class Readiness {
 }
 
 async function runProbe(probe: StatusProbe): Promise<ComponentStatus> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<ComponentStatus>((resolve) => {
-    timer = setTimeout(() => resolve({ ok: false, detail: `did not answer within ${PROBE_TIMEOUT_MS} ms` }), PROBE_TIMEOUT_MS);
-  });
   try {
-    return await Promise.race([Promise.resolve().then(probe), timeout]);
+    return await withinDeadline(Promise.resolve().then(probe), PROBE_TIMEOUT_MS, () => ({ ok: false, detail: `did not answer within ${PROBE_TIMEOUT_MS} ms` }));
   } catch (err) {
     return { ok: false, detail: (err as Error).message };
-  } finally {
-    clearTimeout(timer);
   }
 }

@@ -17,6 +17,7 @@
 import { promises as dns } from 'node:dns';
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { withinDeadline } from '../core/deadline.ts';
 
 /** One answer of a name lookup. */
 export interface ResolvedAddress {
@@ -189,19 +190,11 @@ export class EgressPolicy {
     return this.networks.some((network) => network[0].kind() === parsed.kind() && parsed.match(network));
   }
 
-  private async lookup(host: string): Promise<{ addresses: ResolvedAddress[] } | { failure: string }> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<{ failure: string }>((resolve) => {
-      timer = setTimeout(() => resolve({ failure: `no answer within ${this.lookupTimeoutMs} ms` }), this.lookupTimeoutMs);
-    });
+  private lookup(host: string): Promise<{ addresses: ResolvedAddress[] } | { failure: string }> {
     const answer = Promise.resolve(host).then(this.resolve).then(
       (addresses) => (addresses.length > 0 ? { addresses } : { failure: 'no addresses' }),
       (error: NodeJS.ErrnoException) => ({ failure: error.code ?? error.message }),
     );
-    try {
-      return await Promise.race([answer, timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
+    return withinDeadline(answer, this.lookupTimeoutMs, () => ({ failure: `no answer within ${this.lookupTimeoutMs} ms` }));
   }
 }

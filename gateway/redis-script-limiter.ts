@@ -6,6 +6,7 @@
  * so once in the log and in `mode`, and tries Redis again every `retryIntervalMs`.
  */
 import { createHash } from 'node:crypto';
+import { withinDeadline } from '../core/deadline.ts';
 import type { Logger } from '../core/log.ts';
 import type { LimitDecision, Limiter } from './limiter.ts';
 
@@ -110,10 +111,8 @@ export abstract class RedisScriptLimiter implements Limiter {
   }
 
   private withTimeout<T>(promise: Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`Redis did not answer within ${this.commandTimeoutMs} ms`)), this.commandTimeoutMs);
+    return withinDeadline(promise, this.commandTimeoutMs, () => {
+      throw new Error(`Redis did not answer within ${this.commandTimeoutMs} ms`);
     });
-    return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
   }
 }
