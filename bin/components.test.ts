@@ -12,6 +12,7 @@ import { createLogger, type Logger } from '../core/log.ts';
 import { testConfig } from '../test/harness.ts';
 import { startNatsServer } from '../test/sluice-processes.ts';
 import { descriptorUse } from '../core/descriptors.ts';
+import { TestRedisServer } from '../gateway/redis-test-server.ts';
 import { connectNats, createLimiter, defaultMaxConnections, grpcLimits } from './components.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -79,6 +80,27 @@ describe('createLimiter', () => {
     expect(await limiter.take('203.0.113.7')).toMatchObject({ allowed: true });
     expect(text()).toContain('"redis":"redis://user@127.0.0.1:1"');
     expect(text()).not.toContain('secret-pw');
+  });
+
+  it('gives Redis SLUICE_REDIS_TIMEOUT_MS to answer before limiting on its own', { timeout: 30_000 }, async () => {
+    const redis = new TestRedisServer();
+    await redis.start();
+    cleanups.push(() => redis.close());
+    const admin = await redis.client();
+    const afterPause = async (timeoutMs: number) => {
+      const config = testConfig('/nonexistent', { 'redis.url': redis.url, 'redis.timeoutMs': timeoutMs });
+      const limiter = await createLimiter(config, capturedLog().log, { ratePerMinute: 1, burst: 1 }, `test:timeout-${timeoutMs}:`);
+      cleanups.push(() => limiter.shutdown());
+      expect(await limiter.take('203.0.113.7')).toMatchObject({ allowed: true }); // Redis's one token
+      await admin.clientPause(500, 'WRITE'); // Redis holds the next take for half a second
+      const allowed = (await limiter.take('203.0.113.7')).allowed;
+      await admin.clientUnpause();
+      return allowed;
+    };
+    // At 100 ms the gateway's own bucket (still full) decides; at 10 s the take waits out the
+    // pause and Redis's bucket (empty) refuses.
+    expect(await afterPause(100)).toBe(true);
+    expect(await afterPause(10_000)).toBe(false);
   });
 });
 

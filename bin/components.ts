@@ -229,9 +229,10 @@ export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger,
     if (redis.isReady) await redis.quit().catch(() => redis.destroy());
     else if (redis.isOpen) redis.destroy();
   };
+  const options = { keyPrefix, closeClient, commandTimeoutMs: config.redis.timeoutMs };
   return isWindow
-    ? new RedisSlidingWindowLimiter(redis, { ...rule, keyPrefix, closeClient }, log)
-    : new RedisTokenBucketLimiter(redis, { ...rule, keyPrefix, closeClient }, log);
+    ? new RedisSlidingWindowLimiter(redis, { ...rule, ...options }, log)
+    : new RedisTokenBucketLimiter(redis, { ...rule, ...options }, log);
 }
 
 /**

@@ -46,7 +46,7 @@ export interface SluiceConfig {
     maxConcurrent: number;
   };
   nats: { url: string; prefix: string; replicas: number; maxStreamBytes: number; ackWaitSeconds: number };
-  redis: { url: string };
+  redis: { url: string; timeoutMs: number };
   console: { enabled: boolean; port: number; publicUrl: string };
   relay: {
     port: number;
@@ -144,6 +144,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'nats.maxStreamBytes', env: 'SLUICE_NATS_MAX_STREAM_BYTES', type: 'integer', default: 1024 * MiB, doc: 'Bytes each row stream (one per table) may hold while consumers catch up; JetStream reserves it on disk; when full, gateways answer 503.', schema: { minimum: MiB } },
   { path: 'nats.ackWaitSeconds', env: 'SLUICE_NATS_ACK_WAIT_SECONDS', type: 'integer', default: 30, doc: 'How long a consumer may hold a batch before JetStream hands it to another (the wait after a consumer dies); longer than your slowest insert. One value for all consumers: each applies it at start.', schema: { minimum: 5, maximum: 600 } },
   { path: 'redis.url', env: 'REDIS_URL', type: 'string', default: '', doc: 'Redis for cluster-wide rate limits (redis://host:6379); without it each gateway limits on its own.', schema: { pattern: '^(|rediss?://.+)$' } },
+  { path: 'redis.timeoutMs', env: 'SLUICE_REDIS_TIMEOUT_MS', type: 'integer', default: 100, doc: 'A rate-limit answer from Redis slower than this counts as Redis being down: the gateway limits on its own and tries Redis again every 2 s. Stalls of the gateway\'s own event loop do not count.', schema: { minimum: 1, maximum: 60_000 } },
   { path: 'console.enabled', env: 'SLUICE_CONSOLE', type: 'boolean', default: true, doc: 'Serve the web console (see [Console](#console)) on `sluice serve`, and on `sluice gateway` when SLUICE_RELAY_MASTER_KEY and CLICKHOUSE_URL are set.' },
   { path: 'console.port', env: 'SLUICE_CONSOLE_PORT', type: 'integer', default: 4320, doc: 'Web console port, its own origin (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'console.publicUrl', env: 'SLUICE_CONSOLE_PUBLIC_URL', type: 'string', default: '', doc: 'URL users open the console at (https://console.example.com): its origin is the only one the console API answers, and https makes its cookie Secure. Default: http://localhost:<console port> (and its 127.0.0.1 and [::1] forms).', schema: { pattern: '^(|https?://[^\\s"\'\\\\<>`/]+(:[0-9]+)?/?)$' } },

@@ -29,6 +29,8 @@ beforeAll(async () => {
     'relay.masterKey': randomBytes(32).toString('base64'),
     // Sign-in buckets shared through Redis (keys under this run's prefix).
     'redis.url': process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    // Generous: on a loaded machine a slow answer would move the windows to each gateway.
+    'redis.timeoutMs': 5000,
     'limits.trustedProxies': ['127.0.0.1'],
   };
   gateways = [await startTestRole('gateway', dataDir, overrides), await startTestRole('gateway', dataDir, overrides)];
