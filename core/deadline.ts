@@ -31,15 +31,6 @@ export function withinDeadline<T, L>(answer: Promise<T>, ms: number, late: () =>
       }, ms);
     };
     arm();
-    answer.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (err: unknown) => {
-        clearTimeout(timer);
-        reject(err);
-      },
-    );
+    answer.then(resolve, reject).finally(() => clearTimeout(timer));
   });
 }
