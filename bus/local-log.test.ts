@@ -13,7 +13,8 @@ import { createLogger } from '../core/log.ts';
 import { eventually } from '../test/harness.ts';
 import type { ChunkSink, TableChunk } from './bus.ts';
 import { LocalLogBus, type LocalLogBusOptions } from './local-log.ts';
-import { RowLog } from './row-log.ts';
+import { RecordLog } from './record-log.ts';
+import { ROW_CODEC } from './row-codec.ts';
 
 const dirs: string[] = [];
 const buses: LocalLogBus[] = [];
@@ -119,12 +120,12 @@ describe('LocalLogBus', () => {
     await appendFile(join(dir, segment!), Buffer.from([200, 0, 0, 0, 1, 2, 3, 4, 5]));
 
     const repairs: unknown[] = [];
-    const log = new RowLog(dir, { segmentBytes: 1 << 20, onRepair: (detail) => repairs.push(detail) });
+    const log = new RecordLog(dir, ROW_CODEC, { segmentBytes: 1 << 20, onRepair: (detail) => repairs.push(detail) });
     await log.open();
     expect(repairs).toEqual([{ segment, keptBytes: whole, cutBytes: 9, reason: 'a record cut short' }]);
     const { records } = await log.read(0, Infinity);
-    expect(records.map((r) => labels(r.chunks))).toEqual([['kept-1'], ['kept-2', 'kept-2', 'kept-2']]);
-    expect(records[1]!.chunks[0]).toMatchObject({ table: 'otel_logs', columns: ['Name'], rows: 3 });
+    expect(records.map((r) => labels(r.value))).toEqual([['kept-1'], ['kept-2', 'kept-2', 'kept-2']]);
+    expect(records[1]!.value[0]).toMatchObject({ table: 'otel_logs', columns: ['Name'], rows: 3 });
     await log.close();
   });
 
@@ -274,7 +275,7 @@ describe('LocalLogBus', () => {
   });
 
   it('takes back an append the writer has not taken yet: it is never written', async () => {
-    const log = new RowLog(await logDir(), { segmentBytes: 1 << 20 });
+    const log = new RecordLog(await logDir(), ROW_CODEC, { segmentBytes: 1 << 20 });
     await log.open();
     const first = log.append([chunk('written')]); // the writer takes it at once
     const second = log.append([chunk('withdrawn')]); // queued behind that write
@@ -282,7 +283,7 @@ describe('LocalLogBus', () => {
     expect(first.withdraw()).toBe(false);
     await first.done;
     const { records } = await log.read(0, Infinity);
-    expect(records.map((r) => labels(r.chunks))).toEqual([['written']]);
+    expect(records.map((r) => labels(r.value))).toEqual([['written']]);
     await log.close();
   });
 

@@ -1,6 +1,6 @@
 /**
  * LocalLogBus: the embedded default's bus. A publish appends the request's rows to the local
- * write-ahead log (row-log.ts) and resolves once they are on disk: that is what a 2xx promises,
+ * write-ahead log (record-log.ts, records of row-codec.ts) and resolves once they are on disk: that is what a 2xx promises,
  * and it takes a group-committed fdatasync (a millisecond or two), not a storage insert.
  *
  * Storage is fed in the background: the applier reads what the log holds in large batches
@@ -24,7 +24,10 @@ import type { ComponentStatus } from '../core/readiness.ts';
 import { isDataError } from '../storage/errors.ts';
 import { chunkBytes, type Bus, type BusFigures, type ChunkSink, type TableChunk } from './bus.ts';
 import { storeIsolating } from './isolate.ts';
-import { RowLog, type LogRecord } from './row-log.ts';
+import { RecordLog, type LogRecord } from './record-log.ts';
+import { ROW_CODEC } from './row-codec.ts';
+
+type RowRecord = LogRecord<readonly TableChunk[]>;
 
 export interface LocalLogBusOptions {
   /** The log's directory (<dataDir>/log). */
@@ -51,7 +54,7 @@ const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 5_000;
 
 export class LocalLogBus implements Bus {
-  private readonly rowLog: RowLog;
+  private readonly rowLog: RecordLog<readonly TableChunk[]>;
   private sink: ChunkSink | undefined;
   private applying: Promise<void> | undefined;
   private closed = false;
@@ -76,7 +79,7 @@ export class LocalLogBus implements Bus {
   readonly totals: ConsumerTotals = { batches: 0, rows: 0, deadLettered: 0, failures: 0 };
 
   constructor(private readonly options: LocalLogBusOptions) {
-    this.rowLog = new RowLog(options.dir, {
+    this.rowLog = new RecordLog(options.dir, ROW_CODEC, {
       segmentBytes: options.segmentBytes ?? 64 * 1024 * 1024,
       onRepair: (detail) => options.log?.warn(detail, 'local log: cut a record a crash left unfinished (it was never acknowledged)'),
     });
@@ -259,7 +262,7 @@ export class LocalLogBus implements Bus {
   }
 
   /** Keeps the rows storage refused, with the reason, where an operator can look at them and re-send them. */
-  private async deadLetter(record: LogRecord, chunks: TableChunk[], err: unknown): Promise<void> {
+  private async deadLetter(record: RowRecord, chunks: TableChunk[], err: unknown): Promise<void> {
     const dir = join(this.options.dir, 'dead-letters');
     await mkdir(dir, { recursive: true, mode: 0o700 });
     const file = join(dir, `${record.lsn.toString(16).padStart(16, '0')}-${chunks[0]!.table}.json`);
@@ -291,16 +294,16 @@ export class LocalLogBus implements Bus {
 
 interface TableGroup {
   table: string;
-  records: LogRecord[];
+  records: RowRecord[];
   /** Each record's chunks of this group's table. */
-  chunksOf: Map<LogRecord, TableChunk[]>;
+  chunksOf: Map<RowRecord, TableChunk[]>;
 }
 
 /** The batch as one list of records per insert (table and column list), in log order. */
-function byTable(records: readonly LogRecord[]): TableGroup[] {
+function byTable(records: readonly RowRecord[]): TableGroup[] {
   const groups = new Map<string, TableGroup>();
   for (const record of records) {
-    for (const chunk of record.chunks) {
+    for (const chunk of record.value) {
       const key = `${chunk.table}\n${chunk.columns.join(',')}`;
       let group = groups.get(key);
       if (!group) groups.set(key, (group = { table: chunk.table, records: [], chunksOf: new Map() }));

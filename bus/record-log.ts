@@ -1,15 +1,15 @@
 /**
- * RowLog: the embedded default's write-ahead log. A request's rows are appended as one record
- * and are durable once the append resolves: appends that arrive while a write runs share the
- * next write and its fdatasync (group commit). The storage side reads records back in large
- * batches, inserts them and moves the applied position on; segments wholly behind it are deleted.
+ * RecordLog: the embedded default's write-ahead log, one mechanism for the bus's rows
+ * (LocalLogBus) and the delivery queue's jobs (delivery/local-queue.ts). A record is durable once
+ * its append resolves: appends that arrive while a write runs share the next write and its
+ * fdatasync (group commit). The reader moves an applied position on; segments wholly behind it
+ * are deleted.
  *
- * On disk (<dataDir>/log, 0700): segment files named by the log position (LSN, a byte offset
- * that only grows) of their first record, `<16 hex digits>.seg`, and `checkpoint.json` (the
- * applied position and the batch being inserted, see LocalLogBus). A record is
+ * On disk (0700): segment files named by the log position (LSN, a byte offset that only grows)
+ * of their first record, `<16 hex digits>.seg`, and `checkpoint.json` (the applied position and
+ * what its owner keeps beside it). A record is
  *
- *   u32 payload length | u32 CRC-32 of the payload | payload
- *   payload: u16 chunks, then per chunk: u16 + table, u16 + columns (comma-joined), u32 rows, u32 + RowBinary
+ *   u32 payload length | u32 CRC-32 of the payload | payload (the codec's bytes)
  *
  * (little endian). A record is written whole or, after a crash, cut short: opening the log keeps
  * the longest prefix of whole records whose CRC matches and truncates the rest, which was never
@@ -18,7 +18,14 @@
 import { mkdir, open, readdir, readFile, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
-import type { TableChunk } from './bus.ts';
+
+/** How the log's owner turns its values into payload bytes and back. */
+export interface RecordCodec<T> {
+  /** The payload as write buffers (not copied: the log writes them as they are). */
+  encode(value: T): Uint8Array[];
+  /** The value of a payload; it may keep views of `payload` (see RecordLog.read). */
+  decode(payload: Buffer): T;
+}
 
 const HEADER_BYTES = 8;
 const MiB = 1024 * 1024;
@@ -26,22 +33,22 @@ const SEGMENT = /^([0-9a-f]{16})\.seg$/;
 /** A record longer than this is not one we wrote: the log is cut there. */
 const MAX_RECORD_BYTES = 1024 * 1024 * 1024;
 
-export interface LogRecord {
+export interface LogRecord<T> {
   /** Position of the record's first byte. */
   lsn: number;
   /** Position just past the record. */
   end: number;
-  chunks: TableChunk[];
+  value: T;
 }
 
 export interface Checkpoint {
-  /** Every record before this position is in storage. */
+  /** Every record before this position is done with (in storage, or no longer needed). */
   applied: number;
-  /** The batch being inserted: replayed exactly (same records, same dedup tokens) after a crash. */
+  /** The bus's batch being inserted: replayed exactly (same records, same dedup tokens) after a crash. */
   inFlight?: { from: number; to: number };
 }
 
-export interface RowLogOptions {
+export interface RecordLogOptions {
   /** A segment is closed once it holds this many bytes (records never span segments). */
   segmentBytes: number;
   /** Said when the log opened: what was cut from a segment's end and why. */
@@ -64,7 +71,7 @@ interface Append {
   taken: boolean;
 }
 
-export class RowLog {
+export class RecordLog<T> {
   private readonly segments: Segment[] = [];
   private active: FileHandle | undefined;
   private queue: Append[] = [];
@@ -72,7 +79,7 @@ export class RowLog {
   private checkpointed: Checkpoint = { applied: 0 };
   private readBuffer = Buffer.alloc(0);
 
-  constructor(private readonly dir: string, private readonly options: RowLogOptions) {}
+  constructor(private readonly dir: string, private readonly codec: RecordCodec<T>, private readonly options: RecordLogOptions) {}
 
   /** Position just past the last durable record. */
   get end(): number {
@@ -107,11 +114,11 @@ export class RowLog {
   }
 
   /**
-   * Appends one record holding the chunks; resolves once it is on disk. `withdraw` (the
+   * Appends one record holding the value; resolves once it is on disk. `withdraw` (the
    * returned function) takes it back if the writer has not taken it yet, and says whether it did.
    */
-  append(chunks: readonly TableChunk[]): { done: Promise<void>; withdraw: () => boolean } {
-    const iov = encodeRecord(chunks);
+  append(value: T): { done: Promise<void>; withdraw: () => boolean; bytes: number } {
+    const iov = frame(this.codec.encode(value));
     let entry!: Append;
     const done = new Promise<void>((resolve, reject) => {
       entry = { iov, bytes: iov.reduce((sum, part) => sum + part.byteLength, 0), resolve, reject, taken: false };
@@ -123,15 +130,15 @@ export class RowLog {
       this.queue.splice(this.queue.indexOf(entry), 1);
       return true;
     };
-    return { done, withdraw };
+    return { done, withdraw, bytes: entry.bytes };
   }
 
   /**
    * The records from `from` on, up to about maxBytes (at least one record) and never past
    * `until`. They are views of a buffer reused by the next read: done with them before then.
    */
-  async read(from: number, maxBytes: number, until = this.end): Promise<{ records: LogRecord[]; next: number }> {
-    const records: LogRecord[] = [];
+  async read(from: number, maxBytes: number, until = this.end): Promise<{ records: Array<LogRecord<T>>; next: number }> {
+    const records: Array<LogRecord<T>> = [];
     let position = from;
     let used = 0;
     while (position < until) {
@@ -147,11 +154,11 @@ export class RowLog {
       const room = maxBytes - (position - from);
       if (room <= 0 && records.length > 0) break;
       let view = await this.readInto(segment, position, Math.min(Math.min(segmentEnd, until) - position, Math.max(room, HEADER_BYTES)), used);
-      let parsed = parseRecords(view, position);
+      let parsed = this.parseRecords(view, position);
       if (parsed.length === 0) {
         // One record longer than the room left: it is read whole on its own.
         view = await this.readInto(segment, position, HEADER_BYTES + view.readUInt32LE(0), used);
-        parsed = parseRecords(view, position);
+        parsed = this.parseRecords(view, position);
         if (parsed.length === 0) throw new Error(`log segment ${segment.name} ends inside a record`);
       }
       records.push(...parsed);
@@ -182,6 +189,20 @@ export class RowLog {
       const segment = this.segments.shift()!;
       await rm(join(this.dir, segment.name), { force: true });
     }
+  }
+
+  /** The whole records at the start of `bytes` (a read may end inside one: it is left for the next read). */
+  private parseRecords(bytes: Buffer, position: number): Array<LogRecord<T>> {
+    const records: Array<LogRecord<T>> = [];
+    let offset = 0;
+    while (offset + HEADER_BYTES <= bytes.length) {
+      const [length] = recordLength(bytes, offset);
+      if (offset + HEADER_BYTES + length > bytes.length) break;
+      const payload = bytes.subarray(offset + HEADER_BYTES, offset + HEADER_BYTES + length);
+      records.push({ lsn: position + offset, end: position + offset + HEADER_BYTES + length, value: this.codec.decode(payload) });
+      offset += HEADER_BYTES + length;
+    }
+    return records;
   }
 
   private segmentAt(position: number): Segment | undefined {
@@ -310,67 +331,22 @@ export class RowLog {
   }
 }
 
-/** The record of a request's chunks as write buffers: small headers and the RowBinary itself (not copied). */
-export function encodeRecord(chunks: readonly TableChunk[]): Uint8Array[] {
-  const head = Buffer.allocUnsafe(HEADER_BYTES + 2);
-  head.writeUInt16LE(chunks.length, HEADER_BYTES);
-  const iov: Uint8Array[] = [head];
-  let length = 2;
-  let crc = crc32(head.subarray(HEADER_BYTES));
-  for (const chunk of chunks) {
-    const table = Buffer.from(chunk.table);
-    const columns = Buffer.from(chunk.columns.join(','));
-    const meta = Buffer.allocUnsafe(2 + table.length + 2 + columns.length + 8);
-    let at = meta.writeUInt16LE(table.length, 0);
-    at += table.copy(meta, at);
-    at = meta.writeUInt16LE(columns.length, at);
-    at += columns.copy(meta, at);
-    at = meta.writeUInt32LE(chunk.rows, at);
-    meta.writeUInt32LE(chunk.data.byteLength, at);
-    crc = crc32(chunk.data, crc32(meta, crc));
-    iov.push(meta, chunk.data);
-    length += meta.length + chunk.data.byteLength;
+/** The payload's parts behind the record header (length and CRC): the parts are not copied. */
+function frame(payload: Uint8Array[]): Uint8Array[] {
+  const head = Buffer.allocUnsafe(HEADER_BYTES);
+  let length = 0;
+  let crc = 0;
+  for (const part of payload) {
+    crc = crc32(part, crc);
+    length += part.byteLength;
   }
   head.writeUInt32LE(length, 0);
   head.writeUInt32LE(crc, 4);
-  return iov;
+  return [head, ...payload];
 }
 
 function recordLength(buffer: Buffer, offset: number): [length: number, crc: number] {
   return [buffer.readUInt32LE(offset), buffer.readUInt32LE(offset + 4)];
-}
-
-/** The whole records at the start of `bytes` (a read may end inside one: it is left for the next read). */
-function parseRecords(bytes: Buffer, position: number): LogRecord[] {
-  const records: LogRecord[] = [];
-  let offset = 0;
-  while (offset + HEADER_BYTES <= bytes.length) {
-    const [length] = recordLength(bytes, offset);
-    if (offset + HEADER_BYTES + length > bytes.length) break;
-    records.push({ lsn: position + offset, end: position + offset + HEADER_BYTES + length, chunks: decodePayload(bytes.subarray(offset + HEADER_BYTES, offset + HEADER_BYTES + length)) });
-    offset += HEADER_BYTES + length;
-  }
-  return records;
-}
-
-function decodePayload(payload: Buffer): TableChunk[] {
-  const chunks: TableChunk[] = [];
-  const count = payload.readUInt16LE(0);
-  let at = 2;
-  for (let i = 0; i < count; i++) {
-    const tableLength = payload.readUInt16LE(at);
-    const table = payload.toString('utf8', at + 2, at + 2 + tableLength);
-    at += 2 + tableLength;
-    const columnsLength = payload.readUInt16LE(at);
-    const columns = payload.toString('utf8', at + 2, at + 2 + columnsLength).split(',');
-    at += 2 + columnsLength;
-    const rows = payload.readUInt32LE(at);
-    const dataLength = payload.readUInt32LE(at + 4);
-    at += 8;
-    chunks.push({ table, columns, rows, data: payload.subarray(at, at + dataLength) });
-    at += dataLength;
-  }
-  return chunks;
 }
 
 /** writev until every byte is written (a write may be short). */
