@@ -275,16 +275,31 @@ export function webhookEgressPolicy(config: Readonly<SluiceConfig>): EgressPolic
   return new EgressPolicy({ allow: [...(config.relay.allowPrivateWebhooks ? LOOPBACK_AND_PRIVATE_NETWORKS : []), ...config.delivery.egressAllow] });
 }
 
-/** The delivery queue: the state store's journal embedded, a JetStream work-queue stream in a cluster. */
+/** The delivery queue: a write-ahead log in the data dir embedded, JetStream streams in a cluster. */
 export function createDeliveryQueue(config: Readonly<SluiceConfig>, nc: NatsConnection | undefined, state: StateStore, supervisor: Supervisor, log: Logger): DeliveryQueue {
-  if (!nc) return new LocalDeliveryQueue(state, log);
+  const { delivery, storage } = config;
+  const shares = { perTenant: delivery.tenantSlots, perDestination: delivery.destinationSlots };
+  if (!nc) {
+    return new LocalDeliveryQueue({
+      dir: join(config.dataDir, 'delivery'),
+      maxBytes: delivery.maxQueueBytes,
+      maxJobs: delivery.maxQueueJobs,
+      timeoutMs: storage.timeoutMs,
+      retryAfterSeconds: storage.retryAfterSeconds,
+      shares,
+      // Releases before the log kept the queue in the state store's journal.
+      carryOver: state,
+      log,
+    });
+  }
   return new JetStreamDeliveryQueue(nc, {
     prefix: config.nats.prefix,
     replicas: config.nats.replicas,
-    maxStreamBytes: config.delivery.maxQueueBytes,
+    maxStreamBytes: delivery.maxQueueBytes,
     // Attempts say they are alive every third of it, so it bounds only how long a dead worker's job waits.
-    ackWaitMs: config.delivery.ackWaitSeconds * 1000,
-    retryAfterSeconds: config.storage.retryAfterSeconds,
+    ackWaitMs: delivery.ackWaitSeconds * 1000,
+    retryAfterSeconds: storage.retryAfterSeconds,
+    shares,
     run: (name, loop) => supervisor.run(name, loop),
     log,
   });

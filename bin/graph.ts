@@ -265,9 +265,10 @@ export class SluiceGraph {
   /** The relay module (store mirrors and admin operations); its port is a role's business. */
   relay(): Promise<Relay> {
     return this.once('relay', async () => {
+      // The new series is recorded once it is on the queue: a refused enqueue leaves the job dead, to retry again.
       const requeue = async (job: DeliveryJob) => {
-        await (await this.attemptLog()).record(job, 0, 'queued');
         await (await this.deliveryQueue()).enqueue([job]);
+        await (await this.attemptLog()).record(job, 0, 'queued');
       };
       const relay = await openRelay(await relayParts(this.config, await this.state(), await this.accounts(), () => this.storageReader(), requeue, this.log));
       this.onStop('relay', async () => relay.shutdown());

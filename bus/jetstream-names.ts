@@ -18,9 +18,24 @@ export function manifestBucketOf(prefix: string): string {
   return `${prefix.toLowerCase()}_batches`;
 }
 
-/** The delivery queue's work-queue stream and subject (relay delivery jobs). */
+/** The delivery queue's work-queue stream and subject of jobs that are due. */
 export function deliveryStreamOf(prefix: string): { stream: string; subject: string } {
   return { stream: `${prefix}_DELIVERY`, subject: `${prefix.toLowerCase()}.delivery.jobs` };
+}
+
+/**
+ * The delivery queue's stream of jobs not due yet: new ones (intake publishes here) and ones
+ * waiting for a retry or a slot. A subject and a shared durable consumer per tier of delay
+ * (delivery/delay-tiers.ts).
+ */
+export function deliveryWaitingStreamOf(prefix: string) {
+  const base = `${prefix.toLowerCase()}.delivery.waiting`;
+  return {
+    stream: `${prefix}_DELIVERY_WAITING`,
+    subjects: `${base}.>`,
+    subject: (tier: { name: string }) => `${base}.${tier.name}`,
+    durable: (tier: { name: string }) => `sluice-delivery-waiting-${tier.name}`,
+  };
 }
 
 /** The shared durable consumer of the delivery stream: every `sluice deliver` process pulls from it. */

@@ -68,6 +68,8 @@ export interface DurableSettings {
   maxAckPending: number;
   /** Deliveries before JetStream gives up on a message; -1 (the default) never. */
   maxDeliver?: number;
+  /** Only this subject of the stream (a work-queue stream's consumers must not overlap). */
+  filterSubject?: string;
 }
 
 /** Creates the durable consumer of `stream`, or brings the one there is to these settings. Idempotent: every process may call it. */
@@ -77,7 +79,8 @@ export async function ensureDurableConsumer(jsm: JetStreamManager, stream: strin
     await jsm.consumers.update(stream, wanted.name, changeable);
     return;
   }
-  await jsm.consumers.add(stream, { durable_name: wanted.name, ack_policy: AckPolicy.Explicit, ...changeable }).catch(async (err) => {
+  const filter = wanted.filterSubject ? { filter_subject: wanted.filterSubject } : {};
+  await jsm.consumers.add(stream, { durable_name: wanted.name, ack_policy: AckPolicy.Explicit, ...filter, ...changeable }).catch(async (err) => {
     // Another process created it between our two calls.
     if (!(await jsm.consumers.info(stream, wanted.name).catch(() => undefined))) throw err;
   });

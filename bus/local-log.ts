@@ -24,7 +24,7 @@ import type { ComponentStatus } from '../core/readiness.ts';
 import { isDataError } from '../storage/errors.ts';
 import { chunkBytes, type Bus, type BusFigures, type ChunkSink, type TableChunk } from './bus.ts';
 import { storeIsolating } from './isolate.ts';
-import { RecordLog, type LogRecord } from './record-log.ts';
+import { LogTimeout, RecordLog, type LogRecord } from './record-log.ts';
 import { ROW_CODEC } from './row-codec.ts';
 
 type RowRecord = LogRecord<readonly TableChunk[]>;
@@ -146,20 +146,12 @@ export class LocalLogBus implements Bus {
       throw this.unavailable(LOG_FULL);
     }
     this.appendingBytes += bytes;
-    const { done, withdraw } = this.rowLog.append(chunks);
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        // Still queued: taken back, nothing of it is written. Being written: its outcome stands.
-        if (withdraw()) reject(this.unavailable('the disk did not take the rows in time'));
-      }, this.options.timeoutMs);
-    });
     try {
-      await Promise.race([done, timedOut]);
+      await this.rowLog.appendWithin(chunks, this.options.timeoutMs);
     } catch (err) {
-      throw err instanceof SluiceError ? err : this.unavailable(`the local log could not be written: ${(err as Error).message}`, err);
+      // Withdrawn: nothing of it is written. A write that failed: its outcome stands (refused).
+      throw err instanceof LogTimeout ? this.unavailable('the disk did not take the rows in time') : this.unavailable(`the local log could not be written: ${(err as Error).message}`, err);
     } finally {
-      clearTimeout(timer);
       this.appendingBytes -= bytes;
     }
     if (this.waitingSince === 0) this.waitingSince = Date.now();

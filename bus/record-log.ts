@@ -28,6 +28,8 @@ export interface RecordCodec<T> {
 }
 
 const HEADER_BYTES = 8;
+/** What a record takes in the log beside its payload: its length and checksum. */
+export const RECORD_FRAME_BYTES = HEADER_BYTES;
 const MiB = 1024 * 1024;
 const SEGMENT = /^([0-9a-f]{16})\.seg$/;
 /** A record longer than this is not one we wrote: the log is cut there. */
@@ -65,7 +67,8 @@ interface Segment {
 interface Append {
   iov: Uint8Array[];
   bytes: number;
-  resolve: () => void;
+  /** Called with the record's position once it is on disk. */
+  resolve: (lsn: number) => void;
   reject: (err: unknown) => void;
   /** Set once the writer took it: it can no longer be withdrawn. */
   taken: boolean;
@@ -114,13 +117,13 @@ export class RecordLog<T> {
   }
 
   /**
-   * Appends one record holding the value; resolves once it is on disk. `withdraw` (the
-   * returned function) takes it back if the writer has not taken it yet, and says whether it did.
+   * Appends one record holding the value; `done` resolves with its position once it is on disk.
+   * `withdraw` takes it back if the writer has not taken it yet, and says whether it did.
    */
-  append(value: T): { done: Promise<void>; withdraw: () => boolean; bytes: number } {
+  append(value: T): { done: Promise<number>; withdraw: () => boolean; bytes: number } {
     const iov = frame(this.codec.encode(value));
     let entry!: Append;
-    const done = new Promise<void>((resolve, reject) => {
+    const done = new Promise<number>((resolve, reject) => {
       entry = { iov, bytes: iov.reduce((sum, part) => sum + part.byteLength, 0), resolve, reject, taken: false };
     });
     this.queue.push(entry);
@@ -131,6 +134,25 @@ export class RecordLog<T> {
       return true;
     };
     return { done, withdraw, bytes: entry.bytes };
+  }
+
+  /**
+   * append(), given up after `timeoutMs` if the writer has not taken the record by then (a stuck
+   * disk): it is then never written and this rejects with LogTimeout. Once taken, its outcome stands.
+   */
+  async appendWithin(value: T, timeoutMs: number): Promise<number> {
+    const { done, withdraw } = this.append(value);
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        if (withdraw()) reject(new LogTimeout(timeoutMs));
+      }, timeoutMs);
+    });
+    try {
+      return await Promise.race([done, timedOut]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**
@@ -181,6 +203,11 @@ export class RecordLog<T> {
     await rename(`${file}.tmp`, file);
     await this.syncDirectory();
     this.checkpointed = checkpoint;
+  }
+
+  /** Whether release(applied) would delete a segment. */
+  releasable(applied: number): boolean {
+    return this.segments.length > 1 && this.segments[1]!.start <= applied;
   }
 
   /** Deletes the segments wholly before `applied` (never the one being appended to). */
@@ -252,8 +279,12 @@ export class RecordLog<T> {
       // A failed write leaves size where it was: what reached the file is overwritten by the next write, or cut at open.
       await writeAll(this.active!, batch.flatMap((entry) => entry.iov), segment.size);
       await this.active!.datasync();
+      let lsn = segment.start + segment.size;
       segment.size += bytes;
-      for (const entry of batch) entry.resolve();
+      for (const entry of batch) {
+        entry.resolve(lsn);
+        lsn += entry.bytes;
+      }
     } catch (err) {
       for (const entry of batch) entry.reject(err);
     }
@@ -328,6 +359,13 @@ export class RecordLog<T> {
     } finally {
       await handle.close();
     }
+  }
+}
+
+/** An append the disk did not take within its time: it was withdrawn and is never written. */
+export class LogTimeout extends Error {
+  constructor(readonly timeoutMs: number) {
+    super(`the disk did not take the record within ${timeoutMs} ms`);
   }
 }
 

@@ -64,10 +64,13 @@ export interface SluiceConfig {
   };
   delivery: {
     concurrency: number;
+    tenantSlots: number;
+    destinationSlots: number;
     attempts: number;
     backoffBaseMs: number;
     backoffMaxMs: number;
     maxQueueBytes: number;
+    maxQueueJobs: number;
     ackWaitSeconds: number;
     smtpUrl: string;
     smtpFrom: string;
@@ -161,10 +164,13 @@ export const OPTIONS: readonly Option[] = [
   { path: 'relay.hcaptchaVerifyUrl', env: 'SLUICE_RELAY_HCAPTCHA_VERIFY_URL', type: 'string', default: '', doc: 'hCaptcha siteverify URL; default hCaptcha\'s (https://api.hcaptcha.com/siteverify).', schema: { pattern: '^(|https?://.+)$' } },
   { path: 'relay.turnstileVerifyUrl', env: 'SLUICE_RELAY_TURNSTILE_VERIFY_URL', type: 'string', default: '', doc: 'Cloudflare Turnstile siteverify URL; default Cloudflare\'s (https://challenges.cloudflare.com/turnstile/v0/siteverify).', schema: { pattern: '^(|https?://.+)$' } },
   { path: 'delivery.concurrency', env: 'SLUICE_DELIVERY_CONCURRENCY', type: 'integer', default: 64, doc: 'Delivery attempts a process runs at once (serve and each `sluice deliver`).', schema: { minimum: 1, maximum: 1000 } },
+  { path: 'delivery.tenantSlots', env: 'SLUICE_DELIVERY_TENANT_SLOTS', type: 'integer', default: 16, doc: 'Of those, how many one tenant may hold: a tenant whose SMTP server stalls delays only its own mail.', schema: { minimum: 1, maximum: 1000 } },
+  { path: 'delivery.destinationSlots', env: 'SLUICE_DELIVERY_DESTINATION_SLOTS', type: 'integer', default: 8, doc: 'Of those, how many one destination (an email address, a WhatsApp number, a webhook) may hold.', schema: { minimum: 1, maximum: 1000 } },
   { path: 'delivery.attempts', env: 'SLUICE_DELIVERY_ATTEMPTS', type: 'integer', default: 10, doc: 'Attempts per delivery job (the first included) before it is dead; transient failures only, a permanent one is dead at once.', schema: { minimum: 1, maximum: 100 } },
   { path: 'delivery.backoffBaseMs', env: 'SLUICE_DELIVERY_BACKOFF_BASE_MS', type: 'integer', default: 15_000, doc: 'Wait after the first failed attempt; doubles per attempt (each drawn from half to all of its step), never less than Retry-After.', schema: { minimum: 10 } },
   { path: 'delivery.backoffMaxMs', env: 'SLUICE_DELIVERY_BACKOFF_MAX_MS', type: 'integer', default: 3_600_000, doc: 'The longest wait between two attempts.', schema: { minimum: 10 } },
-  { path: 'delivery.maxQueueBytes', env: 'SLUICE_DELIVERY_MAX_QUEUE_BYTES', type: 'integer', default: 1024 * MiB, doc: 'Cluster: bytes of jobs the delivery stream holds; past it submissions get 503 + Retry-After.', schema: { minimum: MiB } },
+  { path: 'delivery.maxQueueBytes', env: 'SLUICE_DELIVERY_MAX_QUEUE_BYTES', type: 'integer', default: 1024 * MiB, doc: 'Bytes of jobs the delivery queue holds (embedded: its log in <dataDir>/delivery; cluster: each of its two JetStream streams); past it submissions and notifications get 503 + Retry-After.', schema: { minimum: MiB } },
+  { path: 'delivery.maxQueueJobs', env: 'SLUICE_DELIVERY_MAX_QUEUE_JOBS', type: 'integer', default: 100_000, doc: 'Jobs the delivery queue holds (embedded: each has ~300 bytes of index in memory; cluster: messages per stream); past it intake gets 503 + Retry-After.', schema: { minimum: 100 } },
   { path: 'delivery.ackWaitSeconds', env: 'SLUICE_DELIVERY_ACK_WAIT_SECONDS', type: 'integer', default: 60, doc: 'Cluster: how long a delivery attempt may go without a sign of life (sent every third of it) before JetStream hands the job to another worker (the wait after a `sluice deliver` dies mid-attempt). One value for every process: each applies it at start.', schema: { minimum: 3, maximum: 600 } },
   { path: 'delivery.smtpUrl', env: 'SLUICE_SMTP_URL', type: 'string', default: '', doc: 'Server default SMTP server (smtp://user:pass@host:587, STARTTLS when offered; smtps:// for implicit TLS); a tenant may set its own. Empty: email jobs of tenants without their own go dead saying so.', schema: { pattern: '^(|smtps?://.+)$' } },
   { path: 'delivery.smtpFrom', env: 'SLUICE_SMTP_FROM', type: 'string', default: '', doc: 'Server default From address (`relay@example.com` or `Relay <relay@example.com>`).' },

@@ -74,4 +74,37 @@ describe('DeliveryHistory', () => {
     await attempts.record(job, 2, 'sending');
     expect(await history.job('t1', job.id)).toMatchObject({ state: 'sending' });
   });
+
+  it("lists a form's job once though its rows were written twice (a retried request), with the latest series' error only", async () => {
+    const submissionId = '00000000-0000-4000-8000-00000000aaaa';
+    const jobId = '00000000-0000-4000-8000-00000000bbbb';
+    // A request retried with its Idempotency-Key stores the same rows again.
+    for (let i = 0; i < 2; i++) {
+      await storage.query(`INSERT INTO otel.relay_submissions (TenantId, SiteId, FormId, SubmissionId, Kind, ReceivedAt, Data, Subject, Body, Ip, Origin, UserAgent, ApiKeyId, Jobs)
+        VALUES ('t1', 's1', 'f-listed', '${submissionId}', 'submission', '2026-11-24 10:00:00.000', '{}', '', '', '', '', '', '', 1)`);
+      await storage.query(`INSERT INTO otel.relay_delivery_jobs (TenantId, JobId, SubmissionId, Kind, Channel, Destination, Subject, Body, CreatedAt)
+        VALUES ('t1', '${jobId}', '${submissionId}', 'submission', 'webhook', 'whk_1', '', '', '2026-11-24 10:00:00.000')`);
+    }
+    const job: DeliveryJob = {
+      id: jobId, series: 1, tenantId: 't1', siteId: 's1', formId: 'f-listed', submissionId, kind: 'submission', channel: 'webhook',
+      destination: 'whk_1', createdAt: '2026-11-24T10:00:00.000Z', content: { data: {}, subject: '', body: '' },
+    };
+    await attempts.record({ ...job, series: 0 }, 0, 'withdrawn', { error: 'not queued: the request was answered with an error' });
+    await attempts.record(job, 1, 'sending');
+    await attempts.record(job, 1, 'dead', { error: 'http 500 Internal Server Error' });
+    expect(await history.jobs('t1', 'f-listed', { limit: 10 })).toMatchObject([{ jobId, state: 'dead', series: 1, lastError: 'http 500 Internal Server Error' }]);
+
+    const retried = { ...job, series: 2 };
+    await attempts.record(retried, 0, 'queued');
+    await attempts.record(retried, 1, 'sending');
+    await attempts.record(retried, 1, 'delivered');
+    expect(await history.jobs('t1', 'f-listed', { limit: 10 })).toMatchObject([{ jobId, state: 'delivered', series: 2, attempts: 1, lastError: '' }]);
+    expect(await history.created('t1', [jobId])).toHaveLength(1);
+  });
+
+  it('reads a job whose request was answered with an error before it was queued as withdrawn', async () => {
+    const job = await createJob();
+    await attempts.record({ ...job, series: 0 }, 0, 'withdrawn', { error: 'not queued' });
+    expect(await history.job('t1', job.id)).toMatchObject({ state: 'withdrawn' });
+  });
 });

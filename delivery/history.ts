@@ -43,7 +43,7 @@ export interface JobQuery {
 }
 
 /** The order of a listing: what needs someone first. */
-const NEEDS_ATTENTION_FIRST: readonly JobState[] = ['dead', 'failed', 'sending', 'queued', 'delivered'];
+const NEEDS_ATTENTION_FIRST: readonly JobState[] = ['dead', 'failed', 'sending', 'queued', 'delivered', 'withdrawn'];
 
 /**
  * The order of a job's records: an attempt's outcome after its start even when both were written
@@ -51,11 +51,22 @@ const NEEDS_ATTENTION_FIRST: readonly JobState[] = ['dead', 'failed', 'sending',
  */
 const RECORD_ORDER = `(Series, Attempt, State NOT IN ('queued', 'sending'), At)`;
 
-/** The latest record of each job, as columns of one row per JobId. */
-/** (Aliases differ from the columns: ClickHouse would read `Series` in a later argMax as the alias.) */
+/**
+ * The latest record of each job, as columns of one row per JobId; its last error is the latest
+ * series' (a manual retry that delivered shows no error of the series before it).
+ * (Aliases differ from the columns: ClickHouse would read `Series` in a later argMax as the alias.)
+ */
 const LATEST = `argMax(State, ${RECORD_ORDER}) AS LatestState, max(Series) AS LatestSeries, argMax(Attempt, ${RECORD_ORDER}) AS Attempts,
-  argMaxIf(Error, ${RECORD_ORDER}, Error != '') AS LastError, argMax(ProviderStatus, ${RECORD_ORDER}) AS LastProviderStatus,
+  argMax(Error, (Series, Error != '', Attempt, State NOT IN ('queued', 'sending'), At)) AS LastError, argMax(ProviderStatus, ${RECORD_ORDER}) AS LastProviderStatus,
   toString(toUnixTimestamp64Milli(max(At))) AS UpdatedMs, toString(toUnixTimestamp64Milli(argMax(NextAttemptAt, ${RECORD_ORDER}))) AS NextMs`;
+
+/** A tenant's job rows (the condition goes on with AND). */
+const JOB_ROWS = (db: string, tenant: string) => `SELECT * FROM ${db}.relay_delivery_jobs WHERE TenantId = ${tenant}`;
+/**
+ * A request retried with its Idempotency-Key stores its submission and jobs again under the
+ * same ids (relay/intake.ts): a job is listed once, as first written.
+ */
+const ONE_ROW_PER_JOB = 'ORDER BY CreatedAt LIMIT 1 BY JobId';
 
 export class DeliveryHistory {
   constructor(private readonly storage: () => Promise<Storage>, private readonly database: string) {}
@@ -70,9 +81,8 @@ export class DeliveryHistory {
       SELECT toString(j.JobId) AS jobId, j.SubmissionId AS submissionId, j.Kind AS kind, j.Channel AS channel, j.Destination AS destination,
         toString(toUnixTimestamp64Milli(j.CreatedAt)) AS createdMs, if(a.LatestState = '', 'queued', a.LatestState) AS state, a.LatestSeries AS series,
         a.Attempts AS attempts, a.LastError AS lastError, a.LastProviderStatus AS providerStatus, a.UpdatedMs AS updatedMs, a.NextMs AS nextMs
-      FROM ${db}.relay_delivery_jobs AS j
+      FROM (${JOB_ROWS(db, t)} AND SubmissionId IN (SELECT toString(SubmissionId) FROM ${db}.relay_submissions WHERE TenantId = ${t} AND FormId = ${f}) ${ONE_ROW_PER_JOB}) AS j
       LEFT JOIN (SELECT JobId, ${LATEST} FROM ${db}.relay_delivery_attempts WHERE TenantId = ${t} AND FormId = ${f} GROUP BY JobId) AS a ON a.JobId = j.JobId
-      WHERE j.TenantId = ${t} AND j.SubmissionId IN (SELECT toString(SubmissionId) FROM ${db}.relay_submissions WHERE TenantId = ${t} AND FormId = ${f})
     ) ${query.state ? `WHERE state = ${quoteString(query.state)}` : ''}
     ORDER BY indexOf(${order}, state), createdMs DESC, jobId LIMIT ${query.limit}`;
     return (await this.rows<Record<string, string | number>>(sql)).map((row) => ({
@@ -124,9 +134,8 @@ export class DeliveryHistory {
     const rows = await this.rows<Record<string, string | number>>(`SELECT toString(j.JobId) AS jobId, j.SubmissionId AS submissionId, j.Kind AS kind,
         j.Channel AS channel, j.Destination AS destination, j.Subject AS subject, j.Body AS body, toString(toUnixTimestamp64Milli(j.CreatedAt)) AS createdMs,
         if(a.LatestState = '', 'queued', a.LatestState) AS state, a.LatestSeries AS series
-      FROM ${db}.relay_delivery_jobs AS j
-      LEFT JOIN (SELECT JobId, ${LATEST} FROM ${db}.relay_delivery_attempts WHERE TenantId = ${t} AND JobId IN ${ids} GROUP BY JobId) AS a ON a.JobId = j.JobId
-      WHERE j.TenantId = ${t} AND j.JobId IN ${ids}`);
+      FROM (${JOB_ROWS(db, t)} AND JobId IN ${ids} ${ONE_ROW_PER_JOB}) AS j
+      LEFT JOIN (SELECT JobId, ${LATEST} FROM ${db}.relay_delivery_attempts WHERE TenantId = ${t} AND JobId IN ${ids} GROUP BY JobId) AS a ON a.JobId = j.JobId`);
     const submissionIds = [...new Set(rows.map((row) => String(row.submissionId)).filter(Boolean))];
     const submissions = new Map(submissionIds.length === 0 ? [] : (await this.rows<Record<string, string>>(`SELECT toString(SubmissionId) AS id, SiteId, FormId, Data, Subject, Body
         FROM ${db}.relay_submissions WHERE TenantId = ${t} AND SubmissionId IN (${submissionIds.map((id) => `toUUIDOrZero(${quoteString(id)})`).join(', ')})`)).map((row) => [row.id!, row]));

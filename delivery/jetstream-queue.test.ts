@@ -12,7 +12,7 @@ import { Supervisor } from '../core/supervisor.ts';
 import { eventually, removeNatsPrefixes } from '../test/harness.ts';
 import { DELIVERY_DURABLE, deliveryStreamOf } from '../bus/jetstream-names.ts';
 import { JetStreamDeliveryQueue } from './jetstream-queue.ts';
-import { describeDeliveryQueue, testJob } from './queue.suite.ts';
+import { AMPLE_SHARES, describeDeliveryQueue, testJob, type QueueSettings } from './queue.suite.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const prefixes: string[] = [];
@@ -20,14 +20,14 @@ const log = createLogger('silent');
 
 afterAll(() => removeNatsPrefixes(NATS_URL, prefixes));
 
-async function openQueue(prefix: string, { maxStreamBytes = 64 * 1024 * 1024, pullExpiresMs }: { maxStreamBytes?: number; pullExpiresMs?: number } = {}) {
+async function openQueue(prefix: string, { maxBytes = 64 * 1024 * 1024, shares = AMPLE_SHARES, pullExpiresMs }: QueueSettings & { pullExpiresMs?: number } = {}) {
   const nc = await connect({ servers: NATS_URL, timeout: 3000 }).catch((err: Error) => {
     throw new Error(`NATS is not reachable at ${NATS_URL} (start it with deploy/services.sh): ${err.message}`);
   });
   const restarts: string[] = [];
   const supervisor = new Supervisor({ log, onRestart: (loop) => restarts.push(loop) });
   const queue = new JetStreamDeliveryQueue(nc, {
-    prefix, replicas: 1, maxStreamBytes, ackWaitMs: 2000, retryAfterSeconds: 2, run: (name, loop) => supervisor.run(name, loop), log, pullExpiresMs,
+    prefix, replicas: 1, maxStreamBytes: maxBytes, ackWaitMs: 2000, retryAfterSeconds: 2, shares, run: (name, loop) => supervisor.run(name, loop), log, pullExpiresMs,
   });
   await queue.start();
   const close = async () => {
@@ -47,8 +47,8 @@ describeDeliveryQueue('JetStream', async () => {
   const prefix = freshPrefix();
   const closes: Array<() => Promise<void>> = [];
   return {
-    async open() {
-      const { queue, close } = await openQueue(prefix);
+    async open(settings) {
+      const { queue, close } = await openQueue(prefix, settings);
       closes.push(close);
       // A process killed: its connection drops, so its attempt stops telling JetStream it is alive.
       return { queue, kill: close };
@@ -60,24 +60,37 @@ describeDeliveryQueue('JetStream', async () => {
 });
 
 describe('JetStream delivery queue', () => {
-  it('refuses with a retryable 503 when its stream is full, and accepts again once there is room', async () => {
-    const { queue, close } = await openQueue(freshPrefix(), { maxStreamBytes: 4096 });
+  it('delivers 100 jobs for a healthy receiver while 10,000 for a dead one wait for their retry, outside the pending window', async () => {
+    const prefix = freshPrefix();
+    const { queue, close, nc } = await openQueue(prefix);
     try {
-      const big = { data: { text: 'x'.repeat(1500) }, subject: '', body: '' };
-      let refusal: unknown;
-      for (let i = 0; i < 10 && !refusal; i++) await queue.enqueue([testJob({ content: big })]).catch((err) => (refusal = err));
-      expect(refusal).toBeInstanceOf(SluiceError);
-      expect((refusal as SluiceError).code).toBe('unavailable');
-      expect((refusal as SluiceError).retryAfterSeconds).toBe(2);
-      expect((refusal as SluiceError).message).toMatch(/delivery queue is full/);
-      expect(queue.statuses()['delivery.queue']!.ok).toBe(false);
-      queue.consume(async () => ({ done: true }), 4);
-      await eventually(async () => (await queue.depth()) === 0);
-      await queue.enqueue([testJob({ content: big })]);
+      const dead = Array.from({ length: 10_000 }, () => testJob({ destination: 'dead' }));
+      // Enqueued a submission's worth at a time (a bundle of 100 jobs each), as intake would.
+      for (let i = 0; i < dead.length; i += 100) await queue.enqueue(dead.slice(i, i + 100));
+      const attempted = new Set<string>();
+      const delivered: string[] = [];
+      queue.consume(async ({ job }) => {
+        if (job.destination === 'alive') {
+          delivered.push(job.id);
+          return { done: true };
+        }
+        attempted.add(job.id);
+        return { retryInMs: 3_600_000 };
+      }, 64);
+      await eventually(() => attempted.size === dead.length, 120_000, 200);
+      const healthy = Array.from({ length: 100 }, () => testJob({ destination: 'alive' }));
+      await queue.enqueue(healthy);
+      await eventually(() => delivered.length === 100, 30_000);
+      // The 10,000 wait in the waiting stream, none of them in the due stream's pending window.
+      const jsm = await jetstreamManager(nc);
+      const due = await jsm.consumers.info(deliveryStreamOf(prefix).stream, DELIVERY_DURABLE);
+      expect(due.num_ack_pending).toBe(0);
+      expect(await queue.depth()).toBe(10_000);
     } finally {
+      await queue.shutdown();
       await close();
     }
-  });
+  }, 240_000);
 
   /** A queue consuming, once its pull waits on the server: one that would wait a minute for jobs, so only a stop can end it in time. */
   async function pullingQueue() {

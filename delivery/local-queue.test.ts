@@ -2,21 +2,20 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '../core/log.ts';
-import { LocalStateStore } from '../state/local.ts';
 import { LocalDeliveryQueue } from './local-queue.ts';
-import { describeDeliveryQueue } from './queue.suite.ts';
+import { AMPLE_SHARES, describeDeliveryQueue } from './queue.suite.ts';
 
-describeDeliveryQueue('local journal', async () => {
+describeDeliveryQueue('local log', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-queue-'));
   const log = createLogger('silent');
   return {
-    async open() {
-      const state = new LocalStateStore(dir);
-      await state.start();
-      const queue = new LocalDeliveryQueue(state, log);
+    async open(settings = {}) {
+      const queue = new LocalDeliveryQueue({
+        dir, maxBytes: settings.maxBytes ?? 64 * 1024 * 1024, maxJobs: 100_000, timeoutMs: 5000, retryAfterSeconds: 2, shares: settings.shares ?? AMPLE_SHARES, log,
+      });
       await queue.start();
-      // A process killed: its journal stays as the last fdatasync left it; the hung attempt never settles.
-      return { queue, kill: () => state.shutdown() };
+      // A process killed: its log stays as the last fdatasync left it; the hung attempt never settles.
+      return { queue, kill: async () => {} };
     },
     cleanup: () => rm(dir, { recursive: true, force: true }),
   };

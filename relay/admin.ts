@@ -73,7 +73,7 @@ interface DeliverySettingsBody {
 /** The delivery history and manual retries, for the admin (bin/ wires them to storage and the delivery queue). */
 export interface DeliveryAccess {
   history: DeliveryHistory;
-  /** Records the job's new series as queued and puts it on the delivery queue. */
+  /** Puts the job's new series on the delivery queue, then records it queued (a refusal records nothing). */
   requeue(job: DeliveryJob): Promise<void>;
 }
 

@@ -10,6 +10,10 @@
  * its answer. A request that failed releases its key: a retry runs anew, as a client retrying
  * after a 503 expects. A claim holds a lease: if the process died before answering, the key is
  * free again once the lease ran out, never wedged. After REPLAY_WINDOW_MS a key starts afresh.
+ *
+ * A claim carries the key's first use. A retry of the same body within the window has the same
+ * one, so what the request makes (a submission, its delivery jobs) is named the same again, and
+ * what a failed or interrupted run already made is recognised, not made twice.
  */
 import { createHash } from 'node:crypto';
 import type { StateStore } from '../state/store.ts';
@@ -40,7 +44,16 @@ export type IdempotentStart =
   | { kind: 'replay'; response: StoredResponse }
   | { kind: 'run'; claim: Claim };
 
+/** The first use of a key with a body: the same on every retry within the replay window. */
+export interface FirstUse {
+  /** Unique per scope, key and first use. */
+  id: string;
+  /** Epoch ms. */
+  at: number;
+}
+
 export interface Claim {
+  readonly firstUse: FirstUse;
   /** Stores the answer for replays. */
   finish(response: StoredResponse): Promise<void>;
   /** Frees the key after a failure: a retry runs anew. */
@@ -101,8 +114,11 @@ export class Idempotency {
       const record = existing.value;
       const free = record.state === 'released' || now - record.firstAt >= REPLAY_WINDOW_MS || (record.state === 'running' && record.leaseUntil <= now);
       if (free) {
-        const taken = await this.state.update(IDEMPOTENCY_BUCKET, id, claim, existing.revision);
-        if (taken !== undefined) return this.claimed(id, claim, taken);
+        // The same body within the window is the same request, retried: it keeps its first use.
+        const again = record.fingerprint === print && now - record.firstAt < REPLAY_WINDOW_MS;
+        const renewed = again ? { ...claim, firstAt: record.firstAt } : claim;
+        const taken = await this.state.update(IDEMPOTENCY_BUCKET, id, renewed, existing.revision);
+        if (taken !== undefined) return this.claimed(id, renewed, taken);
         continue; // another request took it first: look again
       }
       if (record.fingerprint !== print) throw new RelayError(422, 'Idempotency-Key has already been used with a different request body');
@@ -118,10 +134,11 @@ export class Idempotency {
     // Finish and release change the record only if it is still ours (no takeover after a lapsed lease).
     const end = (record: IdempotencyRecord) => this.state.update(IDEMPOTENCY_BUCKET, id, record, ours).then(() => undefined);
     // Work starts only with half the lease left: a slow request gives up before another may take the key.
-    const startBy = claim.firstAt + this.options.leaseMs / 2;
+    const startBy = claim.leaseUntil - this.options.leaseMs / 2;
     return {
       kind: 'run',
       claim: {
+        firstUse: { id: `${id}.${claim.firstAt}`, at: claim.firstAt },
         finish: (response) => end({ ...claim, state: 'done', response }),
         release: () => end({ ...claim, state: 'released' }),
         holds: () => this.now() < startBy,

@@ -40,7 +40,7 @@ describe('RelayIntake', () => {
     expect(queued[0]!.content).toEqual({ data: { name: 'Ada' }, subject: '', body: '' });
   });
 
-  it('answers the queue\'s error when the jobs cannot be queued, and records the stored jobs dead saying so', async () => {
+  it('answers the queue\'s error when the jobs cannot be queued, and records the stored jobs withdrawn saying so', async () => {
     const { intake, published } = intakeWith(true);
     const refused = await intake.store(record, targets).catch((err: unknown) => err);
     expect(refused).toBeInstanceOf(SluiceError);
@@ -51,7 +51,28 @@ describe('RelayIntake', () => {
       'relay_delivery_attempts',
     ]);
     const text = Buffer.from(published[1]![0]!.data).toString('latin1');
-    expect(text).toContain('dead');
-    expect(text).toContain('not queued, and the request was answered with an error: the delivery queue is full');
+    expect(text).toContain('withdrawn');
+    expect(text).toContain('not queued: the request was answered with an error, for its client to send again (the delivery queue is full)');
+  });
+
+  it('makes the same submission and the same jobs again for the same first use of an Idempotency-Key, and others for another', async () => {
+    const { intake, queued } = intakeWith(false);
+    const firstUse = { id: 'scope-key.1764340000000', at: 1764340000000 };
+    const first = await intake.store(record, targets, undefined, firstUse);
+    const again = await intake.store(record, targets, undefined, firstUse);
+    const other = await intake.store(record, targets, undefined, { ...firstUse, id: 'scope-other.1764340000000' });
+    expect(again).toBe(first);
+    expect(other).not.toBe(first);
+    const ids = queued.map((job) => job.id);
+    expect(ids.slice(2, 4)).toEqual(ids.slice(0, 2));
+    expect(new Set(ids).size).toBe(4);
+    expect(queued[0]!.createdAt).toBe(new Date(firstUse.at).toISOString());
+  });
+
+  it('queues a destination named twice once, every job sharing one content', async () => {
+    const { intake, queued } = intakeWith(false);
+    await intake.store(record, [...targets, targets[0]!]);
+    expect(queued.map((job) => job.destination)).toEqual(['a@example.com', 'whk_1']);
+    expect(queued[0]!.content).toBe(queued[1]!.content);
   });
 });

@@ -5,18 +5,23 @@
  * by JetStream in a cluster); then the jobs on the delivery queue (delivery/), durable too. The
  * 201 waits for both, and nothing a delivery does later changes it.
  *
- * If the rows are stored and queuing then fails, the caller gets 503 and retries: the stored
- * submission stays and its jobs are recorded dead, saying so (a manual retry would deliver what
- * the caller was told had failed); nothing is delivered twice. (Only a crash between the two
- * steps leaves jobs that show as queued with no attempt.)
+ * Queuing is all or nothing (delivery/queue.ts). If the rows are stored and queuing then fails,
+ * the caller gets the error (503) and sends again: the stored submission stays, its jobs recorded
+ * `withdrawn` — never attempted, and not retryable, since the caller's new request delivers.
+ * With an Idempotency-Key the retry is the same submission: its id and time come from the key's
+ * first use, its jobs' ids from it and their destinations (delivery/job.ts), so each destination
+ * gets it once whichever attempt queued it, and its rows written again are the same rows. (Only a crash between the two steps leaves jobs that show
+ * as queued with no attempt.)
  */
 import { randomUUID } from 'node:crypto';
 import type { Bus } from '../bus/bus.ts';
 import type { Reservation } from '../core/byte-budget.ts';
-import type { DeliveryJob, JobKind } from '../delivery/job.ts';
+import { jobIdOf, type DeliveryJob, type JobKind } from '../delivery/job.ts';
+import { derivedUuid } from '../core/hash.ts';
 import type { DeliveryQueue } from '../delivery/queue.ts';
 import type { AttemptLog } from '../delivery/attempt-log.ts';
 import { TranscodeOutput } from '../pipeline/otlp/output.ts';
+import type { FirstUse } from './idempotency.ts';
 import type { Channel } from './model.ts';
 
 export type SubmissionKind = 'submission' | 'notification';
@@ -51,10 +56,24 @@ export interface MessageJob extends JobTarget {
 export class RelayIntake {
   constructor(private readonly bus: Bus, private readonly deliveries: DeliveryQueue, private readonly history: AttemptLog) {}
 
-  /** Stores the submission and queues its jobs; resolves with its id once both are durable. */
-  async store(record: SubmissionRecord, targets: readonly JobTarget[], held?: Reservation): Promise<string> {
-    const submissionId = randomUUID();
-    const receivedAt = nowNanos();
+  /**
+   * Stores the submission and queues its jobs; resolves with its id once both are durable.
+   * `firstUse` (an Idempotency-Key's) names the request across its retries: the submission's id
+   * and time come from it, else they are new.
+   */
+  async store(record: SubmissionRecord, targets: readonly JobTarget[], held?: Reservation, firstUse?: FirstUse): Promise<string> {
+    const submissionId = firstUse ? derivedUuid('submission', firstUse.id) : randomUUID();
+    const receivedAt = firstUse ? BigInt(firstUse.at) * 1_000_000n : nowNanos();
+    // One content for all the jobs (a queue writes it once); a destination named twice gets it once.
+    const content = { data: record.data, subject: record.subject, body: record.body };
+    const destinations = [...new Map(targets.map((target) => [`${target.channel} ${target.destination}`, target])).values()];
+    const jobs = destinations.map((target): DeliveryJob => ({
+      ...newJob(submissionId, record.tenantId, record.kind, target, receivedAt),
+      siteId: record.siteId,
+      formId: record.formId,
+      submissionId,
+      content,
+    }));
     const out = new TranscodeOutput();
     const rows = out.table('relay_submissions');
     const w = rows.writer;
@@ -64,15 +83,8 @@ export class RelayIntake {
     w.dateTime64(receivedAt);
     for (const value of [JSON.stringify(record.data), record.subject, record.body]) w.string(value);
     for (const value of [record.meta.ip, record.meta.origin, record.meta.userAgent, record.meta.apiKeyId]) w.string(value);
-    w.u32(targets.length);
+    w.u32(jobs.length);
     rows.endRow();
-    const jobs = targets.map((target): DeliveryJob => ({
-      ...newJob(record.tenantId, record.kind, target, receivedAt),
-      siteId: record.siteId,
-      formId: record.formId,
-      submissionId,
-      content: { data: record.data, subject: record.subject, body: record.body },
-    }));
     writeJobs(out, jobs);
     await this.bus.publish(out.finish().tables, held);
     await this.enqueue(jobs);
@@ -82,8 +94,9 @@ export class RelayIntake {
   /** Queues jobs that carry their own message (tenant discovery): durable when this resolves. */
   async queue(messages: readonly MessageJob[]): Promise<void> {
     const createdAt = nowNanos();
+    const origin = randomUUID();
     const jobs = messages.map((message): DeliveryJob => ({
-      ...newJob(message.tenantId, message.kind, message, createdAt),
+      ...newJob(origin, message.tenantId, message.kind, message, createdAt),
       siteId: '',
       formId: '',
       submissionId: '',
@@ -95,20 +108,23 @@ export class RelayIntake {
     await this.enqueue(jobs);
   }
 
-  /** Queues stored jobs; those it could not queue are recorded dead with the reason, and the caller's answer is the error. */
+  /** Queues stored jobs, all or none; when none, they are recorded withdrawn and the caller's answer is the error. */
   private async enqueue(jobs: DeliveryJob[]): Promise<void> {
     try {
       await this.deliveries.enqueue(jobs);
     } catch (err) {
-      const error = `not queued, and the request was answered with an error: ${(err as Error).message}`;
-      await Promise.all(jobs.map((job) => this.history.record(job, 0, 'dead', { error, providerStatus: 'not queued' })));
+      const error = `not queued: the request was answered with an error, for its client to send again (${(err as Error).message})`;
+      // Series 0: before any series, so a retry with the request's key that queues it (series 1) supersedes it whole.
+      await Promise.all(jobs.map((job) => this.history.record({ ...job, series: 0 }, 0, 'withdrawn', { error, providerStatus: 'not queued' })));
       throw err;
     }
   }
 }
 
-function newJob(tenantId: string, kind: JobKind, target: JobTarget, createdAt: bigint) {
-  return { id: randomUUID(), series: 1, tenantId, kind, channel: target.channel, destination: target.destination, createdAt: new Date(Number(createdAt / 1_000_000n)).toISOString() };
+/** A job's own fields; its id from what asked for it (`origin`) and its destination. */
+function newJob(origin: string, tenantId: string, kind: JobKind, target: JobTarget, createdAt: bigint) {
+  const { channel, destination } = target;
+  return { id: jobIdOf(origin, channel, destination), series: 1, tenantId, kind, channel, destination, createdAt: new Date(Number(createdAt / 1_000_000n)).toISOString() };
 }
 
 function writeJobs(out: TranscodeOutput, jobs: readonly DeliveryJob[]): void {

@@ -135,6 +135,7 @@ export class PublicRelay {
             { tenantId: site.tenantId, siteId: site.id, formId: form.id, kind: 'submission', data: input.data, subject: '', body: '', meta: this.meta(request, received.ip, '') },
             formTargets(form, CHANNELS),
             budget,
+            claim?.firstUse,
           );
           return { status: 201, body: { success: true, submissionId } };
         });
@@ -256,6 +257,7 @@ export class PublicRelay {
             },
             targets,
             budget,
+            claim?.firstUse,
           );
           return { status: 201, body: { success: true, submissionId } };
         });

@@ -1,7 +1,9 @@
 /**
  * Reading stored submissions back, per form and newest first, for the admin API and the CLI.
  * They live in storage (relay_submissions), so this reads through the Storage interface; a
- * process without storage (a cluster gateway with no CLICKHOUSE_URL) answers 503 saying so.
+ * process without storage (a cluster gateway with no CLICKHOUSE_URL) answers 503 saying so. A
+ * request retried with its Idempotency-Key writes its submission's row again, the same row: it
+ * is listed once.
  */
 import { queryRows, quoteIdentifier, quoteString, type Storage } from '../storage/storage.ts';
 import { validationFailed } from './errors.ts';
@@ -56,7 +58,7 @@ export class SubmissionReader {
     const sql = `SELECT toString(SubmissionId) AS submissionId, Kind AS kind, toString(toUnixTimestamp64Nano(ReceivedAt)) AS nanos,
       Data, Subject, Body, Ip, Origin, UserAgent, Jobs
       FROM ${quoteIdentifier(this.database)}.relay_submissions WHERE ${where.join(' AND ')}
-      ORDER BY ReceivedAt DESC, SubmissionId DESC LIMIT ${limit + 1}`;
+      ORDER BY ReceivedAt DESC, SubmissionId DESC LIMIT 1 BY SubmissionId LIMIT ${limit + 1}`;
     const rows = await queryRows<Row>(storage, sql);
     const page = rows.slice(0, limit);
     const submissions = page.map((row) => ({
