@@ -3,8 +3,8 @@
  * processes killed with SIGKILL, real peers (an SMTP server, webhook receivers verifying with
  * `standardwebhooks`) in this test process, on loopback.
  *
- * Embedded default (`sluice serve`, the process `npm start` runs; the queue is the state store's
- * journal in its data dir):
+ * Embedded default (`sluice serve`, the process `npm start` runs; the queue is a write-ahead log
+ * in its data dir):
  *   1. killed while 2N jobs wait for their next attempt (the SMTP server down, the receiver
  *      answering 503 until after the restart, so nothing can have been delivered before the
  *      kill), restarted on the same data dir: every job delivered, each message exactly once;
@@ -131,12 +131,14 @@ class RelayClient {
     this.token = login.body.token;
   }
 
-  /** A site with a form, these email recipients and a webhook to `hook` (its secret set on the receiver). */
-  async form(options: { emails?: string[]; hook?: WebhookReceiver }): Promise<{ site: any; form: any }> {
+  /** A site with a form, these email recipients and a webhook to each hook (its secret set on the receiver). */
+  async form(options: { emails?: string[]; hook?: WebhookReceiver; hooks?: WebhookReceiver[] }): Promise<{ site: any; form: any }> {
     const site = await this.admin('POST', '/admin/sites', { name: 'web', allowedOrigins: [] });
     const form = await this.admin('POST', `/admin/sites/${site.id}/forms`, { name: 'Contact', formKey: `f${randomBytes(4).toString('hex')}` });
     for (const address of options.emails ?? []) await this.admin('POST', `/admin/sites/${site.id}/forms/${form.id}/recipients`, { channel: 'email', address });
-    if (options.hook) options.hook.secret = (await this.admin('POST', `/admin/sites/${site.id}/forms/${form.id}/webhooks`, { url: options.hook.url })).secret;
+    for (const hook of [...(options.hook ? [options.hook] : []), ...(options.hooks ?? [])]) {
+      hook.secret = (await this.admin('POST', `/admin/sites/${site.id}/forms/${form.id}/webhooks`, { url: hook.url })).secret;
+    }
     return { site, form };
   }
 
@@ -282,6 +284,119 @@ describe('embedded default: `sluice serve` killed with SIGKILL and restarted on 
     expect(ids.size).toBe(N);
     for (const [id, calls] of ids) expect(calls.map((call) => [call.answer, call.verified]), id).toEqual([['held', true], [200, true]]);
   }, 120_000);
+});
+
+describe('embedded default: the delivery queue full (SLUICE_DELIVERY_MAX_QUEUE_JOBS=100)', () => {
+  let serve: SluiceProcess;
+  const relay = new RelayClient(() => serve);
+  const env = { SLUICE_DELIVERY_MAX_QUEUE_JOBS: '100' };
+
+  async function restart(signal: 'SIGKILL' | 'SIGTERM'): Promise<void> {
+    await serve.stop(signal);
+    serve = await start('serve', 'serve-bounded', env, serve.dataDir);
+  }
+
+  /** Submissions to `form` until one is refused; the accepted ones' ids. */
+  async function fill(site: any, form: any): Promise<{ accepted: string[]; refusal: { status: number; body: any; headers?: unknown } }> {
+    const accepted: string[] = [];
+    for (let n = 0; n < 200; n++) {
+      const reply = await relay.call('POST', '/submissions', { siteKey: site.siteKey, formKey: form.formKey, data: { n } });
+      if (reply.status !== 201) return { accepted, refusal: reply };
+      accepted.push(reply.body.submissionId);
+    }
+    throw new Error('the queue took 200 jobs: it has no bound');
+  }
+
+  beforeAll(async () => {
+    serve = await start('serve', 'serve-bounded', env);
+    await relay.onboard();
+  }, 60_000);
+
+  afterAll(() => serve?.stop());
+
+  it('4. answers 503 + Retry-After when full; SIGKILL and restart lose nothing it accepted: each job delivered once', async () => {
+    const hook = await receiver();
+    hook.then = 503;
+    const { site, form } = await relay.form({ hook });
+    const { accepted, refusal } = await fill(site, form);
+    expect(accepted).toHaveLength(100);
+    expect(refusal.status).toBe(503);
+    const retryAfter = await fetch(`http://127.0.0.1:${serve.relayPort}/api/v1/submissions`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': '198.51.100.200' }, body: JSON.stringify({ siteKey: site.siteKey, formKey: form.formKey, data: {} }),
+    });
+    expect(retryAfter.status).toBe(503);
+    expect(Number(retryAfter.headers.get('retry-after'))).toBeGreaterThan(0);
+    const ready = await (await fetch(`${serve.baseUrl}/api/v1/ready`)).json();
+    expect(ready.components['delivery.queue']).toMatchObject({ ok: false, figures: { jobs: 100 } });
+
+    await restart('SIGKILL');
+    expect(await metric(serve, DEPTH), 'jobs carried over the kill').toBe(100);
+    hook.then = 200;
+    await eventually(async () => delivered(hook.calls).length >= 100 && (await metric(serve, DEPTH)) === 0, WAIT_MS, 100);
+    await sleep(1500);
+    const hooks = delivered(hook.calls);
+    expect(hooks).toHaveLength(100);
+    expect(hooks.map(submissionOf).sort()).toEqual([...accepted].sort());
+  }, 150_000);
+
+  it("5. a submission whose 3rd job does not fit is refused whole; the client's retries, with and without its Idempotency-Key, and a restart: each destination gets each submission once", async () => {
+    // 98 of the 100 places held by jobs of a receiver that keeps refusing.
+    const blocker = await receiver();
+    blocker.then = 503;
+    const blocking = await relay.form({ hook: blocker });
+    for (let n = 0; n < 98; n++) await relay.submit(blocking.site, blocking.form, { n });
+    // A dead job to retry by hand later, and the form with three destinations.
+    const gone = await receiver();
+    gone.answers.push(410);
+    const dying = await relay.form({ hook: gone });
+    await relay.submit(dying.site, dying.form, { n: 'dead' });
+    const [deadJob] = await eventually(async () => {
+      const listed = await relay.jobs(dying.site, dying.form);
+      return listed[0]?.state === 'dead' ? listed : undefined;
+    }, WAIT_MS, 100);
+    const hooks = [await receiver(), await receiver(), await receiver()];
+    const { site, form } = await relay.form({ hooks });
+
+    // 98 jobs queued: a submission needing 3 places is refused, none of its jobs queued.
+    const body = { siteKey: site.siteKey, formKey: form.formKey, data: { name: 'Ada' } };
+    const plain = await relay.call('POST', '/submissions', body);
+    expect(plain.status, plain.text).toBe(503);
+    const keyed = await relay.call('POST', '/submissions', { ...body, data: { name: 'Grace' } }, { 'idempotency-key': 'order-4711-contact' });
+    expect(keyed.status, keyed.text).toBe(503);
+    // Full to the last place: a manual retry is refused as well, and the job stays dead for the next one.
+    for (let n = 98; n < 100; n++) await relay.submit(blocking.site, blocking.form, { n });
+    const early = await relay.call('POST', `/admin/jobs/${deadJob.jobId}/retry`);
+    expect(early.status, early.text).toBe(503);
+    expect(await relay.admin('GET', `/admin/jobs/${deadJob.jobId}`)).toMatchObject({ state: 'dead', series: 1 });
+
+    // Room again; the clients send again: the plain one as a new submission, the keyed one with its key.
+    blocker.then = 200;
+    await eventually(async () => (await metric(serve, DEPTH)) === 0, WAIT_MS, 100);
+    const plainAgain = await relay.submit(site, form, { name: 'Ada' });
+    const keyedAgain = await relay.call('POST', '/submissions', { ...body, data: { name: 'Grace' } }, { 'idempotency-key': 'order-4711-contact' });
+    expect(keyedAgain.status, keyedAgain.text).toBe(201);
+    gone.then = 200;
+    expect((await relay.call('POST', `/admin/jobs/${deadJob.jobId}/retry`)).status).toBe(202);
+
+    await restart('SIGTERM');
+    const settled = await eventually(async () => {
+      const listed = await relay.jobs(site, form);
+      const done = listed.filter((job) => job.state === 'delivered');
+      return done.length === 6 && (await metric(serve, DEPTH)) === 0 ? listed : undefined;
+    }, WAIT_MS, 100);
+    await sleep(1500);
+    for (const hook of hooks) {
+      const calls = delivered(hook.calls);
+      expect(calls.map(submissionOf).sort(), 'one delivery per submission').toEqual([plainAgain, keyedAgain.body.submissionId].sort());
+      expect(hook.calls).toHaveLength(2);
+    }
+    // The refused plain request's jobs are withdrawn: never attempted, never retried.
+    expect(settled.filter((job) => job.state === 'withdrawn')).toHaveLength(3);
+    expect((await relay.call('POST', `/admin/jobs/${settled.find((job) => job.state === 'withdrawn').jobId}/retry`)).status).toBe(409);
+    // The dead job: delivered by its retry's series, once; the listing shows that series.
+    expect(delivered(gone.calls)).toHaveLength(1);
+    expect((await relay.jobs(dying.site, dying.form))[0]).toMatchObject({ state: 'delivered', series: 2, lastError: '' });
+  }, 180_000);
 });
 
 describe('cluster: a gateway with the relay, a consumer and two `sluice deliver` processes on NATS', () => {
