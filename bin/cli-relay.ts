@@ -83,7 +83,7 @@ export function addRelayCommands(relay: SluiceCommand): void {
 
   const jobs = group('jobs', 'delivery jobs (one per submission and recipient or webhook)');
   form(jobs.command('list').description("a form's delivery jobs, dead first"))
-    .value('--state <STATE>', 'queued, sending, delivered, failed or dead')
+    .value('--state <STATE>', 'queued, sending, delivered, failed, dead or withdrawn')
     .value('--limit <N>', 'at most N (a whole number)');
   tenant(jobs.command('show').description('a delivery job and every attempt')).value('--job <ID>', 'the job', REQUIRED);
   tenant(jobs.command('retry').description('retry a dead job (a fresh series of attempts)')).value('--job <ID>', 'the job', REQUIRED);

@@ -8,6 +8,7 @@ import { DOCS_ASSET_PARAMETER, DOCS_OPERATIONS, OPENAPI_INFO, type OpenApiDocume
 import { ADMIN_SCHEMAS, PUBLIC_SCHEMAS, type AdminSchemaName } from './schemas.ts';
 import { relayRouteList } from './http.ts';
 import { RESPONSE_SCHEMAS } from './openapi-schemas.ts';
+import { JOB_STATES } from '../delivery/job.ts';
 
 type Json = Record<string, unknown>;
 
@@ -238,7 +239,7 @@ const OPERATIONS: Record<string, Operation> = {
     summary: 'A form\'s delivery jobs, dead first',
     ok: ref('JobList'),
     parameters: [
-      { name: 'state', in: 'query', required: false, schema: { enum: ['queued', 'sending', 'delivered', 'failed', 'dead'] }, description: 'Only jobs in this state.' },
+      { name: 'state', in: 'query', required: false, schema: { enum: [...JOB_STATES] }, description: 'Only jobs in this state.' },
       { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
     ],
     refusals: { 400: [M.validation], ...STORAGE('The delivery history is') },
@@ -255,7 +256,7 @@ const OPERATIONS: Record<string, Operation> = {
   'POST /api/v1/admin/jobs/:jobId/retry': {
     id: 'retryJob',
     summary: 'Retry a dead job',
-    description: 'A fresh series of attempts.',
+    description: 'A fresh series of attempts, recorded once it is queued: a retry the delivery queue refuses (503) leaves the job dead.',
     role: 'admin',
     ok: ref('RetriedJob'),
     refusals: { 409: ['Only a dead job can be retried; this one is <state>'], ...STORAGE('The delivery history is') },
