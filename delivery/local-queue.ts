@@ -136,8 +136,7 @@ export class LocalDeliveryQueue implements DeliveryQueue {
 
   async enqueue(jobs: readonly DeliveryJob[]): Promise<void> {
     // A series being written by another enqueue: wait for its outcome, then look again.
-    const pending = [...new Set(jobs.map((job) => this.adding.get(seriesKey(job))).filter(Boolean))];
-    if (pending.length > 0) await Promise.allSettled(pending);
+    for (let pending = this.beingAdded(jobs); pending.length > 0; pending = this.beingAdded(jobs)) await Promise.allSettled(pending);
     if (this.stopped) throw this.unavailable('the delivery queue is shutting down');
     const fresh = new Map<string, DeliveryJob>();
     for (const job of jobs) if (!this.entries.has(seriesKey(job))) fresh.set(seriesKey(job), job);
@@ -145,7 +144,6 @@ export class LocalDeliveryQueue implements DeliveryQueue {
     const record = addRecord([...fresh.values()].map((job) => ({ job, attempts: 0, notBefore: 0 })));
     const bytes = recordBytes(record);
     if (this.entries.size + this.adding.size + fresh.size > this.options.maxJobs || this.liveBytes + this.addingBytes + bytes > this.options.maxBytes) {
-      this.lastError = 'full';
       throw this.unavailable('the delivery queue is full (SLUICE_DELIVERY_MAX_QUEUE_BYTES or _JOBS): delivery workers are behind');
     }
     const written = this.append(record);
@@ -183,6 +181,11 @@ export class LocalDeliveryQueue implements DeliveryQueue {
       return { 'delivery.queue': { ok: false, detail: 'the delivery queue is nearly full: intake is refused with 503 when it is', figures } };
     }
     return { 'delivery.queue': { ok: true, figures, ...(this.lastError ? { detail: `last failure: ${this.lastError}` } : {}) } };
+  }
+
+  /** The appends under way of any of these jobs' series. */
+  private beingAdded(jobs: readonly DeliveryJob[]): Array<Promise<unknown>> {
+    return [...new Set(jobs.flatMap((job) => this.adding.get(seriesKey(job)) ?? []))];
   }
 
   /** Applies one record of the log to the index (at start, and after each enqueue). */
