@@ -62,8 +62,6 @@ const DEFAULT_CONNECTION_TIMEOUT_MS = 30_000;
 /** providerId is an identifier, not a transcript. */
 const MAX_PROVIDER_ID_CHARS = 200;
 
-/** RFC 5321's limit on a local part (the whole address: core/email-address.ts). */
-const MAX_LOCAL_PART_CHARS = 64;
 /** Any C0 control character or DEL: nothing a header value may hold. */
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 /** A msg-id as the worker builds it: `<left@right>`, visible ASCII, no brackets or spaces inside. */
@@ -72,10 +70,8 @@ const JOB_ID = /^[\x21-\x7e]{1,200}$/;
 /** Dot-separated labels of letters, digits, '-' and '_' (selectors may use '_'). */
 const DNS_NAME = /^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*$/;
 
-/** Exactly one address, no display name, no list, no CR/LF, at most 254 characters. */
-export function isPlainEmailAddress(value: string): boolean {
-  return isEmailAddress(value) && value.lastIndexOf('@') <= MAX_LOCAL_PART_CHARS;
-}
+/** Exactly one address, no display name, no list, no CR/LF: the one rule of core/email-address.ts. */
+export const isPlainEmailAddress = isEmailAddress;
 
 export interface MailboxAddress {
   name: string;

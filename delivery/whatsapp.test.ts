@@ -114,6 +114,14 @@ describe('WhatsAppSender: what it sends', () => {
     }
     expect(api.requestCount()).toBe(0);
   });
+
+  it('sends to what the relay accepts as a recipient: 8 to 15 digits, not 7, not 16', async () => {
+    expect(await sender.send(settings, '+1234567', message)).toMatchObject({ kind: 'permanent', providerStatus: 'not sent' });
+    expect(await sender.send(settings, '+1234567890123456', message)).toMatchObject({ kind: 'permanent', providerStatus: 'not sent' });
+    expect(api.requestCount()).toBe(0);
+    expect(await sender.send(settings, '+12345678', message)).toMatchObject({ kind: 'delivered' });
+    expect(await sender.send(settings, '+123456789012345', message)).toMatchObject({ kind: 'delivered' });
+  });
 });
 
 describe('WhatsAppSender: what each answer becomes', () => {

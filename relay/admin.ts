@@ -13,8 +13,10 @@ import { checkPassword, hashPassword, newId as id, oneTimePassword, type Role, t
 import type { AdminSessions } from './auth.ts';
 import { conflict, forbidden, notFound, RelayError, unauthorized, validationFailed } from './errors.ts';
 import type { CaptchaProvider, Channel, DeliverySettings, Form, RelayApiKey, Site, Template, Webhook } from './model.ts';
-import { E164, isEmailAddress, type BodyValidator } from './schemas.ts';
+import type { BodyValidator } from './schemas.ts';
 import type { RelayStore } from './store.ts';
+import { E164_RULE, isE164 } from '../core/e164.ts';
+import { isEmailAddress } from '../core/email-address.ts';
 import { sha256Hex } from '../core/hash.ts';
 import type { Collection } from '../state/collection.ts';
 import type { SubmissionQuery, SubmissionReader } from './submissions.ts';
@@ -712,7 +714,7 @@ function normaliseAddress(channel: Channel, address: string): string {
     if (!isEmailAddress(address)) throw validationFailed('address', 'must be one email address');
     return address.toLowerCase();
   }
-  if (!E164.test(address)) throw validationFailed('address', 'must be an E.164 number: + then 8 to 15 digits');
+  if (!isE164(address)) throw validationFailed('address', `must be an E.164 number: ${E164_RULE}`);
   return address;
 }
 

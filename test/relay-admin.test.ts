@@ -202,6 +202,19 @@ describe('sites, CAPTCHA, forms, recipients, webhooks', () => {
     expect(form.body.recipients.map((r: { channel: string }) => r.channel)).toEqual(['whatsapp']);
   });
 
+  it('takes the addresses the senders take: a local part of at most 64 characters, E.164 of 8 to 15 digits', async () => {
+    const path = `/admin/sites/${siteId}/forms/${formId}/recipients`;
+    // The email sender refuses a longer local part at every send: such a recipient would never get mail.
+    expectValidation(await call('POST', path, { token: owner.token, body: { channel: 'email', address: `${'a'.repeat(65)}@example.com` } }), 'address');
+    expect((await call('POST', path, { token: owner.token, body: { channel: 'email', address: `${'a'.repeat(64)}@example.com` } })).status).toBe(201);
+    for (const bad of ['+1234567', '+1234567890123456']) {
+      expectValidation(await call('POST', path, { token: owner.token, body: { channel: 'whatsapp', address: bad } }), 'address');
+    }
+    for (const good of ['+12345678', '+123456789012345']) {
+      expect((await call('POST', path, { token: owner.token, body: { channel: 'whatsapp', address: good } })).status).toBe(201);
+    }
+  });
+
   it('loses no change when admins edit one form at the same time (each write is a compare-and-set)', async () => {
     const form = await call('POST', `/admin/sites/${siteId}/forms`, { token: owner.token, body: { name: 'Busy' } });
     const path = `/admin/sites/${siteId}/forms/${form.body.id}`;
