@@ -254,13 +254,13 @@ export async function relayParts(
   requeue: RelayParts['requeue'],
   log: Logger,
 ): Promise<RelayParts> {
-  const webhookEgress = webhookEgressPolicy(config);
+  const egress = tenantEgressPolicy(config);
   return {
     state,
     accounts,
     log,
     masterKey: await masterKey(config, 'the relay'),
-    checks: { webhookUrl: (url) => webhookEgress.checkConfiguredUrl(url) },
+    checks: { webhookUrl: (url) => egress.checkConfiguredUrl(url, 'webhook') },
     storage,
     database: config.storage.database,
     requeue,
@@ -268,10 +268,11 @@ export async function relayParts(
 }
 
 /**
- * Where webhooks may go: public addresses; also loopback and private ones with
- * relay.allowPrivateWebhooks, and what SLUICE_WEBHOOK_ALLOW names.
+ * Where every connection a tenant aims may go (webhooks, a tenant's SMTP server): public
+ * addresses; also loopback and private ones with relay.allowPrivateWebhooks, and what
+ * SLUICE_WEBHOOK_ALLOW names.
  */
-export function webhookEgressPolicy(config: Readonly<SluiceConfig>): EgressPolicy {
+export function tenantEgressPolicy(config: Readonly<SluiceConfig>): EgressPolicy {
   return new EgressPolicy({ allow: [...(config.relay.allowPrivateWebhooks ? LOOPBACK_AND_PRIVATE_NETWORKS : []), ...config.delivery.egressAllow] });
 }
 

@@ -63,7 +63,7 @@ import {
   schemaOptions,
   storageStatus,
   watchNatsConnection,
-  webhookEgressPolicy,
+  tenantEgressPolicy,
 } from './components.ts';
 import { lockDataDir } from './lock.ts';
 
@@ -334,7 +334,7 @@ export class SluiceGraph {
       const senders = {
         email: new EmailSender({ log: this.log }),
         whatsapp: new WhatsAppSender(),
-        webhook: new WebhookSender({ egress: webhookEgressPolicy(this.config), timeoutMs: this.config.delivery.webhookTimeoutMs }),
+        webhook: new WebhookSender({ egress: tenantEgressPolicy(this.config), timeoutMs: this.config.delivery.webhookTimeoutMs }),
       };
       const { metrics } = this;
       const worker = new DeliveryWorker({

@@ -262,6 +262,25 @@ describe('WhatsAppSender: answers no Graph server gives', () => {
     expect(outcome.kind !== 'delivered' && outcome.error).toContain('Bad Gateway');
   });
 
+  it('a body that drips forever is given up at timeoutMs (transient), the connection closed', async () => {
+    let closed = false;
+    const target = await rawApi((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' }).write('{"messages":[');
+      // A byte every 20 ms: never idle, never done.
+      const drip = setInterval(() => res.write(' '), 20);
+      res.on('close', () => {
+        clearInterval(drip);
+        closed = true;
+      });
+    });
+    const started = Date.now();
+    const outcome = await sender.send({ ...target, timeoutMs: 300 }, '+15551234567', message);
+
+    expect(outcome).toMatchObject({ kind: 'transient', providerStatus: 'timeout' });
+    expect(Date.now() - started).toBeLessThan(5000);
+    await waitFor(() => closed);
+  });
+
   it('a Retry-After given as an HTTP date is honoured', async () => {
     const target = await rawApi((req, res) => {
       const retryAt = new Date(Date.now() + 60_000).toUTCString();
