@@ -331,10 +331,12 @@ export class SluiceGraph {
       const relay = await this.relay();
       const queue = await this.deliveryQueue();
       const history = await this.attemptLog();
+      // One policy for every connection a tenant aims: its webhooks and its own SMTP server.
+      const egress = tenantEgressPolicy(this.config);
       const senders = {
-        email: new EmailSender({ log: this.log }),
+        email: new EmailSender({ egress, log: this.log }),
         whatsapp: new WhatsAppSender(),
-        webhook: new WebhookSender({ egress: tenantEgressPolicy(this.config), timeoutMs: this.config.delivery.webhookTimeoutMs }),
+        webhook: new WebhookSender({ egress, timeoutMs: this.config.delivery.webhookTimeoutMs }),
       };
       const { metrics } = this;
       const worker = new DeliveryWorker({

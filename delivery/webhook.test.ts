@@ -2,44 +2,25 @@
  * WebhookSender against real node:http(s) receivers on 127.0.0.1, which verify the signatures
  * with the independent `standardwebhooks` package; and the SSRF guard, with a policy that
  * allows nothing and a connector that records and refuses, so nothing is ever reached.
- *
- * Safety net: while this file runs, a socket may connect to loopback only. A sender that
- * ignored its connector or its policy fails here instead of reaching another host.
+ * Safety net: while this file runs, a socket may connect to loopback only.
  */
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import tls from 'node:tls';
-import { promisify } from 'node:util';
 import { Webhook } from 'standardwebhooks';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { refusingConnector, tableResolver } from '../test/egress-doubles.ts';
+import { allowLoopbackConnectionsOnly } from '../test/loopback-only.ts';
+import { makeCertificate } from '../test/test-certificate.ts';
 import { EgressPolicy, type ConnectOptions, type ResolvedAddress } from './egress.ts';
 import { parseRetryAfter } from './channel.ts';
 import { WebhookSender } from './webhook.ts';
 
 // ---- loopback only ------------------------------------------------------------------------
 
-const realConnect = net.Socket.prototype.connect;
-beforeAll(() => {
-  net.Socket.prototype.connect = function (this: net.Socket, ...args: unknown[]) {
-    // net.connect passes its normalised [options, callback]; a direct call passes (options | port, host?).
-    const first = Array.isArray(args[0]) ? args[0][0] : args[0];
-    const options = (typeof first === 'object' && first !== null ? first : { port: first, host: args[1] }) as net.TcpSocketConnectOpts & { path?: string };
-    const host = options.host ?? 'localhost';
-    if (options.path === undefined && !/^(127\.\d+\.\d+\.\d+|::1|localhost)$/.test(host)) {
-      throw new Error(`test guard: a connection to ${host} was attempted`);
-    }
-    return realConnect.apply(this, args as Parameters<typeof realConnect>);
-  } as typeof realConnect;
-});
-afterAll(() => {
-  net.Socket.prototype.connect = realConnect;
-});
+allowLoopbackConnectionsOnly();
 
 // ---- receivers ----------------------------------------------------------------------------
 
@@ -282,17 +263,12 @@ describe('WebhookSender: a receiver that answers', () => {
 // ---- TLS ----------------------------------------------------------------------------------
 
 describe('WebhookSender over TLS', () => {
-  let dir: string;
   let cert: string;
   let key: string;
   beforeAll(async () => {
     // A certificate for receiver.test, made here: the test needs the openssl command.
-    dir = await mkdtemp(join(tmpdir(), 'sluice-webhook-tls-'));
-    await promisify(execFile)('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
-      '-subj', '/CN=receiver.test', '-addext', 'subjectAltName=DNS:receiver.test', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')]);
-    [cert, key] = await Promise.all([readFile(join(dir, 'cert.pem'), 'utf8'), readFile(join(dir, 'key.pem'), 'utf8')]);
+    ({ cert, key } = await makeCertificate('receiver.test'));
   });
-  afterAll(() => rm(dir, { recursive: true, force: true }));
 
   const egress = new EgressPolicy({ allow: ['127.0.0.1/32'], resolve: async (): Promise<ResolvedAddress[]> => [{ address: '127.0.0.1', family: 4 }] });
 
@@ -331,20 +307,9 @@ describe('WebhookSender over TLS', () => {
 
 describe('WebhookSender: SSRF', () => {
   /** A policy that allows nothing, with a resolver answering from a table, and a connector that records and refuses. */
-  function guarded(answers: Record<string, (call: number) => string>) {
-    const lookups: string[] = [];
-    const connections: ConnectOptions[] = [];
-    const resolve = async (host: string): Promise<ResolvedAddress[]> => {
-      lookups.push(host);
-      const answer = answers[host];
-      if (!answer) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
-      const address = answer(lookups.filter((h) => h === host).length);
-      return [{ address, family: net.isIP(address) as 4 | 6 }];
-    };
-    const connect = (options: ConnectOptions): net.Socket => {
-      connections.push(options);
-      throw new Error('the test connector connects nowhere');
-    };
+  function guarded(answers: Record<string, (call: number) => string[]>) {
+    const { resolve, lookups } = tableResolver(answers);
+    const { connect, connections } = refusingConnector();
     const sender = new WebhookSender({ egress: new EgressPolicy({ allow: [], resolve }), connect });
     return { sender, lookups, connections };
   }
@@ -361,13 +326,13 @@ describe('WebhookSender: SSRF', () => {
     ['http://[2002:7f00:1::]/hook', '2002:7f00:1:: is a 6to4 address'],
     ['http://internal.example/hook', 'internal.example resolves to 10.1.2.3, a private address'],
   ])('refuses %s before connecting (permanent)', async (url, reason) => {
-    const { sender, connections } = guarded({ 'internal.example': () => '10.1.2.3' });
+    const { sender, connections } = guarded({ 'internal.example': () => ['10.1.2.3'] });
     expect(await sender.send({ url, secrets: [secret()] }, delivery())).toEqual({ kind: 'permanent', error: `refused by the egress policy: ${reason}`, providerStatus: 'refused' });
     expect(connections).toEqual([]);
   });
 
   it('connects only to the address it checked when the name rebinds to loopback, and never looks it up twice', async () => {
-    const { sender, lookups, connections } = guarded({ 'rebind.example': (call) => (call === 1 ? '93.184.216.34' : '127.0.0.1') });
+    const { sender, lookups, connections } = guarded({ 'rebind.example': (call) => [call === 1 ? '93.184.216.34' : '127.0.0.1'] });
     const first = await sender.send({ url: 'http://rebind.example/hook', secrets: [secret()] }, delivery());
     expect(first).toMatchObject({ kind: 'transient', providerStatus: 'network', error: expect.stringContaining('93.184.216.34:80') });
     expect(connections).toEqual([{ host: '93.184.216.34', port: 80, tls: false }]);
