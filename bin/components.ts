@@ -10,6 +10,7 @@ import { JetStreamBus } from '../bus/jetstream.ts';
 import { LocalLogBus } from '../bus/local-log.ts';
 import type { SluiceConfig } from '../core/config.ts';
 import { EgressPolicy, LOOPBACK_AND_PRIVATE_NETWORKS } from '../delivery/egress.ts';
+import { isFromInDomains } from '../delivery/email.ts';
 import { parseNatsUrl } from '../core/nats-url.ts';
 import { redactUrl } from '../core/redact.ts';
 import { descriptorUse } from '../core/descriptors.ts';
@@ -260,7 +261,11 @@ export async function relayParts(
     accounts,
     log,
     masterKey: await masterKey(config, 'the relay'),
-    checks: { webhookUrl: (url) => egress.checkConfiguredUrl(url, 'webhook') },
+    checks: {
+      webhookUrl: (url) => egress.checkConfiguredUrl(url, 'webhook'),
+      smtpUrl: (url) => egress.checkConfiguredUrl(url, 'smtp'),
+      serverFrom: (from) => isFromInDomains(from, config.delivery.smtpFromDomains),
+    },
     storage,
     database: config.storage.database,
     requeue,
@@ -305,8 +310,12 @@ export async function deliveryDefaults(config: Readonly<SluiceConfig>): Promise<
       maxMessagesPerConnection: 100,
       ratePerSecond: delivery.smtpRatePerSecond,
       tlsInsecure: delivery.smtpTlsInsecure,
+      // The operator's choice, maybe a relay on its own network: not the egress policy's to judge.
+      operatorServer: true,
+      timeoutMs: delivery.smtpTimeoutMs,
       ...(dkim ? { dkim } : {}),
     },
+    serverFromDomains: delivery.smtpFromDomains,
     whatsapp: { graphUrl: delivery.whatsappGraphUrl.replace(/\/+$/, ''), timeoutMs: delivery.webhookTimeoutMs },
   };
 }

@@ -7,11 +7,12 @@
  * Safety net: while this file runs, a socket may connect to loopback only.
  */
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
-import net, { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import net, { type AddressInfo, type Socket } from 'node:net';
 import tls from 'node:tls';
 import { simpleParser, type ParsedMail } from 'mailparser';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { startRawPeer, type RawPeer } from '../test/delivery-peers.ts';
 import { refusingConnector, tableResolver } from '../test/egress-doubles.ts';
 import { hostileSmtpUrls } from '../test/hostile-destinations.ts';
 import { allowLoopbackConnectionsOnly } from '../test/loopback-only.ts';
@@ -347,16 +348,9 @@ describe('classification', () => {
   });
 
   it('a server that never greets is transient once the connection deadline passes', async () => {
-    const sockets = new Set<Socket>();
-    const silent: Server = createServer((socket) => sockets.add(socket));
-    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-    cleanups.push(async () => {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => silent.close(() => resolve()));
-    });
-    const { port } = silent.address() as AddressInfo;
-    const outcome = await newSender().send(settingsFor(port, { connectionTimeoutMs: 500 }), addressing(), message());
-    expect(outcome).toMatchObject({ kind: 'transient', providerStatus: 'smtp connection' });
+    const silent = await rawServer(undefined);
+    const outcome = await newSender().send(settingsFor(silent.port, { connectionTimeoutMs: 500 }), addressing(), message());
+    expect(outcome).toEqual({ kind: 'transient', providerStatus: 'smtp connection', error: 'smtp connection: no greeting in time (ETIMEDOUT)' });
   });
 
   it('a refused login (535) is permanent, and a good one delivers', async () => {
@@ -505,26 +499,11 @@ describe('DKIM', () => {
   });
 });
 
-/** A TCP server on loopback that greets with `greeting` (if any) and then does what `onData` says; it counts closed connections. */
-async function rawServer(greeting: string | undefined, onData: (socket: Socket, chunk: Buffer) => void = () => {}) {
-  const sockets = new Set<Socket>();
-  let closed = 0;
-  const server: Server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('close', () => {
-      sockets.delete(socket);
-      closed += 1;
-    });
-    socket.on('error', () => {});
-    socket.on('data', (chunk: Buffer) => onData(socket, chunk));
-    if (greeting !== undefined) socket.write(greeting);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(async () => {
-    for (const socket of sockets) socket.destroy();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  return { port: (server.address() as AddressInfo).port, closed: () => closed };
+/** A raw TCP peer (test/delivery-peers.ts), closed after the test. */
+async function rawServer(greeting: string | undefined, onData?: (socket: Socket, chunk: Buffer) => void): Promise<RawPeer> {
+  const peer = await startRawPeer(greeting, onData);
+  cleanups.push(peer.close);
+  return peer;
 }
 
 describe('a peer that is not a mail server', () => {

@@ -20,7 +20,7 @@ import { createHash } from 'node:crypto';
 import type net from 'node:net';
 import { convert as htmlToText } from 'html-to-text';
 import nodemailer, { type NodemailerError, type SendMailOptions, type SMTPPoolOptions, type SMTPPoolSentMessageInfo, type Transporter } from 'nodemailer';
-import { isEmailAddress } from '../core/email-address.ts';
+import { emailDomain, isEmailAddress } from '../core/email-address.ts';
 import { redactUrl } from '../core/redact.ts';
 import { clip, type AttemptOutcome, type RenderedMessage } from './channel.ts';
 import { connectToApproved, type ConnectOptions, type EgressPolicy } from './egress.ts';
@@ -103,6 +103,17 @@ export function parseMailbox(value: string): MailboxAddress | undefined {
   if (!match || !isPlainEmailAddress(match[2])) return undefined;
   // Handed to nodemailer as an object: it quotes and encodes the name, so a comma stays text.
   return { name: match[1].trim().replace(/^"(.*)"$/, '$1'), address: match[2] };
+}
+
+/**
+ * Whether `from` ('addr' or 'Name <addr>') is an address of one of `domains` (exactly that
+ * domain, any case): a From a transport other than the tenant's own may send as.
+ */
+export function isFromInDomains(from: string, domains: readonly string[]): boolean {
+  const mailbox = parseMailbox(from);
+  if (!mailbox) return false;
+  const domain = emailDomain(mailbox.address);
+  return domains.some((allowed) => allowed.toLowerCase() === domain);
 }
 
 /** d= and s= go into the DKIM-Signature header: DNS names only. */

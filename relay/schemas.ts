@@ -58,8 +58,9 @@ export const ADMIN_SCHEMAS = {
   PutDeliverySettings: object({
     email: {
       anyOf: [{ type: 'null' }, object({
-        from: { type: 'string', minLength: 3, maxLength: 320, description: '`relay@example.com` or `Name <relay@example.com>`; default: the server\'s SLUICE_SMTP_FROM.' },
-        smtpUrl: { type: 'string', pattern: '^smtps?://[^\\s]+$', maxLength: 2048, description: 'The tenant\'s SMTP server with credentials (smtp://user:pass@host:587); stored sealed, never shown. Default: the server\'s.' },
+        from: { type: 'string', minLength: 3, maxLength: 320, description: '`relay@example.com` or `Name <relay@example.com>`; default: the server\'s SLUICE_SMTP_FROM. Without the tenant\'s own smtpUrl, only in a domain the operator verified (SLUICE_SMTP_FROM_DOMAINS).' },
+        // Checked by the deployment's egress policy (RelayAdmin, after the body), as webhook URLs are.
+        smtpUrl: { type: 'string', pattern: '^smtps?://[^\\s]+$', maxLength: 2048, description: 'The tenant\'s SMTP server with credentials (smtp://user:pass@host:587) on a public host (loopback and private addresses refused); stored sealed, never shown. Default: the server\'s.' },
       })],
     },
     whatsapp: {
