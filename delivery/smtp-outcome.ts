@@ -84,7 +84,6 @@ const SETTLED_FAILURES: Record<string, string> = {
   EMESSAGE: 'the message was refused',
   EMAXRECIPIENTS: 'the message names more than one recipient',
   ECONFIG: 'the transport settings are invalid',
-  EREQUIRETLS: 'the server cannot keep the message on TLS',
 };
 
 /** The reply code at the start of an SMTP reply, if there is one. */
