@@ -58,6 +58,7 @@ const DESTINATIONS = {
   webhook: { schemes: ['http:', 'https:'], credentials: false },
   smtp: { schemes: ['smtp:', 'smtps:'], credentials: true },
 } as const;
+/** A kind of destination a tenant aims: `webhook` or `smtp`. */
 export type Destination = keyof typeof DESTINATIONS;
 
 /** What `relay.allowPrivateWebhooks` lets through, for every destination: loopback and the private ranges. */

@@ -224,6 +224,7 @@ interface PooledTransport {
   idleTimer?: NodeJS.Timeout;
 }
 
+/** What an EmailSender is given: the egress policy is required, so no tenant transport goes unchecked. */
 export interface EmailSenderOptions {
   /** Checks every connection to a server other than the operator's (delivery/egress.ts). */
   egress: EgressPolicy;

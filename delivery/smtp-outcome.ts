@@ -87,7 +87,7 @@ const SETTLED_FAILURES: Record<string, string> = {
 };
 
 /** The reply code at the start of an SMTP reply, if there is one. */
-export function replyCode(response: string | undefined): number | undefined {
+function replyCode(response: string | undefined): number | undefined {
   const match = /^(\d{3})\b/.exec(response ?? '');
   return match ? Number(match[1]) : undefined;
 }

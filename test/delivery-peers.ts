@@ -146,6 +146,7 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
   return receiver;
 }
 
+/** A raw TCP peer on loopback (startRawPeer). */
 export interface RawPeer {
   port: number;
   /** Connections that have closed so far. */

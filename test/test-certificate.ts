@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
+/** PEM texts of a certificate and its private key. */
 export interface TestCertificate {
   cert: string;
   key: string;
