@@ -10,6 +10,7 @@ import { JetStreamBus } from '../bus/jetstream.ts';
 import { LocalLogBus } from '../bus/local-log.ts';
 import type { SluiceConfig } from '../core/config.ts';
 import { EgressPolicy, LOOPBACK_AND_PRIVATE_NETWORKS } from '../delivery/egress.ts';
+import { isFromInDomains } from '../delivery/email.ts';
 import { parseNatsUrl } from '../core/nats-url.ts';
 import { redactUrl } from '../core/redact.ts';
 import { descriptorUse } from '../core/descriptors.ts';
@@ -254,13 +255,17 @@ export async function relayParts(
   requeue: RelayParts['requeue'],
   log: Logger,
 ): Promise<RelayParts> {
-  const webhookEgress = webhookEgressPolicy(config);
+  const egress = tenantEgressPolicy(config);
   return {
     state,
     accounts,
     log,
     masterKey: await masterKey(config, 'the relay'),
-    checks: { webhookUrl: (url) => webhookEgress.checkConfiguredUrl(url) },
+    checks: {
+      webhookUrl: (url) => egress.checkConfiguredUrl(url, 'webhook'),
+      smtpUrl: (url) => egress.checkConfiguredUrl(url, 'smtp'),
+      serverFrom: (from) => isFromInDomains(from, config.delivery.smtpFromDomains),
+    },
     storage,
     database: config.storage.database,
     requeue,
@@ -268,10 +273,11 @@ export async function relayParts(
 }
 
 /**
- * Where webhooks may go: public addresses; also loopback and private ones with
- * relay.allowPrivateWebhooks, and what SLUICE_WEBHOOK_ALLOW names.
+ * Where every connection a tenant aims may go (webhooks, a tenant's SMTP server): public
+ * addresses; also loopback and private ones with relay.allowPrivateWebhooks, and what
+ * SLUICE_WEBHOOK_ALLOW names.
  */
-export function webhookEgressPolicy(config: Readonly<SluiceConfig>): EgressPolicy {
+export function tenantEgressPolicy(config: Readonly<SluiceConfig>): EgressPolicy {
   return new EgressPolicy({ allow: [...(config.relay.allowPrivateWebhooks ? LOOPBACK_AND_PRIVATE_NETWORKS : []), ...config.delivery.egressAllow] });
 }
 
@@ -319,8 +325,12 @@ export async function deliveryDefaults(config: Readonly<SluiceConfig>): Promise<
       maxMessagesPerConnection: 100,
       ratePerSecond: delivery.smtpRatePerSecond,
       tlsInsecure: delivery.smtpTlsInsecure,
+      // The operator's choice, maybe a relay on its own network: not the egress policy's to judge.
+      operatorServer: true,
+      timeoutMs: delivery.smtpTimeoutMs,
       ...(dkim ? { dkim } : {}),
     },
+    serverFromDomains: delivery.smtpFromDomains,
     whatsapp: { graphUrl: delivery.whatsappGraphUrl.replace(/\/+$/, ''), timeoutMs: delivery.webhookTimeoutMs },
   };
 }

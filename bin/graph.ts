@@ -63,7 +63,7 @@ import {
   schemaOptions,
   storageStatus,
   watchNatsConnection,
-  webhookEgressPolicy,
+  tenantEgressPolicy,
 } from './components.ts';
 import { lockDataDir } from './lock.ts';
 
@@ -332,10 +332,12 @@ export class SluiceGraph {
       const relay = await this.relay();
       const queue = await this.deliveryQueue();
       const history = await this.attemptLog();
+      // One policy for every connection a tenant aims: its webhooks and its own SMTP server.
+      const egress = tenantEgressPolicy(this.config);
       const senders = {
-        email: new EmailSender({ log: this.log }),
+        email: new EmailSender({ egress, log: this.log }),
         whatsapp: new WhatsAppSender(),
-        webhook: new WebhookSender({ egress: webhookEgressPolicy(this.config), timeoutMs: this.config.delivery.webhookTimeoutMs }),
+        webhook: new WebhookSender({ egress, timeoutMs: this.config.delivery.webhookTimeoutMs }),
       };
       const { metrics } = this;
       const worker = new DeliveryWorker({

@@ -77,6 +77,8 @@ export interface SluiceConfig {
     smtpMaxConnections: number;
     smtpRatePerSecond: number;
     smtpTlsInsecure: boolean;
+    smtpTimeoutMs: number;
+    smtpFromDomains: string[];
     dkimDomain: string;
     dkimSelector: string;
     dkimKeyFile: string;
@@ -154,7 +156,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'relay.port', env: 'SLUICE_RELAY_PORT', type: 'integer', default: 8080, doc: 'Notification relay port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'relay.masterKey', env: 'SLUICE_RELAY_MASTER_KEY', type: 'string', default: '', doc: 'Base64 of 32 random bytes: seals stored relay secrets and signs admin and console sessions. Embedded default: generated into <dataDir>/relay-master.key. Cluster: required for the relay (the same on every gateway).', schema: { pattern: '^(|[A-Za-z0-9+/]{43}=)$' } },
   { path: 'relay.operatorToken', env: 'SLUICE_RELAY_OPERATOR_TOKEN', type: 'string', default: '', doc: 'Enables tenant onboarding over HTTP (POST /api/v1/admin/tenants with x-operator-token); empty: CLI only.' },
-  { path: 'relay.allowPrivateWebhooks', env: 'SLUICE_RELAY_ALLOW_PRIVATE_WEBHOOKS', type: 'boolean', default: false, doc: 'Allow webhook URLs on loopback and private addresses (on-premises receivers); refused by default against SSRF.' },
+  { path: 'relay.allowPrivateWebhooks', env: 'SLUICE_RELAY_ALLOW_PRIVATE_WEBHOOKS', type: 'boolean', default: false, doc: 'Let every destination a tenant aims (webhook URLs, a tenant\'s own SMTP server) be on loopback and private addresses (on-premises receivers); refused by default by the egress policy.' },
   { path: 'relay.publicUrl', env: 'SLUICE_RELAY_PUBLIC_URL', type: 'string', default: '', doc: 'URL users reach the relay port at (https://relay.example.com), written into tenant discovery emails; default http://localhost:<relay port>.', schema: { pattern: '^(|https?://[^\\s"\'\\\\<>`]+)$' } },
   { path: 'relay.submissionsPerMinute', env: 'SLUICE_RELAY_SUBMISSIONS_PER_MINUTE', type: 'integer', default: 10, doc: 'POST /api/v1/submissions accepted per client IP in any 60-second window (a sliding window; shared through Redis when REDIS_URL is set).', schema: { minimum: 1 } },
   { path: 'relay.notificationsPerMinute', env: 'SLUICE_RELAY_NOTIFICATIONS_PER_MINUTE', type: 'integer', default: 300, doc: 'POST /api/v1/notifications accepted per client IP in any 60-second window.', schema: { minimum: 1 } },
@@ -176,13 +178,15 @@ export const OPTIONS: readonly Option[] = [
   { path: 'delivery.smtpFrom', env: 'SLUICE_SMTP_FROM', type: 'string', default: '', doc: 'Server default From address (`relay@example.com` or `Relay <relay@example.com>`).' },
   { path: 'delivery.smtpMaxConnections', env: 'SLUICE_SMTP_MAX_CONNECTIONS', type: 'integer', default: 5, doc: 'Pooled connections per SMTP server.', schema: { minimum: 1, maximum: 100 } },
   { path: 'delivery.smtpRatePerSecond', env: 'SLUICE_SMTP_RATE_PER_SECOND', type: 'integer', default: 0, doc: 'Messages per second per SMTP server; 0: no limit.', schema: { minimum: 0 } },
-  { path: 'delivery.smtpTlsInsecure', env: 'SLUICE_SMTP_TLS_INSECURE', type: 'boolean', default: false, doc: 'Accept an SMTP server\'s self-signed certificate (on-premises relays).' },
+  { path: 'delivery.smtpTlsInsecure', env: 'SLUICE_SMTP_TLS_INSECURE', type: 'boolean', default: false, doc: 'Accept a self-signed certificate from the server\'s SMTP server (SLUICE_SMTP_URL, an on-premises relay); never from a tenant\'s own.' },
+  { path: 'delivery.smtpTimeoutMs', env: 'SLUICE_SMTP_TIMEOUT_MS', type: 'integer', default: 60_000, doc: 'How long one email attempt may take in all, waiting for a pooled connection (and the rate limit) included; past it the attempt fails transiently and its message is withdrawn, never sent later. Connecting, the greeting and any silence of the server are cut at 30 s, or at this if shorter.', schema: { minimum: 100, maximum: 600_000 } },
+  { path: 'delivery.smtpFromDomains', env: 'SLUICE_SMTP_FROM_DOMAINS', type: 'list', default: [], doc: 'Domains (comma-separated) a tenant\'s From may use on the server\'s SMTP transport: ones you verified (SPF, DKIM). Any other From needs the tenant\'s own SMTP server; the server\'s transport sends it with SLUICE_SMTP_FROM.', schema: { items: { type: 'string', pattern: '^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$' } } },
   { path: 'delivery.dkimDomain', env: 'SLUICE_DKIM_DOMAIN', type: 'string', default: '', doc: 'DKIM-sign server default email for this domain (with SLUICE_DKIM_SELECTOR and SLUICE_DKIM_KEY_FILE).' },
   { path: 'delivery.dkimSelector', env: 'SLUICE_DKIM_SELECTOR', type: 'string', default: '', doc: 'DKIM selector (the DNS record <selector>._domainkey.<domain>).' },
   { path: 'delivery.dkimKeyFile', env: 'SLUICE_DKIM_KEY_FILE', type: 'string', default: '', doc: 'PEM file of the DKIM private key.' },
   { path: 'delivery.whatsappGraphUrl', env: 'SLUICE_WHATSAPP_GRAPH_URL', type: 'string', default: 'https://graph.facebook.com/v21.0', doc: 'WhatsApp Cloud API base URL (messages go to {base}/{phone-number-id}/messages).', schema: { pattern: '^https?://.+' } },
   { path: 'delivery.webhookTimeoutMs', env: 'SLUICE_WEBHOOK_TIMEOUT_MS', type: 'integer', default: 15_000, doc: 'How long a webhook receiver, or the WhatsApp Cloud API, may take to answer one attempt (connect, headers and body).', schema: { minimum: 100, maximum: 120_000 } },
-  { path: 'delivery.egressAllow', env: 'SLUICE_WEBHOOK_ALLOW', type: 'list', default: [], doc: 'Addresses (CIDRs like 10.1.0.0/16) and host names webhooks may reach although the SSRF policy forbids them (on-premises receivers).' },
+  { path: 'delivery.egressAllow', env: 'SLUICE_WEBHOOK_ALLOW', type: 'list', default: [], doc: 'Addresses (CIDRs like 10.1.0.0/16) and host names every destination a tenant aims (webhook URLs, a tenant\'s own SMTP server) may reach although the egress policy forbids them (on-premises receivers).' },
   { path: 'clickhouse.replicated', env: 'SLUICE_CLICKHOUSE_REPLICATED', type: 'boolean', default: false, doc: 'Create ReplicatedMergeTree tables (needs ClickHouse Keeper and {shard}/{replica} macros).' },
 ];
 

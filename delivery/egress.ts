@@ -1,12 +1,13 @@
 /**
- * Where the relay may send a request: the SSRF guard of webhooks, one policy for configuration
- * time (the admin stores a URL) and delivery time (the sender connects).
+ * Where a tenant may aim a connection: one policy for every destination a tenant configures
+ * (webhook URLs, the tenant's own SMTP server, any later channel), checked at configuration time
+ * (the admin stores a URL) and at delivery time (the sender connects).
  *
  * Only public unicast addresses are reachable, unless the deployment's allow list names the
  * address range or the exact host name. A host name is resolved when the check runs and
  * refused if any of its addresses is forbidden; the check returns the address it approved and
- * the caller connects to exactly that one, so a second lookup (DNS rebinding) cannot swap in
- * another.
+ * the caller connects to exactly that one (`connectToApproved`), so a second lookup (DNS
+ * rebinding) cannot swap in another.
  *
  * IPv6 spellings that embed an IPv4 address (IPv4-mapped, IPv4-compatible, IPv4-translated,
  * NAT64, 6to4, Teredo) are refused outright rather than decoded: decoding would have to know
@@ -15,9 +16,11 @@
  * checked as IPv4. An IPv6-only network behind DNS64 can allow `64:ff9b::/96` explicitly.
  */
 import { promises as dns } from 'node:dns';
-import { isIP } from 'node:net';
+import net, { isIP } from 'node:net';
+import tls from 'node:tls';
 import ipaddr from 'ipaddr.js';
 import { withinDeadline } from '../core/deadline.ts';
+import { clip, type AttemptOutcome } from './channel.ts';
 
 /** One answer of a name lookup. */
 export interface ResolvedAddress {
@@ -38,13 +41,27 @@ export interface EgressPolicyOptions {
   lookupTimeoutMs?: number;
 }
 
-/** The policy's answer: the address to connect to, or why not. */
+/**
+ * The policy's answer: the address to connect to, or why not. `host` is the URL's host as a
+ * special URL spells it (lower case, IPv4 canonical, no brackets or trailing dots): the name TLS
+ * verifies the certificate against.
+ */
 export type EgressVerdict =
-  | { ok: true; address: string; family: 4 | 6; url: URL }
-  /** `unresolved`: the host name did not resolve (or the lookup failed), so no address was checked. */
-  | { ok: false; reason: string; unresolved?: true };
+  | { ok: true; address: string; family: 4 | 6; url: URL; host: string }
+  | EgressRefusal;
 
-/** What `relay.allowPrivateWebhooks` lets through: loopback and the private ranges. */
+/** `unresolved`: the host name did not resolve (or the lookup failed), so no address was checked. */
+export type EgressRefusal = { ok: false; reason: string; unresolved?: true };
+
+/** What a tenant may aim, and what its URLs may hold: the schemes, and whether credentials belong in them. */
+const DESTINATIONS = {
+  webhook: { schemes: ['http:', 'https:'], credentials: false },
+  smtp: { schemes: ['smtp:', 'smtps:'], credentials: true },
+} as const;
+/** A kind of destination a tenant aims: `webhook` or `smtp`. */
+export type Destination = keyof typeof DESTINATIONS;
+
+/** What `relay.allowPrivateWebhooks` lets through, for every destination: loopback and the private ranges. */
 export const LOOPBACK_AND_PRIVATE_NETWORKS: readonly string[] = [
   '127.0.0.0/8', '::1/128', '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fc00::/7',
 ];
@@ -92,7 +109,7 @@ function forbiddenKind(ip: string): string | undefined {
   return undefined;
 }
 
-/** Whether a webhook may not reach this IP address: anything but a public unicast address. */
+/** Whether a tenant's destination may not be this IP address: anything but a public unicast address. */
 export function isForbiddenAddress(ip: string): boolean {
   return forbiddenKind(ip) !== undefined;
 }
@@ -100,6 +117,21 @@ export function isForbiddenAddress(ip: string): boolean {
 /** A host name as compared and looked up: lower case, without brackets or trailing dots. */
 function normaliseHost(hostname: string): string {
   return hostname.replace(/^\[|\]$/g, '').replace(/\.+$/, '').toLowerCase();
+}
+
+/**
+ * The host as an http URL would read it, normalised; undefined when it cannot be read so. An
+ * smtp: URL's host is opaque to WHATWG URL (`2130706433`, `0x7f.1`, `%31%32%37.0.0.1` stay as
+ * written) while the system resolver reads such a name as 127.0.0.1: read as http, every
+ * spelling of an address is that address, and is checked as one.
+ */
+function specialHost(hostname: string): string | undefined {
+  if (hostname === '') return '';
+  try {
+    return normaliseHost(new URL(`http://${hostname}/`).hostname);
+  } catch {
+    return undefined;
+  }
 }
 
 function systemResolve(host: string): Promise<ResolvedAddress[]> {
@@ -132,26 +164,30 @@ export class EgressPolicy {
   }
 
   /**
-   * Decides whether a request to `url` may go out now, and to which address. The host name is
-   * looked up on every call; a failed lookup is a refusal (marked `unresolved`).
+   * Decides whether a connection to `url`, a `destination` of that kind, may go out now, and to
+   * which address. The host name is looked up on every call; a failed lookup is a refusal
+   * (marked `unresolved`).
    */
-  async check(url: string): Promise<EgressVerdict> {
+  async check(url: string, destination: Destination): Promise<EgressVerdict> {
     let parsed: URL;
     try {
       parsed = new URL(url);
     } catch {
       return { ok: false, reason: 'not a URL' };
     }
-    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return { ok: false, reason: `${parsed.protocol} is not http or https` };
-    if (parsed.username || parsed.password) return { ok: false, reason: 'the URL carries credentials' };
-    // WHATWG URL already turned 2130706433, 0x7f.1 and 0177.0.0.1 into 127.0.0.1, and [::127.0.0.1] into [::7f00:1].
-    const host = normaliseHost(parsed.hostname);
+    const { schemes, credentials } = DESTINATIONS[destination];
+    if (!(schemes as readonly string[]).includes(parsed.protocol)) {
+      return { ok: false, reason: `${parsed.protocol} is not ${schemes.map((scheme) => scheme.slice(0, -1)).join(' or ')}` };
+    }
+    if (!credentials && (parsed.username || parsed.password)) return { ok: false, reason: 'the URL carries credentials' };
+    const host = specialHost(parsed.hostname);
+    if (host === undefined) return { ok: false, reason: 'the URL\'s host is not a host name or an address' };
     if (host === '') return { ok: false, reason: 'the URL has no host' };
 
     const family = isIP(host);
     if (family !== 0) {
       const kind = this.refusal(host);
-      return kind ? { ok: false, reason: `${host} is ${kind}` } : { ok: true, address: host, family: family as 4 | 6, url: parsed };
+      return kind ? { ok: false, reason: `${host} is ${kind}` } : { ok: true, address: host, family: family as 4 | 6, url: parsed, host };
     }
     const trustedName = this.hosts.has(host);
     if (!trustedName && (host === 'localhost' || host.endsWith('.localhost'))) return { ok: false, reason: `${host} names this machine` };
@@ -164,17 +200,17 @@ export class EgressPolicy {
       if (kind) return { ok: false, reason: `${host} resolves to ${address}, ${kind}` };
     }
     const address = lookup.addresses[0]!.address;
-    return { ok: true, address, family: isIP(address) as 4 | 6, url: parsed };
+    return { ok: true, address, family: isIP(address) as 4 | 6, url: parsed, host };
   }
 
   /**
-   * The configuration-time check of a webhook URL: every refusal of `check` except a failed
-   * lookup. A name that does not resolve yet is stored; delivery checks again before every
-   * attempt and refuses then (fail-closed where it matters: no request ever goes out to an
-   * unchecked address).
+   * The configuration-time check of a destination's URL: every refusal of `check` except a
+   * failed lookup. A name that does not resolve yet is stored; delivery checks again before
+   * every connection and refuses then (fail-closed where it matters: nothing ever connects to
+   * an unchecked address).
    */
-  async checkConfiguredUrl(url: string): Promise<{ ok: true } | { ok: false; reason: string }> {
-    const verdict = await this.check(url);
+  async checkConfiguredUrl(url: string, destination: Destination): Promise<{ ok: true } | { ok: false; reason: string }> {
+    const verdict = await this.check(url, destination);
     return verdict.ok || verdict.unresolved ? { ok: true } : { ok: false, reason: verdict.reason };
   }
 
@@ -197,4 +233,27 @@ export class EgressPolicy {
     );
     return withinDeadline(answer, this.lookupTimeoutMs, () => ({ failure: `no answer within ${this.lookupTimeoutMs} ms` }));
   }
+}
+
+/** Where a sender opens its socket: the address the policy approved, and for TLS the host name to verify. */
+export interface ConnectOptions {
+  /** The IP address the egress policy approved. */
+  host: string;
+  port: number;
+  /** TLS only: the URL's host name, for SNI and the certificate check (absent for an IP literal). */
+  servername?: string;
+  /** Whether the socket is TLS from the start (https); SMTP upgrades a plain one itself. */
+  tls: boolean;
+}
+
+/** The default connector: net.connect, or tls.connect (which verifies the certificate), to the approved address. */
+export function connectToApproved({ host, port, servername, tls: secure }: ConnectOptions): net.Socket {
+  return secure ? tls.connect({ host, port, ...(servername ? { servername } : {}) }) : net.connect({ host, port });
+}
+
+/** The attempt's outcome when the policy said no: a failed lookup may pass later (transient), a refused address will not. */
+export function refusedOutcome(refusal: EgressRefusal): AttemptOutcome {
+  return refusal.unresolved
+    ? { kind: 'transient', error: clip(`not sent: ${refusal.reason}`), providerStatus: 'unresolved' }
+    : { kind: 'permanent', error: clip(`refused by the egress policy: ${refusal.reason}`), providerStatus: 'refused' };
 }

@@ -1,16 +1,28 @@
 /**
  * The email sender against a real SMTP server (smtp-server) on loopback: what arrives (headers,
  * bodies, envelope), what never arrives (injected headers and recipients), how each kind of
- * refusal is classified, and how transports are pooled, rate-limited, signed and closed.
+ * refusal is classified and described, how transports are pooled, rate-limited, signed and
+ * closed, the deadlines of an attempt, and the egress policy on a tenant's server (a resolver
+ * and a connector injected: a forbidden connection is recorded and refused in process).
+ * Safety net: while this file runs, a socket may connect to loopback only.
  */
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import net, { type AddressInfo, type Socket } from 'node:net';
+import tls from 'node:tls';
 import { simpleParser, type ParsedMail } from 'mailparser';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { startRawPeer, type RawPeer } from '../test/delivery-peers.ts';
+import { refusingConnector, tableResolver } from '../test/egress-doubles.ts';
+import { hostileSmtpUrls } from '../test/hostile-destinations.ts';
+import { allowLoopbackConnectionsOnly } from '../test/loopback-only.ts';
 import { freePort } from '../test/sluice-processes.ts';
+import { makeCertificate } from '../test/test-certificate.ts';
 import type { RenderedMessage } from './channel.ts';
-import { EmailSender, isPlainEmailAddress, type EmailAddressing, type SmtpSettings } from './email.ts';
+import { EgressPolicy, type ConnectOptions, type ResolvedAddress } from './egress.ts';
+import { EmailSender, isPlainEmailAddress, type EmailAddressing, type EmailSenderOptions, type SmtpSettings } from './email.ts';
+
+allowLoopbackConnectionsOnly();
 
 /** One message as the server received it. */
 interface Received {
@@ -21,6 +33,8 @@ interface Received {
   parsed: ParsedMail;
   /** Whether the session was encrypted (STARTTLS or implicit TLS). */
   secure: boolean;
+  /** The host name the client asked for in TLS (SNI). */
+  servername?: string;
 }
 
 interface TestSmtp {
@@ -73,6 +87,7 @@ async function startSmtp(options: Partial<SMTPServerOptions> = {}): Promise<Test
               raw: raw.toString('utf8'),
               parsed,
               secure: session.secure,
+              ...(session.servername ? { servername: session.servername } : {}),
             });
             queued += 1;
             callback(null, `OK queued as Q${queued}`);
@@ -89,8 +104,9 @@ async function startSmtp(options: Partial<SMTPServerOptions> = {}): Promise<Test
   return state;
 }
 
-function newSender(options: ConstructorParameters<typeof EmailSender>[0] = {}): EmailSender {
-  const sender = new EmailSender(options);
+/** The test servers are on loopback: a policy that lets 127.0.0.1 through, unless a test gives its own. */
+function newSender(options: Partial<EmailSenderOptions> = {}): EmailSender {
+  const sender = new EmailSender({ egress: new EgressPolicy({ allow: ['127.0.0.1/32'] }), ...options });
   cleanups.push(() => sender.close());
   return sender;
 }
@@ -302,19 +318,17 @@ describe('header injection', () => {
 });
 
 describe('classification', () => {
-  it('a recipient refused with 550 is permanent', async () => {
+  it('a recipient refused with 550 is permanent, described in our words', async () => {
     const smtp = await startSmtp({ onRcptTo: (_address, _session, callback) => callback(smtpError('5.1.1 No such user here', 550)) });
     const outcome = await newSender().send(settingsFor(smtp.port), addressing(), message());
-    expect(outcome).toMatchObject({ kind: 'permanent', providerStatus: 'smtp 550' });
-    expect(outcome.kind === 'permanent' && outcome.error).toContain('No such user here');
+    expect(outcome).toEqual({ kind: 'permanent', providerStatus: 'smtp 550', error: 'smtp 550 5.1.1 at RCPT TO: mailbox unavailable (permanent failure, addressing status)' });
     expect(smtp.received).toEqual([]);
   });
 
   it('a recipient deferred with 451 is transient', async () => {
     const smtp = await startSmtp({ onRcptTo: (_address, _session, callback) => callback(smtpError('4.7.1 Greylisted, try again later', 451)) });
     const outcome = await newSender().send(settingsFor(smtp.port), addressing(), message());
-    expect(outcome).toMatchObject({ kind: 'transient', providerStatus: 'smtp 451' });
-    expect(outcome.kind === 'transient' && outcome.error).toContain('Greylisted');
+    expect(outcome).toEqual({ kind: 'transient', providerStatus: 'smtp 451', error: 'smtp 451 4.7.1 at RCPT TO: local error in processing (persistent transient failure, security or policy status)' });
   });
 
   it('a message refused after DATA with 554 is permanent', async () => {
@@ -325,26 +339,18 @@ describe('classification', () => {
       },
     });
     const outcome = await newSender().send(settingsFor(smtp.port), addressing(), message());
-    expect(outcome).toMatchObject({ kind: 'permanent', providerStatus: 'smtp 554' });
-    expect(outcome.kind === 'permanent' && outcome.error).toContain('rejected as spam');
+    expect(outcome).toEqual({ kind: 'permanent', providerStatus: 'smtp 554', error: 'smtp 554 5.7.1 at DATA: transaction failed (permanent failure, security or policy status)' });
   });
 
   it('a server that is down is transient', async () => {
     const outcome = await newSender().send(settingsFor(await freePort()), addressing(), message());
-    expect(outcome).toMatchObject({ kind: 'transient', providerStatus: 'smtp connection' });
+    expect(outcome).toEqual({ kind: 'transient', providerStatus: 'smtp connection', error: 'smtp connection: the connection was refused (ECONNREFUSED)' });
   });
 
   it('a server that never greets is transient once the connection deadline passes', async () => {
-    const sockets = new Set<Socket>();
-    const silent: Server = createServer((socket) => sockets.add(socket));
-    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-    cleanups.push(async () => {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => silent.close(() => resolve()));
-    });
-    const { port } = silent.address() as AddressInfo;
-    const outcome = await newSender().send(settingsFor(port, { connectionTimeoutMs: 500 }), addressing(), message());
-    expect(outcome).toMatchObject({ kind: 'transient', providerStatus: 'smtp connection' });
+    const silent = await rawServer(undefined);
+    const outcome = await newSender().send(settingsFor(silent.port, { connectionTimeoutMs: 500 }), addressing(), message());
+    expect(outcome).toEqual({ kind: 'transient', providerStatus: 'smtp connection', error: 'smtp connection: no greeting in time (ETIMEDOUT)' });
   });
 
   it('a refused login (535) is permanent, and a good one delivers', async () => {
@@ -490,5 +496,161 @@ describe('DKIM', () => {
     expect(tags).toMatchObject({ a: 'rsa-sha256', d: 'sluice.test', s: 'relay2026' });
     expect(tags.h?.toLowerCase().split(':').map((name) => name.trim())).toEqual(expect.arrayContaining(['from', 'to', 'subject', 'message-id']));
     expect(tags.b?.length).toBeGreaterThan(100);
+  });
+});
+
+/** A raw TCP peer (test/delivery-peers.ts), closed after the test. */
+async function rawServer(greeting: string | undefined, onData?: (socket: Socket, chunk: Buffer) => void): Promise<RawPeer> {
+  const peer = await startRawPeer(greeting, onData);
+  cleanups.push(peer.close);
+  return peer;
+}
+
+describe('a peer that is not a mail server', () => {
+  it('is described by what the protocol refused, never by its banner (the operator\'s log has it, clipped)', async () => {
+    const banners = [
+      'SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13.5\r\n',
+      '-NOAUTH Authentication required. redis_version:7.2.4\r\n',
+      'HTTP/1.1 400 Bad Request\r\nServer: nginx/1.25.3\r\n\r\n',
+      `${'x'.repeat(5000)}\r\n`,
+    ];
+    const logged: object[] = [];
+    const sender = newSender({ log: { warn: (obj) => logged.push(obj) } });
+    for (const banner of banners) {
+      const peer = await rawServer(banner);
+      const outcome = await sender.send(settingsFor(peer.port), addressing(), message());
+      expect(outcome, banner).toEqual({ kind: 'transient', providerStatus: 'smtp protocol', error: "the server's greeting is not SMTP" });
+    }
+    const shown = JSON.stringify(logged);
+    expect(shown).toContain('SSH-2.0-OpenSSH_9.6p1');
+    expect(shown).not.toContain('x'.repeat(201));
+  });
+
+  it('names a refusing greeting by its codes only', async () => {
+    const peer = await rawServer('554 5.7.1 mysql_native_password 8.0.36-0ubuntu0.22.04.1\r\n');
+    const outcome = await newSender().send(settingsFor(peer.port), addressing(), message());
+    expect(outcome).toEqual({ kind: 'permanent', providerStatus: 'smtp 554', error: 'smtp 554 5.7.1 at CONN: transaction failed (permanent failure, security or policy status)' });
+  });
+});
+
+describe('deadlines', () => {
+  it('ends an attempt whose server stalls mid-reply at timeoutMs (transient), closes that connection, and leaves another server alone', async () => {
+    // Greets, then answers EHLO one continuation line at a time, forever: never idle, never done.
+    const drips: NodeJS.Timeout[] = [];
+    cleanups.push(async () => drips.forEach(clearInterval));
+    const stalling = await rawServer('220 stall.test ESMTP\r\n', (socket) => {
+      drips.push(setInterval(() => socket.writable && socket.write('250-still thinking\r\n'), 50));
+    });
+    const healthy = await startSmtp();
+    const sender = newSender();
+    const started = Date.now();
+    const [stalled, delivered] = await Promise.all([
+      sender.send(settingsFor(stalling.port, { timeoutMs: 800, connectionTimeoutMs: 600 }), addressing(), message()),
+      sender.send(settingsFor(healthy.port), addressing(), message()),
+    ]);
+    expect(stalled).toEqual({ kind: 'transient', providerStatus: 'smtp timeout', error: 'smtp: not sent within 800 ms (withdrawn: it will not go out later)' });
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(delivered.kind).toBe('delivered');
+    await waitFor(() => stalling.closed() === 1, 'the stalled connection to close');
+  });
+
+  it('ends an attempt whose server never greets within timeoutMs (transient)', async () => {
+    const silent = await rawServer(undefined);
+    const started = Date.now();
+    const outcome = await newSender().send(settingsFor(silent.port, { timeoutMs: 500 }), addressing(), message());
+    expect(outcome.kind).toBe('transient');
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('drops a server that goes silent after the greeting at connectionTimeoutMs, not after nodemailer\'s 10 minutes', async () => {
+    const smtp = await startSmtp({ onMailFrom: () => {} });
+    const started = Date.now();
+    const outcome = await newSender().send(settingsFor(smtp.port, { connectionTimeoutMs: 300, timeoutMs: 60_000 }), addressing(), message());
+    expect(outcome).toEqual({ kind: 'transient', providerStatus: 'smtp connection', error: 'smtp connection: the server went silent (ETIMEDOUT)' });
+    expect(Date.now() - started).toBeLessThan(4000);
+  });
+
+  it('withdraws messages queued behind a stalled connection at their deadline: none goes out later', async () => {
+    // The first MAIL FROM is answered after 1.5 s: the attempts have given up long before.
+    let stalls = 1;
+    const smtp = await startSmtp({
+      onMailFrom: (_address, _session, callback) => (stalls-- > 0 ? setTimeout(() => callback(), 1500) : callback()),
+    });
+    const sender = newSender();
+    const settings = settingsFor(smtp.port, { maxConnections: 1, timeoutMs: 400 });
+    const outcomes = await Promise.all([sender.send(settings, addressing(), message()), sender.send(settings, addressing(), message())]);
+    expect(outcomes.map((outcome) => outcome.providerStatus)).toEqual(['smtp timeout', 'smtp timeout']);
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    expect(smtp.received).toEqual([]);
+  });
+});
+
+describe("a tenant's SMTP server and the egress policy", () => {
+  /** A sender whose policy allows nothing, with a resolver answering from a table and a connector that records and refuses. */
+  function guarded(answers: Record<string, string[]> = {}) {
+    const { resolve, lookups } = tableResolver(answers);
+    const { connect, connections } = refusingConnector();
+    return { sender: newSender({ egress: new EgressPolicy({ resolve }), connect }), lookups, connections };
+  }
+
+  it('refuses every spelling of a forbidden address before connecting (permanent, saying why)', async () => {
+    const smtp = await startSmtp();
+    const { sender, lookups, connections } = guarded({ 'internal.example': ['10.1.2.3'] });
+    const urls = [...hostileSmtpUrls(smtp.port), ['smtp://internal.example:25', 'internal.example resolves to 10.1.2.3, a private address']];
+    for (const [url, reason] of urls) {
+      const outcome = await sender.send(settingsFor(smtp.port, { url }), addressing(), message());
+      expect(outcome, url).toEqual({ kind: 'permanent', providerStatus: 'refused', error: `refused by the egress policy: ${reason}` });
+    }
+    expect(lookups).toEqual(['internal.example']);
+    expect(connections).toEqual([]);
+    expect(smtp.connections).toBe(0);
+  });
+
+  it('does not send while the name does not resolve (transient: DNS may come back)', async () => {
+    const { sender, connections } = guarded();
+    const outcome = await sender.send(settingsFor(25, { url: 'smtp://mail.nowhere.example:587' }), addressing(), message());
+    expect(outcome).toEqual({ kind: 'transient', providerStatus: 'unresolved', error: 'not sent: lookup of mail.nowhere.example failed: ENOTFOUND' });
+    expect(connections).toEqual([]);
+  });
+
+  it('connects to the address it approved, once per connection, however the name answers later', async () => {
+    const { sender, lookups, connections } = guarded({ 'mail.tenant.example': ['93.184.216.34', '2606:4700::1111'] });
+    const outcome = await sender.send(settingsFor(25, { url: 'smtp://user:pw@Mail.Tenant.Example:2525' }), addressing(), message());
+    expect(outcome).toEqual({ kind: 'transient', providerStatus: 'smtp connection', error: 'smtp connection: the connection was refused (ECONNREFUSED)' });
+    expect(lookups).toEqual(['mail.tenant.example']);
+    expect(connections).toEqual([{ host: '93.184.216.34', port: 2525, tls: false }]);
+  });
+
+  it("leaves the operator's own server to the operator: not checked", async () => {
+    const smtp = await startSmtp();
+    const { sender, connections } = guarded();
+    const outcome = await sender.send(settingsFor(smtp.port, { operatorServer: true }), addressing(), message());
+    expect(outcome.kind).toBe('delivered');
+    expect(connections).toEqual([]);
+  });
+
+  it("upgrades the approved address's socket to TLS and verifies the certificate against the URL's host name", async () => {
+    const { cert, key } = await makeCertificate('mail.tenant.example');
+    const smtp = await startSmtp({ disabledCommands: [], key, cert });
+    const seen: ConnectOptions[] = [];
+    const resolve = async (): Promise<ResolvedAddress[]> => [{ address: '93.184.216.34', family: 4 }];
+    // The public address stands for the test server; the certificate's CA is trusted for this test only.
+    const connect = (options: ConnectOptions) => {
+      seen.push(options);
+      return net.connect({ host: '127.0.0.1', port: smtp.port });
+    };
+    const realTlsConnect = tls.connect;
+    const trusting = vi.spyOn(tls, 'connect').mockImplementation(((options: tls.ConnectionOptions, listener?: () => void) => realTlsConnect({ ...options, ca: cert }, listener)) as typeof tls.connect);
+    cleanups.push(async () => trusting.mockRestore());
+    const sender = newSender({ egress: new EgressPolicy({ resolve }), connect });
+
+    const outcome = await sender.send(settingsFor(smtp.port, { url: `smtp://mail.tenant.example:${smtp.port}` }), addressing(), message());
+    expect(outcome.kind).toBe('delivered');
+    expect(seen).toEqual([{ host: '93.184.216.34', port: smtp.port, tls: false }]);
+    expect(smtp.received[0]).toMatchObject({ secure: true, servername: 'mail.tenant.example' });
+
+    const wrongName = await sender.send(settingsFor(smtp.port, { url: `smtp://other.tenant.example:${smtp.port}` }), addressing(), message());
+    expect(wrongName).toMatchObject({ kind: 'transient', providerStatus: 'smtp connection', error: expect.stringContaining('ERR_TLS_CERT_ALTNAME_INVALID') });
+    expect(smtp.received).toHaveLength(1);
   });
 });

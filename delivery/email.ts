@@ -4,20 +4,28 @@
  *
  * - One pooled nodemailer transport per distinct transport settings, reused across sends and
  *   closed after it has been idle for a while.
+ * - A tenant's SMTP server is a destination the tenant aims: every connection to it goes
+ *   through the egress policy and to the address it approved (delivery/smtp-socket.ts). Only
+ *   the operator's own server (`operatorServer`) is connected to as configured.
+ * - Every attempt has a deadline, time queued in the pool included; past it the attempt is
+ *   transient and its message is withdrawn from the pool (or its connection closed), so it
+ *   cannot go out later behind the next attempt. A silent server is dropped sooner.
  * - Nothing from a submission reaches a header unchecked: the recipient and the sender must each
  *   be one clean address (else the attempt is refused before any connection), the subject loses
  *   its line breaks, a Reply-To that is not one plain address is left out, and the SMTP envelope
  *   is set explicitly to the one recipient, so no header can add another.
- * - The server's reply decides the outcome: 5xx permanent (but 503, a session-state reply),
- *   4xx transient, no reply (refused connection, timeout, TLS failure) transient, a refused
- *   login permanent (but a 4xx one, such as 454).
+ * - The outcome and its error, in our words: delivery/smtp-outcome.ts.
  */
 import { createHash } from 'node:crypto';
+import type net from 'node:net';
 import { convert as htmlToText } from 'html-to-text';
 import nodemailer, { type NodemailerError, type SendMailOptions, type SMTPPoolOptions, type SMTPPoolSentMessageInfo, type Transporter } from 'nodemailer';
-import { isEmailAddress } from '../core/email-address.ts';
+import { emailDomain, isEmailAddress } from '../core/email-address.ts';
 import { redactUrl } from '../core/redact.ts';
 import { clip, type AttemptOutcome, type RenderedMessage } from './channel.ts';
+import { connectToApproved, type ConnectOptions, type EgressPolicy } from './egress.ts';
+import { failureOutcome, sentOutcome } from './smtp-outcome.ts';
+import { checkedSocket } from './smtp-socket.ts';
 
 /** How one site's mail leaves: its SMTP server, its sender address, and how hard to push. */
 export interface SmtpSettings {
@@ -32,10 +40,17 @@ export interface SmtpSettings {
   ratePerSecond: number;
   /** Refuse to send unless the session is encrypted (STARTTLS on smtp://). Default false. */
   requireTls?: boolean;
-  /** Accept self-signed certificates (tests, on-premises). Default false. */
+  /** Accept self-signed certificates (the operator's on-premises relay). Default false. */
   tlsInsecure?: boolean;
-  /** Deadline for connecting and for the server's greeting. Default 30 000 ms. */
+  /**
+   * The operator's own server (SLUICE_SMTP_URL), the operator's choice: connected to as
+   * configured. Default false: the egress policy checks every connection.
+   */
+  operatorServer?: boolean;
+  /** Deadline for connecting, for the server's greeting, and for any silence of the server after it. Default 30 000 ms, at most timeoutMs. */
   connectionTimeoutMs?: number;
+  /** The whole attempt, waiting for a pooled connection included. Default 60 000 ms. */
+  timeoutMs?: number;
   /** Sign every message with this key (relaxed/relaxed, rsa-sha256). */
   dkim?: { domainName: string; keySelector: string; privateKey: string };
 }
@@ -57,13 +72,12 @@ export interface EmailSenderLog {
 
 /** A transport unused this long is closed; the next send opens a new one. */
 const DEFAULT_IDLE_TRANSPORT_MS = 5 * 60_000;
-/** nodemailer waits 2 minutes by default: too long to hold a delivery slot for a dead server. */
+/** nodemailer waits 2 minutes to connect and 10 minutes for a silent server: too long to hold a delivery slot. */
 const DEFAULT_CONNECTION_TIMEOUT_MS = 30_000;
-/** providerId is an identifier, not a transcript. */
-const MAX_PROVIDER_ID_CHARS = 200;
+const DEFAULT_ATTEMPT_TIMEOUT_MS = 60_000;
+/** The most of a server's reply an operator's log line carries. */
+const LOGGED_REPLY_CHARS = 200;
 
-/** RFC 5321's limit on a local part (the whole address: core/email-address.ts). */
-const MAX_LOCAL_PART_CHARS = 64;
 /** Any C0 control character or DEL: nothing a header value may hold. */
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 /** A msg-id as the worker builds it: `<left@right>`, visible ASCII, no brackets or spaces inside. */
@@ -72,10 +86,8 @@ const JOB_ID = /^[\x21-\x7e]{1,200}$/;
 /** Dot-separated labels of letters, digits, '-' and '_' (selectors may use '_'). */
 const DNS_NAME = /^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*$/;
 
-/** Exactly one address, no display name, no list, no CR/LF, at most 254 characters. */
-export function isPlainEmailAddress(value: string): boolean {
-  return isEmailAddress(value) && value.lastIndexOf('@') <= MAX_LOCAL_PART_CHARS;
-}
+/** Exactly one address, no display name, no list, no CR/LF: the one rule of core/email-address.ts. */
+export const isPlainEmailAddress = isEmailAddress;
 
 export interface MailboxAddress {
   name: string;
@@ -91,6 +103,17 @@ export function parseMailbox(value: string): MailboxAddress | undefined {
   if (!match || !isPlainEmailAddress(match[2])) return undefined;
   // Handed to nodemailer as an object: it quotes and encodes the name, so a comma stays text.
   return { name: match[1].trim().replace(/^"(.*)"$/, '$1'), address: match[2] };
+}
+
+/**
+ * Whether `from` ('addr' or 'Name <addr>') is an address of one of `domains` (exactly that
+ * domain, any case): a From a transport other than the tenant's own may send as.
+ */
+export function isFromInDomains(from: string, domains: readonly string[]): boolean {
+  const mailbox = parseMailbox(from);
+  if (!mailbox) return false;
+  const domain = emailDomain(mailbox.address);
+  return domains.some((allowed) => allowed.toLowerCase() === domain);
 }
 
 /** d= and s= go into the DKIM-Signature header: DNS names only. */
@@ -152,15 +175,24 @@ function atLeastOne(value: number, fallback: number): number {
   return Number.isFinite(value) && value >= 1 ? Math.floor(value) : fallback;
 }
 
-function transportOptions(settings: SmtpSettings, endpoint: SmtpEndpoint): SMTPPoolOptions & { pool: true } {
-  const timeout = settings.connectionTimeoutMs ?? DEFAULT_CONNECTION_TIMEOUT_MS;
+/** The attempt's deadline, and the shorter one for connecting, the greeting and silence. */
+function timeouts(settings: SmtpSettings): { attemptMs: number; connectionMs: number } {
+  const attemptMs = settings.timeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS;
+  return { attemptMs, connectionMs: Math.min(settings.connectionTimeoutMs ?? DEFAULT_CONNECTION_TIMEOUT_MS, attemptMs) };
+}
+
+function transportOptions(settings: SmtpSettings, endpoint: SmtpEndpoint, getSocket: SMTPPoolOptions['getSocket']): SMTPPoolOptions & { pool: true } {
+  const timeout = timeouts(settings).connectionMs;
   return {
     pool: true,
     ...endpoint,
+    ...(getSocket ? { getSocket } : {}),
     requireTLS: settings.requireTls === true,
     tls: { rejectUnauthorized: settings.tlsInsecure !== true },
     connectionTimeout: timeout,
     greetingTimeout: timeout,
+    // Inactivity: nodemailer's default is 10 minutes of a server saying nothing.
+    socketTimeout: timeout,
     maxConnections: atLeastOne(settings.maxConnections, 1),
     maxMessages: atLeastOne(settings.maxMessagesPerConnection, 100),
     ...rateWindow(settings.ratePerSecond),
@@ -174,11 +206,11 @@ function transportOptions(settings: SmtpSettings, endpoint: SmtpEndpoint): SMTPP
   };
 }
 
-/** Everything that shapes the transport; the From address is per message and stays out. */
+/** Everything that shapes the transport; the From address and the attempt's deadline are per message and stay out. */
 function transportKey(settings: SmtpSettings): string {
-  const { url, maxConnections, maxMessagesPerConnection, ratePerSecond, requireTls, tlsInsecure, connectionTimeoutMs, dkim } = settings;
+  const { url, maxConnections, maxMessagesPerConnection, ratePerSecond, requireTls, tlsInsecure, operatorServer, dkim } = settings;
   const dkimKey = dkim ? [dkim.domainName, dkim.keySelector, dkim.privateKey] : null;
-  const shape = [url, maxConnections, maxMessagesPerConnection, ratePerSecond, requireTls === true, tlsInsecure === true, connectionTimeoutMs ?? null, dkimKey];
+  const shape = [url, maxConnections, maxMessagesPerConnection, ratePerSecond, requireTls === true, tlsInsecure === true, operatorServer === true, timeouts(settings).connectionMs, dkimKey];
   // Hashed: the key holds credentials and the private key, the map need not.
   return createHash('sha256').update(JSON.stringify(shape)).digest('hex');
 }
@@ -192,16 +224,30 @@ interface PooledTransport {
   idleTimer?: NodeJS.Timeout;
 }
 
+/** What an EmailSender is given: the egress policy is required, so no tenant transport goes unchecked. */
+export interface EmailSenderOptions {
+  /** Checks every connection to a server other than the operator's (delivery/egress.ts). */
+  egress: EgressPolicy;
+  /** Opens a tenant transport's socket to the approved address (tests inject one). Default net.connect. */
+  connect?: (options: ConnectOptions) => net.Socket;
+  log?: EmailSenderLog;
+  /** How long an unused transport stays open. Default 5 minutes. */
+  idleTransportMs?: number;
+}
+
 /** Sends rendered messages over pooled SMTP transports. */
 export class EmailSender {
   private readonly transports = new Map<string, PooledTransport>();
   private readonly inFlight = new Set<Promise<AttemptOutcome>>();
+  private readonly egress: EgressPolicy;
+  private readonly connect: (options: ConnectOptions) => net.Socket;
   private readonly log: EmailSenderLog;
   private readonly idleTransportMs: number;
   private closed = false;
 
-  /** `idleTransportMs`: how long an unused transport stays open (default 5 minutes). */
-  constructor(options: { log?: EmailSenderLog; idleTransportMs?: number } = {}) {
+  constructor(options: EmailSenderOptions) {
+    this.egress = options.egress;
+    this.connect = options.connect ?? connectToApproved;
     this.log = options.log ?? { warn: () => {} };
     this.idleTransportMs = options.idleTransportMs ?? DEFAULT_IDLE_TRANSPORT_MS;
   }
@@ -246,29 +292,47 @@ export class EmailSender {
     }
 
     const pooled = this.acquire(settings, endpoint);
+    const { attemptMs } = timeouts(settings);
+    // Aborting withdraws the message from the pool's queue, or closes the connection sending it.
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(), attemptMs);
     try {
-      const info = await pooled.transport.sendMail(composeMail(from, addressing, message));
+      const info = await pooled.transport.sendMail({ ...composeMail(from, addressing, message), signal: deadline.signal });
       return sentOutcome(info);
     } catch (err) {
+      if (deadline.signal.aborted) return { kind: 'transient', error: `smtp: not sent within ${attemptMs} ms (withdrawn: it will not go out later)`, providerStatus: 'smtp timeout' };
       const outcome = err instanceof Error ? failureOutcome(err as NodemailerError) : undefined;
-      if (outcome) return outcome;
+      if (outcome) {
+        this.logReply(err as NodemailerError, pooled, outcome);
+        return outcome;
+      }
       // close() fails what the pool had queued, with no code: not the server's doing.
       if (this.closed) return { kind: 'transient', error: 'the email sender shut down before the message went', providerStatus: 'smtp not sent' };
-      this.log.warn({ err, server: pooled.server }, 'email: unrecognised SMTP failure, retried as transient');
-      return { kind: 'transient', error: clip(describe(err)), providerStatus: 'smtp error' };
+      this.log.warn({ err: clipped(err), server: pooled.server }, 'email: unrecognised SMTP failure, retried as transient');
+      return { kind: 'transient', error: 'smtp: an unrecognised failure (the operator\'s log has it)', providerStatus: 'smtp error' };
     } finally {
+      clearTimeout(timer);
       this.release(pooled);
     }
+  }
+
+  /** The server's own words stay in the operator's log, clipped; the tenant sees ours. */
+  private logReply(err: NodemailerError, pooled: PooledTransport, outcome: AttemptOutcome): void {
+    if (!err.response) return;
+    this.log.warn({ server: pooled.server, providerStatus: outcome.providerStatus, reply: clip(err.response, LOGGED_REPLY_CHARS) }, 'email: the SMTP server refused');
   }
 
   private acquire(settings: SmtpSettings, endpoint: SmtpEndpoint): PooledTransport {
     const key = transportKey(settings);
     let pooled = this.transports.get(key);
     if (!pooled) {
-      const transport = nodemailer.createTransport(transportOptions(settings, endpoint));
+      const getSocket = settings.operatorServer
+        ? undefined
+        : checkedSocket({ egress: this.egress, connect: this.connect, url: settings.url, port: endpoint.port, connectionTimeoutMs: timeouts(settings).connectionMs });
+      const transport = nodemailer.createTransport(transportOptions(settings, endpoint, getSocket));
       const server = redactUrl(settings.url);
       // The pool reports per send; an 'error' event without a listener would crash the process.
-      transport.on('error', (err: Error) => this.log.warn({ err, server }, 'email: SMTP transport error'));
+      transport.on('error', (err: Error) => this.log.warn({ err: clipped(err), server }, 'email: SMTP transport error'));
       pooled = { key, transport, server, sending: 0 };
       this.transports.set(key, pooled);
     }
@@ -315,55 +379,8 @@ function refused(error: string, providerStatus: string): AttemptOutcome {
   return { kind: 'permanent', error, providerStatus };
 }
 
-/** The reply code at the start of an SMTP reply, if there is one. */
-function replyCode(response: string | undefined): number | undefined {
-  const match = /^(\d{3})\b/.exec(response ?? '');
-  return match ? Number(match[1]) : undefined;
-}
-
-/** The server took the message; a recipient it refused anyway decides like a failure would. */
-function sentOutcome(info: SMTPPoolSentMessageInfo): AttemptOutcome {
-  if (info.rejected.length > 0) {
-    const refusal = info.rejectedErrors?.[0];
-    return (refusal && failureOutcome(refusal)) ?? refused(`the server refused ${info.rejected.join(', ')}`, 'smtp rejected');
-  }
-  const response = info.response ?? '';
-  // Postfix and most relays: "queued as ID"; Exim: "id=ID". Else the reply itself identifies it.
-  const queueId = /\bqueued as\s+(\S+)/i.exec(response)?.[1] ?? /\bid=(\S+)/i.exec(response)?.[1];
-  const providerId = info.serverMessageId ?? queueId ?? response;
-  return { kind: 'delivered', providerStatus: `smtp ${replyCode(response) ?? 250}`, ...(providerId ? { providerId: clip(providerId, MAX_PROVIDER_ID_CHARS) } : {}) };
-}
-
-/** Failures before any reply: the server or the path to it, worth another try later. */
-const CONNECTION_FAILURES = new Set([
-  'ECONNECTION', 'ETIMEDOUT', 'ESOCKET', 'EDNS', 'ETLS', 'EPROXY', 'EMAXLIMIT',
-  'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN',
-]);
-/** Failures the same message and settings would meet again. */
-const SETTLED_FAILURES = new Set(['EENVELOPE', 'EMESSAGE', 'EMAXRECIPIENTS', 'ECONFIG']);
-
-/** The outcome a nodemailer error stands for, or undefined when it is not one we know. */
-function failureOutcome(err: NodemailerError): AttemptOutcome | undefined {
-  // One recipient per message: its refusal is the answer, whatever DATA got after it.
-  const replied = err.rejectedErrors?.find((refusal) => refusal.responseCode) ?? err;
-  const code = replied.responseCode ?? replyCode(replied.response);
-  if (code !== undefined && code >= 400) {
-    const error = clip(replied.response ?? replied.message);
-    // 503 is "bad sequence of commands": the session's state, not the message (nodemailer's
-    // isPermanentResponseCode agrees). A 4xx login failure (454) is the server's trouble too.
-    const permanent = code >= 500 && code !== 503;
-    return permanent ? { kind: 'permanent', error, providerStatus: `smtp ${code}` } : { kind: 'transient', error, providerStatus: `smtp ${code}` };
-  }
-  const kind = err.code ?? '';
-  if (CONNECTION_FAILURES.has(kind) || CONNECTION_FAILURES.has(err.originalCode ?? '')) {
-    return { kind: 'transient', error: clip(err.message), providerStatus: 'smtp connection' };
-  }
-  // A login the server refused without a reply code, or credentials it needs and we lack.
-  if (kind === 'EAUTH' || kind === 'ENOAUTH') return { kind: 'permanent', error: clip(err.message), providerStatus: 'smtp auth' };
-  if (SETTLED_FAILURES.has(kind)) return { kind: 'permanent', error: clip(err.message), providerStatus: 'smtp refused' };
-  return undefined;
-}
-
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+/** An error for the operator's log: its code and its message clipped (the message may carry the server's reply). */
+function clipped(err: unknown): { code?: string; message: string } {
+  if (!(err instanceof Error)) return { message: clip(String(err), LOGGED_REPLY_CHARS) };
+  return { code: (err as NodemailerError).code, message: clip(err.message, LOGGED_REPLY_CHARS) };
 }

@@ -2,45 +2,25 @@
  * WebhookSender against real node:http(s) receivers on 127.0.0.1, which verify the signatures
  * with the independent `standardwebhooks` package; and the SSRF guard, with a policy that
  * allows nothing and a connector that records and refuses, so nothing is ever reached.
- *
- * Safety net: while this file runs, a socket may connect to loopback only. A sender that
- * ignored its connector or its policy fails here instead of reaching another host.
+ * Safety net: while this file runs, a socket may connect to loopback only.
  */
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import tls from 'node:tls';
-import { promisify } from 'node:util';
 import { Webhook } from 'standardwebhooks';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_ERROR_CHARS } from './channel.ts';
-import { EgressPolicy, type ResolvedAddress } from './egress.ts';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { refusingConnector, tableResolver } from '../test/egress-doubles.ts';
+import { allowLoopbackConnectionsOnly } from '../test/loopback-only.ts';
+import { makeCertificate } from '../test/test-certificate.ts';
+import { EgressPolicy, type ConnectOptions, type ResolvedAddress } from './egress.ts';
 import { parseRetryAfter } from './channel.ts';
-import { WebhookSender, type ConnectOptions } from './webhook.ts';
+import { WebhookSender } from './webhook.ts';
 
 // ---- loopback only ------------------------------------------------------------------------
 
-const realConnect = net.Socket.prototype.connect;
-beforeAll(() => {
-  net.Socket.prototype.connect = function (this: net.Socket, ...args: unknown[]) {
-    // net.connect passes its normalised [options, callback]; a direct call passes (options | port, host?).
-    const first = Array.isArray(args[0]) ? args[0][0] : args[0];
-    const options = (typeof first === 'object' && first !== null ? first : { port: first, host: args[1] }) as net.TcpSocketConnectOpts & { path?: string };
-    const host = options.host ?? 'localhost';
-    if (options.path === undefined && !/^(127\.\d+\.\d+\.\d+|::1|localhost)$/.test(host)) {
-      throw new Error(`test guard: a connection to ${host} was attempted`);
-    }
-    return realConnect.apply(this, args as Parameters<typeof realConnect>);
-  } as typeof realConnect;
-});
-afterAll(() => {
-  net.Socket.prototype.connect = realConnect;
-});
+allowLoopbackConnectionsOnly();
 
 // ---- receivers ----------------------------------------------------------------------------
 
@@ -133,7 +113,7 @@ describe('WebhookSender: a receiver that answers', () => {
     const hook = await receiver((_request, response) => (++calls === 1 ? response.writeHead(500).end('database is restarting') : response.writeHead(200).end()));
     const sender = loopbackSender();
     const message = delivery();
-    expect(await sender.send({ url: hook.url, secrets: [key] }, message)).toEqual({ kind: 'transient', error: 'http 500: database is restarting', providerStatus: 'http 500' });
+    expect(await sender.send({ url: hook.url, secrets: [key] }, message)).toEqual({ kind: 'transient', error: 'http 500 Internal Server Error', providerStatus: 'http 500' });
     expect(await sender.send({ url: hook.url, secrets: [key] }, { ...message, timestamp: new Date() })).toEqual({ kind: 'delivered', providerStatus: 'http 200' });
     expect(hook.requests.map((received) => received.headers['webhook-id'])).toEqual([message.id, message.id]);
     for (const received of hook.requests) expect(verified(key, received)).toBeDefined();
@@ -151,11 +131,11 @@ describe('WebhookSender: a receiver that answers', () => {
     }
   });
 
-  it('does not follow a redirect: permanent, naming where it pointed', async () => {
+  it('does not follow a redirect: permanent, without repeating where it pointed', async () => {
     const elsewhere = await receiver((_request, response) => response.writeHead(200).end());
     const moved = await receiver((_request, response) => response.writeHead(302, { location: elsewhere.url }).end());
     const outcome = await loopbackSender().send({ url: moved.url, secrets: [secret()] }, delivery());
-    expect(outcome).toEqual({ kind: 'permanent', error: `http 302: redirect to ${elsewhere.url} not followed (configure the final URL)`, providerStatus: 'http 302' });
+    expect(outcome).toEqual({ kind: 'permanent', error: 'http 302 Found: redirect not followed (configure the final URL)', providerStatus: 'http 302' });
     expect(moved.requests).toHaveLength(1);
     expect(elsewhere.requests).toHaveLength(0);
   });
@@ -173,10 +153,10 @@ describe('WebhookSender: a receiver that answers', () => {
       response.writeHead(status, headers).end(body);
     });
     const send = (path: string) => loopbackSender().send({ url: hook.url.replace('/hook', path), secrets: [secret()] }, delivery());
-    expect(await send('/missing')).toEqual({ kind: 'permanent', error: 'http 404: no such hook', providerStatus: 'http 404' });
-    expect(await send('/gone')).toEqual({ kind: 'permanent', error: 'http 410', providerStatus: 'http 410' });
-    expect(await send('/limited')).toEqual({ kind: 'transient', error: 'http 429: slow down', providerStatus: 'http 429', retryAfterMs: 7000 });
-    expect(await send('/slow')).toEqual({ kind: 'transient', error: 'http 408', providerStatus: 'http 408' });
+    expect(await send('/missing')).toEqual({ kind: 'permanent', error: 'http 404 Not Found', providerStatus: 'http 404' });
+    expect(await send('/gone')).toEqual({ kind: 'permanent', error: 'http 410 Gone', providerStatus: 'http 410' });
+    expect(await send('/limited')).toEqual({ kind: 'transient', error: 'http 429 Too Many Requests', providerStatus: 'http 429', retryAfterMs: 7000 });
+    expect(await send('/slow')).toEqual({ kind: 'transient', error: 'http 408 Request Timeout', providerStatus: 'http 408' });
     const maintenance = await send('/maintenance');
     expect(maintenance).toMatchObject({ kind: 'transient', providerStatus: 'http 503' });
     // An HTTP date, to the second: well over a minute from now on any machine.
@@ -198,9 +178,58 @@ describe('WebhookSender: a receiver that answers', () => {
     });
     // Without the cap, this would run until the timeout and say so.
     const outcome = await loopbackSender({ maxResponseBytes: 4096, timeoutMs: 30_000 }).send({ url: hook.url, secrets: [secret()] }, delivery());
-    expect(outcome).toMatchObject({ kind: 'transient', providerStatus: 'http 500', error: expect.stringMatching(/^http 500: x{50}/) });
-    expect(outcome.kind !== 'delivered' && outcome.error.length).toBeLessThanOrEqual(MAX_ERROR_CHARS);
+    expect(outcome).toEqual({ kind: 'transient', providerStatus: 'http 500', error: 'http 500 Internal Server Error' });
     await closedByClient;
+  });
+
+  it('gives up on a body that drips forever at the attempt\'s deadline (transient)', async () => {
+    const timers: NodeJS.Timeout[] = [];
+    const hook = await receiver((_request, response) => {
+      response.writeHead(200, { 'content-type': 'text/plain' });
+      // A byte every 20 ms: never idle long enough for an inactivity timeout, never done.
+      timers.push(setInterval(() => response.write('.'), 20));
+    });
+    try {
+      const started = Date.now();
+      const outcome = await loopbackSender({ timeoutMs: 300 }).send({ url: hook.url, secrets: [secret()] }, delivery());
+      expect(outcome).toEqual({ kind: 'transient', error: 'no complete answer within 300 ms', providerStatus: 'timeout' });
+      expect(Date.now() - started).toBeLessThan(5000);
+    } finally {
+      for (const timer of timers) clearInterval(timer);
+    }
+  });
+
+  it('never repeats what the receiver said: no body, no Location, no banner of another protocol', async () => {
+    const banner = 'SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13.5';
+    const secretLocation = 'http://10.0.0.1/internal/admin?token=abc';
+    const errors = await receiver((request, response) => {
+      if (request.url === '/moved') response.writeHead(301, { location: secretLocation }).end(banner);
+      else response.writeHead(request.url === '/teapot' ? 418 : 599).end(`${banner} -NOAUTH redis_version:7.2.4`);
+    });
+    const raw = net.createServer((socket) => {
+      socket.on('data', () => {});
+      socket.end(`${banner}\r\n`);
+    });
+    await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve));
+    const rawPort = (raw.address() as net.AddressInfo).port;
+    try {
+      const sender = loopbackSender();
+      const outcomes = [
+        await sender.send({ url: errors.url.replace('/hook', '/moved'), secrets: [secret()] }, delivery()),
+        await sender.send({ url: errors.url.replace('/hook', '/teapot'), secrets: [secret()] }, delivery()),
+        await sender.send({ url: errors.url, secrets: [secret()] }, delivery()),
+        await sender.send({ url: `http://127.0.0.1:${rawPort}/hook`, secrets: [secret()] }, delivery()),
+      ];
+      expect(outcomes.map((outcome) => outcome.kind !== 'delivered' && outcome.error)).toEqual([
+        'http 301 Moved Permanently: redirect not followed (configure the final URL)',
+        "http 418 I'm a Teapot",
+        'http 599',
+        expect.stringMatching(new RegExp(`^connection to 127\\.0\\.0\\.1:${rawPort} failed: HPE_[A-Z_]+$`)),
+      ]);
+      for (const outcome of outcomes) expect(JSON.stringify(outcome)).not.toMatch(/SSH|redis|10\.0\.0\.1|token/);
+    } finally {
+      await new Promise((resolve) => raw.close(resolve));
+    }
   });
 
   it('reports a refused connection as transient', async () => {
@@ -234,17 +263,12 @@ describe('WebhookSender: a receiver that answers', () => {
 // ---- TLS ----------------------------------------------------------------------------------
 
 describe('WebhookSender over TLS', () => {
-  let dir: string;
   let cert: string;
   let key: string;
   beforeAll(async () => {
     // A certificate for receiver.test, made here: the test needs the openssl command.
-    dir = await mkdtemp(join(tmpdir(), 'sluice-webhook-tls-'));
-    await promisify(execFile)('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
-      '-subj', '/CN=receiver.test', '-addext', 'subjectAltName=DNS:receiver.test', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')]);
-    [cert, key] = await Promise.all([readFile(join(dir, 'cert.pem'), 'utf8'), readFile(join(dir, 'key.pem'), 'utf8')]);
+    ({ cert, key } = await makeCertificate('receiver.test'));
   });
-  afterAll(() => rm(dir, { recursive: true, force: true }));
 
   const egress = new EgressPolicy({ allow: ['127.0.0.1/32'], resolve: async (): Promise<ResolvedAddress[]> => [{ address: '127.0.0.1', family: 4 }] });
 
@@ -283,20 +307,9 @@ describe('WebhookSender over TLS', () => {
 
 describe('WebhookSender: SSRF', () => {
   /** A policy that allows nothing, with a resolver answering from a table, and a connector that records and refuses. */
-  function guarded(answers: Record<string, (call: number) => string>) {
-    const lookups: string[] = [];
-    const connections: ConnectOptions[] = [];
-    const resolve = async (host: string): Promise<ResolvedAddress[]> => {
-      lookups.push(host);
-      const answer = answers[host];
-      if (!answer) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
-      const address = answer(lookups.filter((h) => h === host).length);
-      return [{ address, family: net.isIP(address) as 4 | 6 }];
-    };
-    const connect = (options: ConnectOptions): net.Socket => {
-      connections.push(options);
-      throw new Error('the test connector connects nowhere');
-    };
+  function guarded(answers: Record<string, (call: number) => string[]>) {
+    const { resolve, lookups } = tableResolver(answers);
+    const { connect, connections } = refusingConnector();
     const sender = new WebhookSender({ egress: new EgressPolicy({ allow: [], resolve }), connect });
     return { sender, lookups, connections };
   }
@@ -313,13 +326,13 @@ describe('WebhookSender: SSRF', () => {
     ['http://[2002:7f00:1::]/hook', '2002:7f00:1:: is a 6to4 address'],
     ['http://internal.example/hook', 'internal.example resolves to 10.1.2.3, a private address'],
   ])('refuses %s before connecting (permanent)', async (url, reason) => {
-    const { sender, connections } = guarded({ 'internal.example': () => '10.1.2.3' });
+    const { sender, connections } = guarded({ 'internal.example': () => ['10.1.2.3'] });
     expect(await sender.send({ url, secrets: [secret()] }, delivery())).toEqual({ kind: 'permanent', error: `refused by the egress policy: ${reason}`, providerStatus: 'refused' });
     expect(connections).toEqual([]);
   });
 
   it('connects only to the address it checked when the name rebinds to loopback, and never looks it up twice', async () => {
-    const { sender, lookups, connections } = guarded({ 'rebind.example': (call) => (call === 1 ? '93.184.216.34' : '127.0.0.1') });
+    const { sender, lookups, connections } = guarded({ 'rebind.example': (call) => [call === 1 ? '93.184.216.34' : '127.0.0.1'] });
     const first = await sender.send({ url: 'http://rebind.example/hook', secrets: [secret()] }, delivery());
     expect(first).toMatchObject({ kind: 'transient', providerStatus: 'network', error: expect.stringContaining('93.184.216.34:80') });
     expect(connections).toEqual([{ host: '93.184.216.34', port: 80, tls: false }]);

@@ -6,31 +6,23 @@
  * The egress policy checks the URL before every attempt and names the one address to use; the
  * socket goes to exactly that address (TLS still verifies the certificate against the host
  * name), so DNS cannot be asked twice. Redirects are never followed: the 3xx is the answer.
+ *
+ * An attempt's error names what happened in our words (`http 500 Internal Server Error`,
+ * `redirect not followed`), never the receiver's: no body, no Location (the admin API shows the
+ * error to the tenant, and a receiver's bytes are not ours to relay).
  */
 import { createHmac } from 'node:crypto';
-import http from 'node:http';
+import http, { STATUS_CODES } from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
-import tls from 'node:tls';
-import { clip, parseRetryAfter, type AttemptOutcome } from './channel.ts';
-import type { EgressPolicy } from './egress.ts';
-
-/** Where the sender opens its socket: the checked address, and for TLS the host name to verify. */
-export interface ConnectOptions {
-  /** The IP address the egress policy approved. */
-  host: string;
-  port: number;
-  /** TLS only: the URL's host name, for SNI and the certificate check (absent for an IP literal). */
-  servername?: string;
-  /** Whether the connection is TLS (https). */
-  tls: boolean;
-}
+import { parseRetryAfter, type AttemptOutcome } from './channel.ts';
+import { connectToApproved, refusedOutcome, type ConnectOptions, type EgressPolicy } from './egress.ts';
 
 export interface WebhookSenderOptions {
   egress: EgressPolicy;
   /** The whole attempt: check, connect, request and response body. Default 15000. */
   timeoutMs?: number;
-  /** The most of a response body read (a snippet goes into the error); past it the socket is closed. Default 64 KiB. */
+  /** The most of a response body read (and dropped: the status decides); past it the socket is closed. Default 64 KiB. */
   maxResponseBytes?: number;
   /** Opens the socket (tests inject one). Default: net.connect, or tls.connect for https. */
   connect?: (options: ConnectOptions) => net.Socket;
@@ -55,12 +47,7 @@ export interface WebhookDelivery {
 
 const DEFAULT_TIMEOUT_MS = 15_000;
 const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024;
-const SNIPPET_CHARS = 300;
 const SECRET_PREFIX = 'whsec_';
-
-function connectDirect({ host, port, servername, tls: secure }: ConnectOptions): net.Socket {
-  return secure ? tls.connect({ host, port, ...(servername ? { servername } : {}) }) : net.connect({ host, port });
-}
 
 /** Sends webhooks; one instance serves every receiver. */
 export class WebhookSender {
@@ -74,7 +61,7 @@ export class WebhookSender {
     this.egress = options.egress;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
-    this.connect = options.connect ?? connectDirect;
+    this.connect = options.connect ?? connectToApproved;
     this.userAgent = options.userAgent ?? 'Sluice-Webhooks/1';
   }
 
@@ -88,14 +75,9 @@ export class WebhookSender {
     const timer = setTimeout(() => abort.abort(), this.timeoutMs);
     const timedOut = (): AttemptOutcome => ({ kind: 'transient', error: `no complete answer within ${this.timeoutMs} ms`, providerStatus: 'timeout' });
     try {
-      const verdict = await Promise.race([this.egress.check(target.url), aborted(abort.signal)]);
+      const verdict = await Promise.race([this.egress.check(target.url, 'webhook'), aborted(abort.signal)]);
       if (verdict === undefined) return timedOut();
-      if (!verdict.ok) {
-        // A failed lookup may pass (DNS outage); a refused address will not.
-        return verdict.unresolved
-          ? { kind: 'transient', error: clip(`not sent: ${verdict.reason}`), providerStatus: 'unresolved' }
-          : { kind: 'permanent', error: clip(`refused by the egress policy: ${verdict.reason}`), providerStatus: 'refused' };
-      }
+      if (!verdict.ok) return refusedOutcome(verdict);
       const headers = {
         'content-type': 'application/json',
         'content-length': String(Buffer.byteLength(delivery.body)),
@@ -136,18 +118,15 @@ export class WebhookSender {
         createConnection: () => this.connect({ host: address, port, tls: secure, ...(servername ? { servername } : {}) }),
       });
       request.on('error', (error: NodeJS.ErrnoException) => {
-        settle(signal.aborted ? timedOut() : { kind: 'transient', error: clip(`connection to ${address}:${port} failed: ${error.code ?? error.message}`), providerStatus: 'network' });
+        settle(signal.aborted ? timedOut() : { kind: 'transient', error: `connection to ${address}:${port} failed: ${errorCode(error)}`, providerStatus: 'network' });
       });
       request.on('response', (response) => {
-        const chunks: Buffer[] = [];
         let size = 0;
-        const answer = () => classify(response, Buffer.concat(chunks));
+        const answer = () => classify(response);
         response.on('data', (chunk: Buffer) => {
-          const room = this.maxResponseBytes - size;
-          chunks.push(chunk.length > room ? chunk.subarray(0, room) : chunk);
-          size += Math.min(chunk.length, room);
-          if (chunk.length >= room && !response.complete) {
-            // Enough to classify and quote: the rest is not read.
+          size += chunk.length;
+          if (size >= this.maxResponseBytes && !response.complete) {
+            // Read to let the receiver finish, up to a bound: the rest is not read.
             settle(answer());
             response.destroy();
           }
@@ -179,23 +158,31 @@ function signatures(secrets: string[], delivery: WebhookDelivery): string | { pr
 
 /**
  * 2xx delivered; 3xx permanent (not followed); 408, 429 and 5xx transient, no sooner than a
- * Retry-After (the spec names it for 503 as well); any other status permanent.
+ * Retry-After (the spec names it for 503 as well); any other status permanent. The error is
+ * the status and its standard reason phrase (node's STATUS_CODES), never the receiver's text.
  */
-function classify(response: http.IncomingMessage, body: Buffer): AttemptOutcome {
+function classify(response: http.IncomingMessage): AttemptOutcome {
   const status = response.statusCode ?? 0;
   const providerStatus = `http ${status}`;
   if (status >= 200 && status < 300) return { kind: 'delivered', providerStatus };
-  const snippet = clip(body.toString('utf8').replace(/\s+/g, ' ').trim(), SNIPPET_CHARS);
-  const said = snippet ? `${providerStatus}: ${snippet}` : providerStatus;
+  const phrase = STATUS_CODES[status];
+  const said = phrase ? `${providerStatus} ${phrase}` : providerStatus;
   if (status >= 300 && status < 400) {
-    const location = clip(response.headers.location ?? '(no Location)', SNIPPET_CHARS);
-    return { kind: 'permanent', error: `${providerStatus}: redirect to ${location} not followed (configure the final URL)`, providerStatus };
+    return { kind: 'permanent', error: `${said}: redirect not followed (configure the final URL)`, providerStatus };
   }
   if (status === 408 || status === 429 || (status >= 500 && status < 600)) {
     const retryAfterMs = parseRetryAfter(response.headers['retry-after']);
-    return { kind: 'transient', error: clip(said), providerStatus, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+    return { kind: 'transient', error: said, providerStatus, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
   }
-  return { kind: 'permanent', error: clip(said), providerStatus };
+  return { kind: 'permanent', error: said, providerStatus };
+}
+
+/**
+ * A socket or TLS failure by its code (ECONNREFUSED, ERR_TLS_CERT_ALTNAME_INVALID): node's
+ * messages may quote the peer (a certificate's names, a malformed status line), codes do not.
+ */
+function errorCode(error: NodeJS.ErrnoException): string {
+  return typeof error.code === 'string' && /^[A-Z][A-Z0-9_]*$/.test(error.code) ? error.code : 'a network error';
 }
 
 function unixSeconds(date: Date): number {

@@ -114,6 +114,14 @@ describe('WhatsAppSender: what it sends', () => {
     }
     expect(api.requestCount()).toBe(0);
   });
+
+  it('sends to what the relay accepts as a recipient: 8 to 15 digits, not 7, not 16', async () => {
+    expect(await sender.send(settings, '+1234567', message)).toMatchObject({ kind: 'permanent', providerStatus: 'not sent' });
+    expect(await sender.send(settings, '+1234567890123456', message)).toMatchObject({ kind: 'permanent', providerStatus: 'not sent' });
+    expect(api.requestCount()).toBe(0);
+    expect(await sender.send(settings, '+12345678', message)).toMatchObject({ kind: 'delivered' });
+    expect(await sender.send(settings, '+123456789012345', message)).toMatchObject({ kind: 'delivered' });
+  });
 });
 
 describe('WhatsAppSender: what each answer becomes', () => {
@@ -252,6 +260,25 @@ describe('WhatsAppSender: answers no Graph server gives', () => {
 
     expect(outcome).toMatchObject({ kind: 'transient', providerStatus: 'http 502' });
     expect(outcome.kind !== 'delivered' && outcome.error).toContain('Bad Gateway');
+  });
+
+  it('a body that drips forever is given up at timeoutMs (transient), the connection closed', async () => {
+    let closed = false;
+    const target = await rawApi((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' }).write('{"messages":[');
+      // A byte every 20 ms: never idle, never done.
+      const drip = setInterval(() => res.write(' '), 20);
+      res.on('close', () => {
+        clearInterval(drip);
+        closed = true;
+      });
+    });
+    const started = Date.now();
+    const outcome = await sender.send({ ...target, timeoutMs: 300 }, '+15551234567', message);
+
+    expect(outcome).toMatchObject({ kind: 'transient', providerStatus: 'timeout' });
+    expect(Date.now() - started).toBeLessThan(5000);
+    await waitFor(() => closed);
   });
 
   it('a Retry-After given as an HTTP date is honoured', async () => {

@@ -27,6 +27,7 @@
  * Timeouts and network errors are transient. A transient answer's Retry-After (seconds or an
  * HTTP date) becomes `retryAfterMs`. Redirects are not followed: they would carry the token.
  */
+import { E164_RULE, isE164 } from '../core/e164.ts';
 import { describeFetchError as describeError, readAtMost } from '../core/fetch.ts';
 import { clip, parseRetryAfter, type AttemptOutcome, type RenderedMessage } from './channel.ts';
 
@@ -50,8 +51,6 @@ export const MAX_TEXT_BODY_CHARS = 4096;
 export const MAX_TEMPLATE_PARAMETER_CHARS = 1024;
 /** A send result or Graph error is well under 1 KiB; more than this is not one. */
 const MAX_ANSWER_BYTES = 64 * 1024;
-/** E.164: '+', then a country code that does not start with 0, at most 15 digits in all. */
-const E164 = /^\+[1-9]\d{1,14}$/;
 
 type FailureKind = 'transient' | 'permanent';
 
@@ -85,11 +84,11 @@ export class WhatsAppSender {
   }
 
   /**
-   * Makes one attempt to hand `message` to the Cloud API for `to` (E.164, '+' then digits).
+   * Makes one attempt to hand `message` to the Cloud API for `to` (E.164: core/e164.ts).
    * Never throws for a failure of the API or the network: every one is an outcome.
    */
   async send(settings: WhatsAppSettings, to: string, message: RenderedMessage): Promise<AttemptOutcome> {
-    if (!E164.test(to)) return permanent(`the recipient ${JSON.stringify(clip(to, 40))} is not an E.164 number`, 'not sent');
+    if (!isE164(to)) return permanent(`the recipient ${JSON.stringify(clip(to, 40))} is not an E.164 number (${E164_RULE})`, 'not sent');
     let url: URL;
     try {
       url = new URL(`${settings.graphUrl.replace(/\/+$/, '')}/${encodeURIComponent(settings.phoneNumberId)}/messages`);

@@ -13,8 +13,10 @@ import { checkPassword, hashPassword, newId as id, oneTimePassword, type Role, t
 import type { AdminSessions } from './auth.ts';
 import { conflict, forbidden, notFound, RelayError, unauthorized, validationFailed } from './errors.ts';
 import type { CaptchaProvider, Channel, DeliverySettings, Form, RelayApiKey, Site, Template, Webhook } from './model.ts';
-import { E164, isEmailAddress, type BodyValidator } from './schemas.ts';
+import type { BodyValidator } from './schemas.ts';
 import type { RelayStore } from './store.ts';
+import { E164_RULE, isE164 } from '../core/e164.ts';
+import { isEmailAddress } from '../core/email-address.ts';
 import { sha256Hex } from '../core/hash.ts';
 import type { Collection } from '../state/collection.ts';
 import type { SubmissionQuery, SubmissionReader } from './submissions.ts';
@@ -86,11 +88,18 @@ interface PreviewBody { templateId?: string; subject?: string; html?: string; da
 interface UserBody { email?: string; name?: string; role?: Role; password?: string; active?: boolean }
 interface ClaimBody { token: string; email: string; name?: string; password: string }
 
-/**
- * Whether a webhook URL may be stored: the deployment's egress policy (delivery/egress.ts),
- * given by the composition root. It may look the host up, hence async.
- */
-export type WebhookUrlCheck = (url: string) => Promise<{ ok: true } | { ok: false; reason: string }>;
+/** Whether a URL may be stored: the deployment's egress policy (delivery/egress.ts). It may look the host up, hence async. */
+export type UrlCheck = (url: string) => Promise<{ ok: true } | { ok: false; reason: string }>;
+
+/** What the deployment lets a tenant configure, given by the composition root. */
+export interface DeploymentChecks {
+  /** A webhook's URL, by the egress policy. */
+  webhookUrl: UrlCheck;
+  /** The tenant's own SMTP server, by the same policy. */
+  smtpUrl: UrlCheck;
+  /** Whether the server's SMTP transport may send as this From (a domain of SLUICE_SMTP_FROM_DOMAINS). */
+  serverFrom: (from: string) => boolean;
+}
 
 export class RelayAdmin {
   constructor(
@@ -99,7 +108,7 @@ export class RelayAdmin {
     private readonly sessions: AdminSessions,
     private readonly validateBody: BodyValidator,
     private readonly submissions: SubmissionReader,
-    private readonly checkWebhookUrl: WebhookUrlCheck,
+    private readonly checks: DeploymentChecks,
     private readonly delivery: DeliveryAccess,
   ) {}
 
@@ -427,7 +436,12 @@ export class RelayAdmin {
     else if (input.email) {
       const { from, smtpUrl } = input.email;
       if (from !== undefined && !parseMailbox(from)) throw validationFailed('email.from', 'must be one address, `relay@example.com` or `Name <relay@example.com>`');
+      if (smtpUrl !== undefined) await this.requireSmtpUrl(smtpUrl);
       next.email = { ...current.email, ...(from !== undefined ? { from } : {}), ...(smtpUrl !== undefined ? { smtpUrlSealed: this.secrets.seal(smtpUrl) } : {}) };
+      // Through the server's own transport a From is the operator's name on the line: only its verified domains.
+      if (next.email.from !== undefined && next.email.smtpUrlSealed === undefined && !this.checks.serverFrom(next.email.from)) {
+        throw validationFailed('email.from', 'must be in a domain the operator verified for its SMTP server (SLUICE_SMTP_FROM_DOMAINS), unless email.smtpUrl names your own server');
+      }
     }
     if (input.whatsapp === null) delete next.whatsapp;
     else if (input.whatsapp) {
@@ -642,8 +656,14 @@ export class RelayAdmin {
 
   /** Throws 400 on `url` unless the egress policy would let a webhook reach it. */
   private async requireWebhookUrl(url: string): Promise<void> {
-    const verdict = await this.checkWebhookUrl(url);
+    const verdict = await this.checks.webhookUrl(url);
     if (!verdict.ok) throw validationFailed('url', `must be an http(s) URL of a public host, without credentials (${verdict.reason})`);
+  }
+
+  /** Throws 400 on `url` unless the egress policy would let the tenant's SMTP transport reach it. */
+  private async requireSmtpUrl(url: string): Promise<void> {
+    const verdict = await this.checks.smtpUrl(url);
+    if (!verdict.ok) throw validationFailed('email.smtpUrl', `must be an smtp(s) URL of a public host (${verdict.reason})`);
   }
 
   /** Owners manage everyone; admins manage members and admins; members manage no one. */
@@ -712,7 +732,7 @@ function normaliseAddress(channel: Channel, address: string): string {
     if (!isEmailAddress(address)) throw validationFailed('address', 'must be one email address');
     return address.toLowerCase();
   }
-  if (!E164.test(address)) throw validationFailed('address', 'must be an E.164 number: + then 8 to 15 digits');
+  if (!isE164(address)) throw validationFailed('address', `must be an E.164 number: ${E164_RULE}`);
   return address;
 }
 

@@ -4,11 +4,16 @@
  * notification's own sanitised subject and body; the tenant's SMTP and WhatsApp settings (or the
  * server's); the webhook's current URL and secrets, with the JSON body it is sent. A job that
  * cannot be sent as things are configured resolves to `none` with the reason, and goes dead.
+ *
+ * A tenant's own SMTP server is a destination the tenant aims: the sender checks it with the
+ * egress policy, and it never gets the operator's TLS exceptions or DKIM key. The server's own
+ * transport sends a tenant's From only in a domain the operator verified (SLUICE_SMTP_FROM_DOMAINS),
+ * else the server's From: the settings may predate the rule, or the domains may have changed.
  */
 import { convert } from 'html-to-text';
 import type { SecretBox } from '../core/secret-box.ts';
 import type { RenderedMessage } from '../delivery/channel.ts';
-import { isPlainEmailAddress, type SmtpSettings } from '../delivery/email.ts';
+import { isFromInDomains, isPlainEmailAddress, type SmtpSettings } from '../delivery/email.ts';
 import type { DeliveryJob } from '../delivery/job.ts';
 import type { JobResolver, Resolved } from '../delivery/worker.ts';
 import type { WhatsAppSettings } from '../delivery/whatsapp.ts';
@@ -19,6 +24,8 @@ import { DEFAULT_TEMPLATE, renderHtml, renderSubject } from './templates.ts';
 export interface DeliveryDefaults {
   /** The server's SMTP transport and From (SLUICE_SMTP_*); url empty when none is configured. */
   smtp: SmtpSettings;
+  /** Domains a tenant's From may use on the server's transport (SLUICE_SMTP_FROM_DOMAINS). */
+  serverFromDomains: readonly string[];
   whatsapp: { graphUrl: string; timeoutMs: number };
 }
 
@@ -73,13 +80,21 @@ export class RelayJobResolver implements JobResolver {
 
   private email(job: DeliveryJob, form: Form | undefined): Resolved {
     const own = this.store.deliverySettings.get(job.tenantId)?.email;
-    const url = own?.smtpUrlSealed ? this.secrets.open(own.smtpUrlSealed) : this.defaults.smtp.url;
-    const from = own?.from || this.defaults.smtp.from;
-    if (!url) return { channel: 'none', error: 'no SMTP server is configured (set SLUICE_SMTP_URL, or the tenant\'s email settings)' };
-    if (!from) return { channel: 'none', error: 'no From address is configured (set SLUICE_SMTP_FROM, or the tenant\'s email settings)' };
-    // DKIM signs for the server's domain: only on its own transport and From.
-    const { dkim: _serverDkim, ...transport } = this.defaults.smtp;
-    const settings: SmtpSettings = own?.smtpUrlSealed || own?.from ? { ...transport, url, from } : { ...this.defaults.smtp, url, from };
+    const server = this.defaults.smtp;
+    // The operator's exceptions (a self-signed relay, DKIM for its domain) and its exemption from the egress policy stay with its server.
+    const { dkim: _dkim, tlsInsecure: _tlsInsecure, operatorServer: _operatorServer, ...limits } = server;
+    let settings: SmtpSettings;
+    if (own?.smtpUrlSealed) {
+      settings = { ...limits, url: this.secrets.open(own.smtpUrlSealed), from: own.from || server.from };
+    } else if (own?.from && own.from !== server.from && isFromInDomains(own.from, this.defaults.serverFromDomains)) {
+      // DKIM signs for the server's From only.
+      const { dkim: _signsServerFrom, ...transport } = server;
+      settings = { ...transport, from: own.from };
+    } else {
+      settings = server;
+    }
+    if (!settings.url) return { channel: 'none', error: 'no SMTP server is configured (set SLUICE_SMTP_URL, or the tenant\'s email settings)' };
+    if (!settings.from) return { channel: 'none', error: 'no From address is configured (set SLUICE_SMTP_FROM, or the tenant\'s email settings)' };
     return { channel: 'email', settings, message: this.render(job, form) };
   }
 

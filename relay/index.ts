@@ -18,7 +18,7 @@ import type { Limiter } from '../gateway/limiter.ts';
 import type { AccountStore } from '../accounts/store.ts';
 import type { StateStore } from '../state/store.ts';
 import type { Storage } from '../storage/storage.ts';
-import { RelayAdmin, type WebhookUrlCheck } from './admin.ts';
+import { RelayAdmin, type DeploymentChecks } from './admin.ts';
 import { AdminSessions } from './auth.ts';
 import { RelayError } from './errors.ts';
 import { CaptchaVerifier, type CaptchaEndpoints } from './captcha.ts';
@@ -51,7 +51,7 @@ export interface RelayParts {
   /** 32 bytes: seals stored secrets and signs sessions; the same on every gateway. */
   masterKey: Buffer;
   /** Checks that depend on the deployment: injected, never defaulted. */
-  checks: { webhookUrl: WebhookUrlCheck };
+  checks: DeploymentChecks;
   /** Storage, for listing submissions: undefined in a process without it. Opened on first use. */
   storage: () => Promise<Storage | undefined>;
   database: string;
@@ -83,7 +83,7 @@ export async function openRelay(parts: RelayParts): Promise<Relay> {
   };
   const delivery = { history: new DeliveryHistory(readable('The delivery history is'), parts.database), requeue: parts.requeue };
   const submissions = new SubmissionReader(readable('Submissions are'), parts.database);
-  const admin = new RelayAdmin(store, keys.secrets, sessions, validate, submissions, parts.checks.webhookUrl, delivery);
+  const admin = new RelayAdmin(store, keys.secrets, sessions, validate, submissions, parts.checks, delivery);
   return { store, admin, sessions, secrets: keys.secrets, validate, shutdown: () => store.shutdown() };
 }
 

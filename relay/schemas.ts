@@ -5,14 +5,13 @@
  */
 import { Ajv } from 'ajv';
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../accounts/passwords.ts';
+import { E164_PATTERN, E164_RULE } from '../core/e164.ts';
 import { isEmailAddress } from '../core/email-address.ts';
 import { firstProblem } from '../core/validation.ts';
 import { validationFailed } from './errors.ts';
 import { ROLES } from '../accounts/model.ts';
 import { CAPTCHA_PROVIDERS, CHANNELS } from './model.ts';
 
-/** WhatsApp numbers: E.164, `+`, a digit 1-9, then 7 to 14 more digits. */
-const E164_PATTERN = '^\\+[1-9]\\d{7,14}$';
 const name = { type: 'string', minLength: 1, maxLength: 200 } as const;
 const email = { type: 'string', format: 'email-address', maxLength: 254, description: 'One plain address, at most 254 characters.' } as const;
 const password = { type: 'string', minLength: PASSWORD_MIN_LENGTH, maxLength: PASSWORD_MAX_LENGTH, description: `At least ${PASSWORD_MIN_LENGTH} characters.` } as const;
@@ -46,7 +45,7 @@ export const ADMIN_SCHEMAS = {
   CreateForm: object({ formKey: key('formKey (default: generated)'), name, active: { type: 'boolean' }, templateId: { type: 'string', maxLength: 100 } }, ['name']),
   UpdateForm: object({ name, active: { type: 'boolean' }, templateId: { type: ['string', 'null'], maxLength: 100 } }, [], { minProperties: 1 }),
   CreateRecipient: object(
-    { channel: { enum: [...CHANNELS] }, address: { type: 'string', minLength: 1, maxLength: 254, description: 'email: one address; whatsapp: E.164 (+ and 8 to 15 digits).' }, active: { type: 'boolean' } },
+    { channel: { enum: [...CHANNELS] }, address: { type: 'string', minLength: 1, maxLength: 254, description: `email: one address; whatsapp: E.164 (${E164_RULE}).` }, active: { type: 'boolean' } },
     ['channel', 'address'],
   ),
   UpdateRecipient: object({ active: { type: 'boolean' } }, ['active']),
@@ -59,8 +58,9 @@ export const ADMIN_SCHEMAS = {
   PutDeliverySettings: object({
     email: {
       anyOf: [{ type: 'null' }, object({
-        from: { type: 'string', minLength: 3, maxLength: 320, description: '`relay@example.com` or `Name <relay@example.com>`; default: the server\'s SLUICE_SMTP_FROM.' },
-        smtpUrl: { type: 'string', pattern: '^smtps?://[^\\s]+$', maxLength: 2048, description: 'The tenant\'s SMTP server with credentials (smtp://user:pass@host:587); stored sealed, never shown. Default: the server\'s.' },
+        from: { type: 'string', minLength: 3, maxLength: 320, description: '`relay@example.com` or `Name <relay@example.com>`; default: the server\'s SLUICE_SMTP_FROM. Without the tenant\'s own smtpUrl, only in a domain the operator verified (SLUICE_SMTP_FROM_DOMAINS).' },
+        // Checked by the deployment's egress policy (RelayAdmin, after the body), as webhook URLs are.
+        smtpUrl: { type: 'string', pattern: '^smtps?://[^\\s]+$', maxLength: 2048, description: 'The tenant\'s SMTP server with credentials (smtp://user:pass@host:587) on a public host (loopback and private addresses refused); stored sealed, never shown. Default: the server\'s.' },
       })],
     },
     whatsapp: {
@@ -113,7 +113,7 @@ export const PUBLIC_SCHEMAS = {
       recipients: object(
         {
           email: addresses({ type: 'string', maxLength: 254, format: 'email-address', description: 'One plain address, at most 254 characters.' }),
-          whatsapp: addresses({ type: 'string', pattern: E164_PATTERN, description: 'E.164: + then 8 to 15 digits.' }),
+          whatsapp: addresses({ type: 'string', pattern: E164_PATTERN, description: `E.164: ${E164_RULE}.` }),
         },
         [],
         { description: 'Addresses per channel; each must be an active recipient of the form (or, without formKey, of an active form of the site).' },
@@ -129,9 +129,6 @@ export const PUBLIC_SCHEMAS = {
 } as const;
 
 export type AdminSchemaName = keyof typeof ADMIN_SCHEMAS | keyof typeof PUBLIC_SCHEMAS;
-
-export const E164 = new RegExp(E164_PATTERN);
-export { isEmailAddress };
 
 /** scheme://host[:port] exactly as a browser sends it in Origin. */
 export function isOrigin(value: string): boolean {

@@ -1,10 +1,11 @@
 /**
  * Real peers for delivery tests: an SMTP server that parses what it receives (smtp-server and
- * mailparser), and webhook receivers that verify each call with the independent
- * `standardwebhooks` package and answer as the test says. Loopback only, free ports.
+ * mailparser), webhook receivers that verify each call with the independent `standardwebhooks`
+ * package and answer as the test says, and raw TCP peers that are not what the sender expects
+ * (another protocol's banner, a server that stalls). Loopback only, free ports.
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import { simpleParser, type ParsedMail } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
 import { Webhook } from 'standardwebhooks';
@@ -143,4 +144,38 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
       server.closeAllConnections(); // held requests included
     });
   return receiver;
+}
+
+/** A raw TCP peer on loopback (startRawPeer). */
+export interface RawPeer {
+  port: number;
+  /** Connections that have closed so far. */
+  closed(): number;
+  close(): Promise<void>;
+}
+
+/** A TCP server that greets each connection with `greeting` (none if undefined), then does what `onData` says with what it reads. */
+export async function startRawPeer(greeting: string | undefined, onData: (socket: Socket, chunk: Buffer) => void = () => {}): Promise<RawPeer> {
+  const sockets = new Set<Socket>();
+  let closed = 0;
+  const server = createTcpServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => {
+      sockets.delete(socket);
+      closed += 1;
+    });
+    socket.on('error', () => {});
+    // Read, so the client's FIN is seen (a socket without a 'data' listener never closes).
+    socket.on('data', (chunk: Buffer) => onData(socket, chunk));
+    if (greeting !== undefined) socket.write(greeting);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    closed: () => closed,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
 }

@@ -13,6 +13,7 @@ import { startServe, type RunningSluice } from '../bin/app.ts';
 import { createLogger } from '../core/log.ts';
 import { sha256Hex } from '../core/hash.ts';
 import { testConfig } from './harness.ts';
+import { hostileSmtpUrls } from './hostile-destinations.ts';
 
 const OPERATOR_TOKEN = `op_${randomBytes(16).toString('hex')}`;
 const CAPTCHA_SECRET = `captcha-secret-${randomBytes(8).toString('hex')}`;
@@ -24,7 +25,12 @@ const logged: string[] = [];
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'sluice-relay-'));
   // Sign-in attempts are limited per client IP: each test signs in from an address of its own.
-  const config = testConfig(dataDir, { 'relay.operatorToken': OPERATOR_TOKEN, 'limits.trustedProxies': ['127.0.0.1'], logLevel: 'trace' });
+  const config = testConfig(dataDir, {
+    'relay.operatorToken': OPERATOR_TOKEN,
+    'limits.trustedProxies': ['127.0.0.1'],
+    'delivery.smtpFromDomains': ['verified.test'],
+    logLevel: 'trace',
+  });
   const sink = new Writable({ write(chunk, _encoding, done) { logged.push(String(chunk)); done(); } });
   app = await startServe(config, createLogger('trace', sink));
   base = `http://127.0.0.1:${app.relay!.port}/api/v1`;
@@ -200,6 +206,19 @@ describe('sites, CAPTCHA, forms, recipients, webhooks', () => {
     expect((await call('DELETE', `${path}/${email.body.id}`, { token: owner.token })).status).toBe(204);
     const form = await call('GET', `/admin/sites/${siteId}/forms/${formId}`, { token: owner.token });
     expect(form.body.recipients.map((r: { channel: string }) => r.channel)).toEqual(['whatsapp']);
+  });
+
+  it('takes the addresses the senders take: a local part of at most 64 characters, E.164 of 8 to 15 digits', async () => {
+    const path = `/admin/sites/${siteId}/forms/${formId}/recipients`;
+    // The email sender refuses a longer local part at every send: such a recipient would never get mail.
+    expectValidation(await call('POST', path, { token: owner.token, body: { channel: 'email', address: `${'a'.repeat(65)}@example.com` } }), 'address');
+    expect((await call('POST', path, { token: owner.token, body: { channel: 'email', address: `${'a'.repeat(64)}@example.com` } })).status).toBe(201);
+    for (const bad of ['+1234567', '+1234567890123456']) {
+      expectValidation(await call('POST', path, { token: owner.token, body: { channel: 'whatsapp', address: bad } }), 'address');
+    }
+    for (const good of ['+12345678', '+123456789012345']) {
+      expect((await call('POST', path, { token: owner.token, body: { channel: 'whatsapp', address: good } })).status).toBe(201);
+    }
   });
 
   it('loses no change when admins edit one form at the same time (each write is a compare-and-set)', async () => {
@@ -387,6 +406,39 @@ describe('handover', () => {
     const claim = await app.state.get<{ expiresAt: string }>('relay_claims', key);
     await app.state.put('relay_claims', key, { ...claim, expiresAt: new Date(Date.now() - 1000).toISOString() });
     expect((await call('POST', '/admin/claim', { body: { token: body.claimToken, email: 'c@expired.test', password: 'client password 1' } })).status).toBe(404);
+  });
+});
+
+describe('delivery settings', () => {
+  let owner: Account;
+  beforeAll(async () => {
+    owner = await onboard('Mailer');
+  });
+  const put = (body: unknown) => call('PUT', '/admin/delivery-settings', { token: owner.token, body });
+
+  it('refuses an SMTP server the egress policy refuses, naming email.smtpUrl and why', async () => {
+    for (const [smtpUrl, reason] of hostileSmtpUrls(app.relay!.port)) {
+      const refused = await put({ email: { smtpUrl } });
+      expectValidation(refused, 'email.smtpUrl');
+      expect(refused.body.message, smtpUrl).toContain(reason);
+    }
+    expect((await call('GET', '/admin/delivery-settings', { token: owner.token })).body.email).toBeNull();
+    // A name that does not resolve yet is stored: every attempt checks it again.
+    const stored = await put({ email: { smtpUrl: 'smtp://relay:pw@mail.not-yet.invalid:587', from: 'Forms <forms@tenant.test>' } });
+    expect(stored.status).toBe(200);
+    expect(stored.body.email).toEqual({ from: 'Forms <forms@tenant.test>', smtpServerConfigured: true });
+  });
+
+  it("takes a From without the tenant's own server only in a domain the operator verified", async () => {
+    const other = await onboard('Sender');
+    const putOther = (body: unknown) => call('PUT', '/admin/delivery-settings', { token: other.token, body });
+    const refused = await putOther({ email: { from: 'Billing <billing@bank.test>' } });
+    expectValidation(refused, 'email.from');
+    expect(refused.body.message).toContain('SLUICE_SMTP_FROM_DOMAINS');
+    const verified = await putOther({ email: { from: 'Forms <forms@Verified.TEST>' } });
+    expect(verified.status).toBe(200);
+    expect(verified.body.email).toEqual({ from: 'Forms <forms@Verified.TEST>', smtpServerConfigured: false });
+    expectValidation(await putOther({ email: { from: 'forms@sub.verified.test' } }), 'email.from');
   });
 });
 

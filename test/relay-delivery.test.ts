@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeWhatsApp, type FakeWhatsApp } from './whatsapp-cloud-api.ts';
-import { startSmtpInbox, startWebhookReceiver, type SmtpInbox, type WebhookReceiver } from './delivery-peers.ts';
+import { startRawPeer, startSmtpInbox, startWebhookReceiver, type SmtpInbox, type WebhookReceiver } from './delivery-peers.ts';
 import { eventually } from './harness.ts';
 import { startRelayFixture, type RelayFixture } from './relay-fixture.ts';
 
@@ -31,6 +31,8 @@ beforeAll(async () => {
     'delivery.attempts': 5,
     'delivery.backoffBaseMs': 300,
     'delivery.backoffMaxMs': 3000,
+    // An email attempt's deadline: a stalled SMTP server is given up after 4 s.
+    'delivery.smtpTimeoutMs': 4000,
   });
   await relay.admin('PUT', '/admin/delivery-settings', { whatsapp: { phoneNumberId: WHATSAPP.phoneNumberId, token: WHATSAPP.token } });
 });
@@ -214,6 +216,49 @@ describe('tenant delivery settings', () => {
       expect(refused.status).toBe(400);
     } finally {
       await own.stop();
+    }
+  });
+});
+
+describe("a tenant's SMTP server that is not a mail server", () => {
+  /** A tenant whose own SMTP URL is `smtpUrl`, and a form mailing one recipient. */
+  async function tenantMailingThrough(smtpUrl: string) {
+    const tenant = await relay.otherTenant(`T${Math.random().toString(36).slice(2, 8)}`);
+    await tenant.admin('PUT', '/admin/delivery-settings', { email: { smtpUrl } });
+    const site = await tenant.admin('POST', '/admin/sites', { name: 'web', allowedOrigins: [] });
+    const form = await tenant.admin('POST', `/admin/sites/${site.id}/forms`, { name: 'Contact', formKey: 'contact' });
+    await tenant.admin('POST', `/admin/sites/${site.id}/forms/${form.id}/recipients`, { channel: 'email', address: 'sales@tenant.test' });
+    await submit(site, form, { name: 'Eve' });
+    // The first attempt's outcome, as the admin API shows it to the tenant.
+    return eventually(async () => {
+      const [job] = (await tenant.admin('GET', `/admin/sites/${site.id}/forms/${form.id}/jobs`)).jobs;
+      return job && job.attempts > 0 && job.state !== 'sending' ? job : undefined;
+    }, WAIT_MS, 100);
+  }
+
+  it("shows the tenant what the protocol refused, never the peer's banner", async () => {
+    const ssh = await startRawPeer('SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13.5\r\n');
+    try {
+      const job = await tenantMailingThrough(`smtp://127.0.0.1:${ssh.port}`);
+      expect(job).toMatchObject({ providerStatus: 'smtp protocol', lastError: "the server's greeting is not SMTP" });
+      expect(JSON.stringify(job)).not.toContain('SSH');
+    } finally {
+      await ssh.close();
+    }
+  });
+
+  it('gives up a server that greets and then stalls at SLUICE_SMTP_TIMEOUT_MS, while other mail goes on', async () => {
+    const stalled = await startRawPeer('220 stall.test ESMTP\r\n');
+    try {
+      const { site, form } = await formFor({ emails: ['ops@healthy.test'] });
+      await submit(site, form, { n: 1 });
+      // Without a deadline the attempt would hold its slot for nodemailer's 10 minutes of silence.
+      const job = await tenantMailingThrough(`smtp://127.0.0.1:${stalled.port}`);
+      expect(job.state).toBe('failed');
+      expect(['smtp timeout', 'smtp connection']).toContain(job.providerStatus);
+      await allJobs(site, form, 'delivered', 1);
+    } finally {
+      await stalled.close();
     }
   });
 });
