@@ -253,7 +253,7 @@ export async function relayParts(
   storage: () => Promise<Storage | undefined>,
   requeue: RelayParts['requeue'],
   log: Logger,
-): Promise<RelayParts> {
+): Promise<Omit<RelayParts, 'renderer'>> {
   const webhookEgress = webhookEgressPolicy(config);
   return {
     state,

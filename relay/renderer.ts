@@ -1,0 +1,27 @@
+/**
+ * Where a message is rendered (render.ts): on the event loop when its input is small, since a
+ * round trip to a worker thread costs more than such a render; on the render pool's threads
+ * otherwise, so a large one never stalls the loop. Deliveries and the admin's previews both go
+ * through it.
+ */
+import { inputChars, renderMessage, type RenderRequest, type RenderResult } from './render.ts';
+
+/**
+ * Input characters (template or a notification's own text, and data) rendered on the event loop:
+ * such a render takes well under a millisecond once its template's text is cached, and about two
+ * the first time (html-to-text on 8 KiB of HTML).
+ */
+export const RENDER_ON_LOOP_MAX_CHARS = 8 * 1024;
+
+/** Renders on other threads (render-pool.ts). */
+export interface RenderRunner {
+  run(request: RenderRequest): Promise<RenderResult>;
+}
+
+export class MessageRenderer {
+  constructor(private readonly pool: RenderRunner, private readonly onLoopMaxChars = RENDER_ON_LOOP_MAX_CHARS) {}
+
+  async render(request: RenderRequest): Promise<RenderResult> {
+    return inputChars(request) <= this.onLoopMaxChars ? renderMessage(request) : this.pool.run(request);
+  }
+}
