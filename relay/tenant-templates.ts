@@ -30,9 +30,9 @@ export function checkTemplate(field: string, text: string): void {
     throw validationFailed(field, 'has a {{ }} that is not a placeholder: use {{ name }}, {{ meta.page }} or {{ @fields }}');
   }
   const paths = parseTemplate(text).flatMap((part) => (typeof part === 'string' ? [] : [part.path]));
-  if (paths.length > TEMPLATE_LIMITS.placeholders) throw validationFailed(field, `has ${count(paths.length)} placeholders, at most ${TEMPLATE_LIMITS.placeholders}`);
   const fieldsUses = paths.filter((path) => path === ALL_FIELDS).length;
   if (fieldsUses > TEMPLATE_LIMITS.fieldsUses) throw validationFailed(field, `has ${count(fieldsUses)} {{ @fields }}, at most ${TEMPLATE_LIMITS.fieldsUses}`);
+  if (paths.length > TEMPLATE_LIMITS.placeholders) throw validationFailed(field, `has ${count(paths.length)} placeholders, at most ${TEMPLATE_LIMITS.placeholders}`);
 }
 
 /** Bytes one template holds: the UTF-8 of its name, subject and html. */
@@ -68,10 +68,11 @@ export function templatePage(templates: Template[], query: PageQuery): { templat
   const limit = pageLimit(query);
   const cursor = query.before === undefined ? undefined : CURSOR.exec(query.before);
   if (cursor === null) throw validationFailed('before', 'must be a cursor from nextBefore');
+  // Newest first; templates made in the same millisecond by id, so the cursor is (time, id).
   const key = (template: Template): [number, string] => [Date.parse(template.createdAt), template.id];
   const newestFirst = (a: [number, string], b: [number, string]) => b[0] - a[0] || (a[1] < b[1] ? 1 : a[1] > b[1] ? -1 : 0);
-  const after = cursor ? ([Number(cursor[1]), cursor[2]!] as [number, string]) : undefined;
-  const listed = templates.filter((template) => !after || newestFirst(after, key(template)) > 0).sort((a, b) => newestFirst(key(a), key(b)));
+  const from = cursor ? ([Number(cursor[1]), cursor[2]!] as [number, string]) : undefined;
+  const listed = templates.filter((template) => !from || newestFirst(from, key(template)) < 0).sort((a, b) => newestFirst(key(a), key(b)));
   const page = listed.slice(0, limit);
   const last = page[page.length - 1];
   const summaries = page.map(templateSummary);
