@@ -217,6 +217,30 @@ describe('the relay port answers as its document says', () => {
     doc.expectAllSeen(revoke);
   });
 
+  it('GET /api/v1/admin/templates and POST /api/v1/admin/templates/preview', async () => {
+    const [member, newcomer] = [await signedIn('member'), await signedIn('admin', true)];
+    await relay.admin('POST', '/admin/templates', { name: 'Listed', subject: 's', html: '<p>{{ name }}</p>' });
+    const list = 'GET /api/v1/admin/templates';
+    await check(list, relay.call('GET', '/admin/templates?limit=1', { token: member }));
+    await check(list, relay.call('GET', '/admin/templates?limit=0', { token: member }));
+    await check(list, relay.call('GET', '/admin/templates'));
+    await check(list, relay.call('GET', '/admin/templates', { token: newcomer }));
+    doc.expectAllSeen(list);
+    const preview = 'POST /api/v1/admin/templates/preview';
+    const fields = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`f${i}`, '<'.repeat(9000)]));
+    await check(preview, relay.call('POST', '/admin/templates/preview', { token: relay.token, body: { data: { name: 'Ada' } } }));
+    await check(preview, relay.call('POST', '/admin/templates/preview', { token: relay.token, body: { html: '{{ @fields }}{{ @fields }}', data: fields } }));
+    await check(preview, relay.call('POST', '/admin/templates/preview', { token: relay.token, body: { data: 'not an object' } }));
+    await check(preview, relay.call('POST', '/admin/templates/preview', { token: relay.token, body: { templateId: 'tpl_none' } }));
+    await check(preview, relay.call('POST', '/admin/templates/preview', { token: member, body: {} }));
+    await check(preview, relay.call('POST', '/admin/templates/preview', { body: {} }));
+    await check(preview, relay.call('POST', '/admin/templates/preview', { token: relay.token, raw: 'x'.repeat(1024 * 1024 + 1), headers: { 'content-type': 'application/json' } }));
+    await check(preview, relay.call('POST', '/admin/templates/preview', { token: relay.token, raw: '{}', headers: { 'content-type': 'text/plain' } }));
+    doc.check(preview, await slowBody(relay.app.relay!.port, '/api/v1/admin/templates/preview', { 'x-forwarded-for': freshIp(), authorization: `Bearer ${relay.token}` }));
+    // 503 needs the in-flight budget used up (test/inflight-budget.test.ts holds it with admin bodies).
+    doc.expectAllSeen(preview, ['503']);
+  });
+
   it('POST /api/v1/submissions', async () => {
     const op = 'POST /api/v1/submissions';
     const origin = 'https://conformance.example';
