@@ -13,6 +13,7 @@ import { startServe, type RunningSluice } from '../bin/app.ts';
 import { createLogger } from '../core/log.ts';
 import { sha256Hex } from '../core/hash.ts';
 import { testConfig } from './harness.ts';
+import { fieldsBombPreview, fieldsOf } from './relay-fixture.ts';
 
 const OPERATOR_TOKEN = `op_${randomBytes(16).toString('hex')}`;
 const CAPTCHA_SECRET = `captcha-secret-${randomBytes(8).toString('hex')}`;
@@ -335,11 +336,8 @@ describe('templates: limits, previews and the listing', () => {
     member = { ...owner, token: login.body.token, email };
   });
 
-  /** `count` fields of `size` copies of `char`: the data of the previews below. */
-  const fields = (count: number, size: number, char = '<') => Object.fromEntries(Array.from({ length: count }, (_, i) => [`f${String(i).padStart(2, '0')}`, char.repeat(size)]));
-
   it('refuses a member the 823 KB preview of {{@fields}} x 2,000 (403), and an admin with a 400 naming html; the server goes on', async () => {
-    const body = { subject: 'x', html: '{{@fields}}'.repeat(2000), data: fields(100, 8000) };
+    const body = fieldsBombPreview();
     expect(JSON.stringify(body).length).toBeGreaterThan(820_000);
     const refused = await call('POST', '/admin/templates/preview', { token: member.token, body });
     expect(refused).toMatchObject({ status: 403, body: { message: 'Members have read-only access', statusCode: 403 } });
@@ -350,7 +348,7 @@ describe('templates: limits, previews and the listing', () => {
   });
 
   it('renders a preview within the size limit, with its text part, and refuses one over it with 422 saying by how much', async () => {
-    const data = fields(100, 9000);
+    const data = fieldsOf(100, 9000);
     const once = await call('POST', '/admin/templates/preview', { token: owner.token, body: { html: '<p>Hi</p>{{ @fields }}', data } });
     expect(once.status).toBe(200);
     expect(once.body.text.split('\n').slice(0, 3)).toEqual(['Hi', '', `f00: ${'<'.repeat(9000)}`]);

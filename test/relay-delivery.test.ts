@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeWhatsApp, type FakeWhatsApp } from './whatsapp-cloud-api.ts';
 import { startSmtpInbox, startWebhookReceiver, type SmtpInbox, type WebhookReceiver } from './delivery-peers.ts';
 import { eventually } from './harness.ts';
-import { startRelayFixture, type RelayFixture } from './relay-fixture.ts';
+import { maximumData, startRelayFixture, type RelayFixture } from './relay-fixture.ts';
 
 const WHATSAPP = { token: 'EAAG-test-token-0123456789', phoneNumberId: '109876543210' };
 /** Long enough for a few attempts on a loaded machine. */
@@ -217,9 +217,7 @@ describe('what an email reads like, and how large it may be', () => {
 
   it('delivers ten submissions at the documented maximum (100 fields of 10,000 characters, meta of 100 more), text parts readable', async () => {
     const { site, form } = await formFor({ emails: ['big@acme.test'] });
-    const data: Record<string, unknown> = {};
-    for (let i = 0; i < 99; i++) data[`field${i}`] = `${i}:${'<'.repeat(5000)}${'a'.repeat(4995 - String(i).length)}`;
-    data.meta = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`m${i}`, '&'.repeat(400)]));
+    const data = maximumData();
     for (let n = 0; n < 10; n++) await submit(site, form, data);
     await allJobs(site, form, 'delivered', 10);
     const mails = smtp.mails.filter((m) => m.rcptTo.includes('big@acme.test'));
