@@ -19,6 +19,7 @@ import { sha256Hex } from '../core/hash.ts';
 import type { Collection } from '../state/collection.ts';
 import type { PageQuery, SubmissionQuery, SubmissionReader } from './submissions.ts';
 import { checkData } from './data.ts';
+import { overLimit } from './render.ts';
 import type { MessageRenderer } from './renderer.ts';
 import { checkTemplate, checkTenantCaps, templatePage } from './tenant-templates.ts';
 import { DEFAULT_TEMPLATE } from './templates.ts';
@@ -507,7 +508,7 @@ export class RelayAdmin {
     const data = input.data ?? {};
     checkData(data);
     const rendered = await this.renderer.render({ template: { subject, html }, data });
-    if (!rendered.ok) throw new RelayError(422, `The rendered ${rendered.error.replace(/^the /, '')}`);
+    if (!rendered.ok) throw new RelayError(422, `The rendered message ${overLimit(rendered.chars)}`);
     return rendered.message;
   }
 

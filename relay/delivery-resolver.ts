@@ -13,6 +13,7 @@ import type { DeliveryJob } from '../delivery/job.ts';
 import type { JobResolver, Resolved } from '../delivery/worker.ts';
 import type { WhatsAppSettings } from '../delivery/whatsapp.ts';
 import type { Form } from './model.ts';
+import { overLimit } from './render.ts';
 import type { MessageRenderer } from './renderer.ts';
 import type { RelayStore } from './store.ts';
 import { DEFAULT_TEMPLATE } from './templates.ts';
@@ -118,7 +119,7 @@ export class RelayJobResolver implements JobResolver {
     const { data, subject, body } = job.content;
     const { subject: templateSubject, html } = (form?.templateId && this.store.templates.get(form.templateId)) || DEFAULT_TEMPLATE;
     const rendered = await this.renderer.render({ template: { subject: templateSubject, html }, data, ...(subject ? { subject } : {}), ...(body ? { body } : {}) });
-    if (!rendered.ok) return { error: rendered.error };
+    if (!rendered.ok) return { error: `the message ${overLimit(rendered.chars)}` };
     const replyTo = REPLY_TO_FIELDS.map((field) => data[field]).find((value): value is string => typeof value === 'string' && isPlainEmailAddress(value));
     return { ...rendered.message, ...(replyTo ? { replyTo } : {}) };
   }

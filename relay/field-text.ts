@@ -77,14 +77,17 @@ export function writeFieldsHtml(fields: Record<string, unknown>, out: Output): v
   out.markup('</table>');
 }
 
-/** The fields as `name: value` lines; an object's fields on lines of their own, indented below its name. */
+/**
+ * The fields as `name: value` lines; an object's fields on lines of their own, indented below its
+ * name. A value's further lines are indented too, so none of them reads as a field of its own.
+ */
 export function writeFieldsText(fields: Record<string, unknown>, out: Output, indent = ''): void {
   let first = true;
   for (const [key, value] of Object.entries(fields)) {
     if (!first) out.markup('\n');
     first = false;
     out.markup(indent);
-    out.value(key);
+    out.value(key.replace(LINE_BREAKS, ' '));
     out.markup(':');
     if (isPlainObject(value)) {
       if (Object.keys(value).length === 0) continue;
@@ -93,7 +96,9 @@ export function writeFieldsText(fields: Record<string, unknown>, out: Output, in
     } else {
       const text = inlineText(value);
       if (text) out.markup(' ');
-      out.value(text);
+      out.value(text.replace(LINE_BREAKS, `\n${indent}  `));
     }
   }
 }
+
+const LINE_BREAKS = /\r\n?|\n/g;

@@ -42,8 +42,8 @@ export interface RenderRequest {
 export type RenderResult =
   /** `chars`: the HTML and text parts' characters, as counted before they were built. */
   | { ok: true; message: Omit<RenderedMessage, 'replyTo'>; chars: number }
-  /** Over MAX_MESSAGE_CHARS: `chars` is what it would have been, `error` says so for a person. */
-  | { ok: false; error: string; chars: number };
+  /** Over MAX_MESSAGE_CHARS: `chars` is what it would have been (overLimit() says it for a person). */
+  | { ok: false; chars: number };
 
 export function renderMessage(request: RenderRequest): RenderResult {
   const { data } = request;
@@ -52,13 +52,15 @@ export function renderMessage(request: RenderRequest): RenderResult {
   const text = new Fill(values, false);
   const body = request.body ? { html: [request.body], text: [htmlText(request.body)] } : compileBody(request.template.html);
   const chars = html.measure(body.html) + text.measure(body.text);
-  if (chars > MAX_MESSAGE_CHARS) {
-    const count = (n: number) => n.toLocaleString('en-US');
-    const error = `the message would be ${count(chars)} characters (HTML and text parts), ${count(chars - MAX_MESSAGE_CHARS)} over the limit of ${count(MAX_MESSAGE_CHARS)}`;
-    return { ok: false, error, chars };
-  }
+  if (chars > MAX_MESSAGE_CHARS) return { ok: false, chars };
   const subject = request.subject ? request.subject : renderSubject(parseTemplate(request.template.subject), values);
   return { ok: true, message: { subject: oneLine(subject), html: html.build(body.html), text: text.build(body.text) }, chars };
+}
+
+/** What a message of `chars` characters is over the limit by, for a person: `would be …, … over the limit of 8,000,000`. */
+export function overLimit(chars: number): string {
+  const count = (n: number) => n.toLocaleString('en-US');
+  return `would be ${count(chars)} characters (HTML and text parts), ${count(chars - MAX_MESSAGE_CHARS)} over the limit of ${count(MAX_MESSAGE_CHARS)}`;
 }
 
 /** Characters a render reads (templates or a notification's own text, and the data): what decides where it runs. */
