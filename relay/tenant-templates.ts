@@ -41,16 +41,20 @@ export function templateBytes(template: Pick<Template, 'name' | 'subject' | 'htm
 }
 
 /**
- * Throws 409 naming the cap if the tenant, whose templates are `stored`, cannot keep `candidate`
- * (a new template, or a stored one changed: it then replaces the stored one of its id).
+ * Throws 409 naming the cap if the tenant, whose templates are `stored`, cannot keep `candidate`:
+ * a new template past either cap, or a stored one changed (it replaces the stored one of its id)
+ * that grows past the bytes cap. A tenant over a cap from before it existed can still shrink or
+ * rename its templates.
  */
 export function checkTenantCaps(stored: Template[], candidate: Template): void {
-  const others = stored.filter((template) => template.id !== candidate.id);
-  if (others.length >= TEMPLATE_LIMITS.perTenant) {
+  const replaced = stored.find((template) => template.id === candidate.id);
+  const others = stored.filter((template) => template !== replaced);
+  if (!replaced && others.length >= TEMPLATE_LIMITS.perTenant) {
     throw conflict(`A tenant keeps at most ${TEMPLATE_LIMITS.perTenant} templates: delete one first`);
   }
   const bytes = others.reduce((sum, template) => sum + templateBytes(template), templateBytes(candidate));
-  if (bytes > TEMPLATE_LIMITS.tenantBytes) {
+  const grows = !replaced || templateBytes(candidate) > templateBytes(replaced);
+  if (bytes > TEMPLATE_LIMITS.tenantBytes && grows) {
     throw conflict(`A tenant's templates hold at most ${count(TEMPLATE_LIMITS.tenantBytes)} bytes together (names, subjects and HTML in UTF-8): with this one they would hold ${count(bytes)}`);
   }
 }
