@@ -7,6 +7,7 @@ import { Piscina } from 'piscina';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { bundleWorker, type WorkerBundle } from './worker-bundle.ts';
 
+/** What a BundledPool runs and with how many threads. */
 export interface BundledPoolOptions {
   /** The worker's TypeScript entry (a file path): its default export runs tasks, its `warm` export answers a start-up task. */
   entry: string;
@@ -19,6 +20,7 @@ export interface BundledPoolOptions {
   idleTimeoutMs?: number;
 }
 
+/** A piscina pool of one bundled entry, with start(), shutdown() and status() for the composition root. */
 export class BundledPool {
   private pool: Piscina | undefined;
   private bundle: WorkerBundle | undefined;

@@ -41,6 +41,7 @@ export class Build implements Output {
   }
 }
 
+/** An object that is not an array (nor null). */
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

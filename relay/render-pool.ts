@@ -16,6 +16,7 @@ export const RENDER_THREADS = 2;
 /** How long the second thread idles before it stops. */
 const IDLE_THREAD_MS = 60_000;
 
+/** The render threads: a BundledPool of render-worker.ts, started once, stopped for good. */
 export class RenderPool implements RenderRunner {
   private readonly threads = new BundledPool({
     entry: fileURLToPath(new URL('./render-worker.ts', import.meta.url)),

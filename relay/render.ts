@@ -29,6 +29,7 @@ export const MAX_MESSAGE_CHARS = 8_000_000;
 /** A longer subject is cut, ending in "…": a subject is a summary (the default lists every field's name). */
 export const MAX_SUBJECT_CHARS = 500;
 
+/** What a message is rendered from. */
 export interface RenderRequest {
   /** The form's template, or the default. */
   template: { subject: string; html: string };
@@ -39,12 +40,14 @@ export interface RenderRequest {
   body?: string;
 }
 
+/** The message, or a refusal by its size. */
 export type RenderResult =
   /** `chars`: the HTML and text parts' characters, as counted before they were built. */
   | { ok: true; message: Omit<RenderedMessage, 'replyTo'>; chars: number }
   /** Over MAX_MESSAGE_CHARS: `chars` is what it would have been (overLimit() says it for a person). */
   | { ok: false; chars: number };
 
+/** The message of `request`, or its size when that is over MAX_MESSAGE_CHARS (nothing of that size built). */
 export function renderMessage(request: RenderRequest): RenderResult {
   const { data } = request;
   const values = new InlineValues(data);

@@ -18,6 +18,7 @@ export interface RenderRunner {
   run(request: RenderRequest): Promise<RenderResult>;
 }
 
+/** Renders on the event loop or on the pool, by the size of the input. */
 export class MessageRenderer {
   constructor(private readonly pool: RenderRunner, private readonly onLoopMaxChars = RENDER_ON_LOOP_MAX_CHARS) {}
 

@@ -39,6 +39,7 @@ export function hasStrayBraces(template: string): boolean {
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
+/** `value` with `& < > " '` as HTML entities: text that cannot become markup, in content or an attribute. */
 export function escapeHtml(value: string): string {
   return value.replace(/[&<>"']/g, (c) => ESCAPES[c]!);
 }

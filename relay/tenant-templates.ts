@@ -11,6 +11,7 @@ import type { Template } from './model.ts';
 import { pageLimit, type PageQuery } from './submissions.ts';
 import { ALL_FIELDS, hasStrayBraces, parseTemplate } from './templates.ts';
 
+/** What one template may hold, and what a tenant's templates may hold together. */
 export const TEMPLATE_LIMITS = {
   /** Placeholders in a subject or an HTML body. */
   placeholders: 200,
