@@ -286,7 +286,7 @@ const OPERATIONS: Record<string, Operation> = {
   'POST /api/v1/admin/templates': {
     id: 'createTemplate',
     summary: 'Create a template',
-    description: `At most ${TEMPLATE_LIMITS.placeholders} placeholders and ${TEMPLATE_LIMITS.fieldsUses} {{ @fields }} in the subject and in the html; a tenant keeps at most ${TEMPLATE_LIMITS.perTenant} templates of ${TEMPLATE_LIMITS.tenantBytes} bytes together.`,
+    description: `At most ${TEMPLATE_LIMITS.placeholders} placeholders and ${TEMPLATE_LIMITS.fieldsUses} {{ @fields }} in the subject and in the html; a tenant keeps at most ${TEMPLATE_LIMITS.perTenant} templates of ${TEMPLATE_LIMITS.tenantBytes.toLocaleString('en-US')} bytes together.`,
     role: 'admin',
     ok: ref('Template'),
     refusals: { 409: [TEMPLATE_COUNT_CAP, TEMPLATE_BYTES_CAP] },
