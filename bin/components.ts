@@ -254,7 +254,7 @@ export async function relayParts(
   storage: () => Promise<Storage | undefined>,
   requeue: RelayParts['requeue'],
   log: Logger,
-): Promise<RelayParts> {
+): Promise<Omit<RelayParts, 'renderer'>> {
   const egress = tenantEgressPolicy(config);
   return {
     state,

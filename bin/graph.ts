@@ -33,6 +33,8 @@ import { ClickhouseReader } from '../storage/clickhouse-reader.ts';
 import { IngestTally } from '../pipeline/ingest-tally.ts';
 import { openRelay, type Relay } from '../relay/index.ts';
 import { RelayJobResolver } from '../relay/delivery-resolver.ts';
+import { RenderPool } from '../relay/render-pool.ts';
+import { MessageRenderer } from '../relay/renderer.ts';
 import { AttemptLog } from '../delivery/attempt-log.ts';
 import { EmailSender } from '../delivery/email.ts';
 import type { DeliveryJob } from '../delivery/job.ts';
@@ -270,12 +272,26 @@ export class SluiceGraph {
         await (await this.deliveryQueue()).enqueue([job]);
         await (await this.attemptLog()).record(job, 0, 'queued');
       };
-      const relay = await openRelay(await relayParts(this.config, await this.state(), await this.accounts(), () => this.storageReader(), requeue, this.log));
+      const parts = await relayParts(this.config, await this.state(), await this.accounts(), () => this.storageReader(), requeue, this.log);
+      const relay = await openRelay({ ...parts, renderer: new MessageRenderer(await this.renderPool()) });
       this.onStop('relay', async () => relay.shutdown());
       for (const bucket of Object.keys(relay.store.statuses())) {
         this.readiness.register(`state.${bucket}`, () => relay.store.statuses()[bucket] ?? { ok: false, detail: 'gone' });
       }
       return relay;
+    });
+  }
+
+  /**
+   * The worker threads that render large relay messages, for previews and deliveries: started by
+   * the delivery worker (serve, deliver), elsewhere on first use. Stopped after the relay's users.
+   */
+  renderPool(): Promise<RenderPool> {
+    return this.once('render pool', async () => {
+      const pool = new RenderPool();
+      this.onStop('render pool', () => pool.shutdown());
+      this.readiness.register('render pool', () => pool.status());
+      return pool;
     });
   }
 
@@ -330,6 +346,7 @@ export class SluiceGraph {
   deliveryWorker(): Promise<void> {
     return this.once('delivery worker', async () => {
       const relay = await this.relay();
+      await (await this.renderPool()).start();
       const queue = await this.deliveryQueue();
       const history = await this.attemptLog();
       // One policy for every connection a tenant aims: its webhooks and its own SMTP server.
@@ -342,7 +359,7 @@ export class SluiceGraph {
       const { metrics } = this;
       const worker = new DeliveryWorker({
         queue,
-        resolver: new RelayJobResolver(relay.store, relay.secrets, await deliveryDefaults(this.config)),
+        resolver: new RelayJobResolver(relay.store, relay.secrets, await deliveryDefaults(this.config), relay.renderer),
         senders,
         policy: new RetryPolicy({ attempts: this.config.delivery.attempts, baseDelayMs: this.config.delivery.backoffBaseMs, maxDelayMs: this.config.delivery.backoffMaxMs }),
         history,

@@ -11,11 +11,11 @@
  * another request's. Spares are few and bounded (here and in each worker) and, like the
  * row writers, outside the byte budget.
  */
-import { Piscina } from 'piscina';
+import { fileURLToPath } from 'node:url';
 import { SluiceError } from '../core/errors.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
+import { BundledPool } from './bundled-pool.ts';
 import type { PipelineTask, TaskResult } from './tasks.ts';
-import { bundleWorker, type WorkerBundle } from './worker-bundle.ts';
 
 export interface PipelinePoolOptions {
   workers: number;
@@ -40,55 +40,33 @@ const MIN_SPARE_BYTES = 16 * 1024;
 const MAX_SPARE_BYTES = 4 * 1024 * 1024;
 
 export class PipelinePool {
-  private pool: Piscina | undefined;
-  private bundle: WorkerBundle | undefined;
-  private starting: Promise<void> | undefined;
+  private readonly threads: BundledPool;
   /** Buffers of rows the bus is done with, waiting for a task to carry them to a worker. */
   private spares: ArrayBuffer[] = [];
 
-  constructor(private readonly options: PipelinePoolOptions) {}
+  constructor(private readonly options: PipelinePoolOptions) {
+    const { workers } = options;
+    this.threads = new BundledPool({ entry: fileURLToPath(new URL('./worker.ts', import.meta.url)), minThreads: workers, maxThreads: workers, concurrentTasksPerWorker: TASKS_PER_WORKER });
+  }
 
   /** Starts the worker threads; resolves once each has loaded the code. */
   start(): Promise<void> {
-    this.starting ??= this.startThreads();
-    return this.starting;
-  }
-
-  private async startThreads(): Promise<void> {
-    this.bundle = await bundleWorker();
-    this.pool = new Piscina({
-      filename: this.bundle.url,
-      minThreads: this.options.workers,
-      maxThreads: this.options.workers,
-      idleTimeout: Infinity,
-      concurrentTasksPerWorker: TASKS_PER_WORKER,
-      // Its run and wait time histograms (two clock reads and a record per task) are read by no one.
-      recordTiming: false,
-    });
-    // Warm every worker so the first requests do not wait for a thread to start.
-    await Promise.all(Array.from({ length: this.options.workers }, () => this.pool!.run(null, { name: 'warm' })));
+    return this.threads.start();
   }
 
   /** Stops the threads, once a start under way has finished (or failed). */
-  async shutdown(): Promise<void> {
-    await this.starting?.catch(() => {});
-    this.starting = undefined;
-    await this.pool?.destroy();
-    this.pool = undefined;
-    await this.bundle?.remove();
-    this.bundle = undefined;
+  shutdown(): Promise<void> {
+    return this.threads.shutdown();
   }
 
   /** Ready while its threads run (piscina replaces a thread that died); figures for operators. */
   status(): ComponentStatus {
-    if (!this.pool) return { ok: false, detail: 'the worker pool is not running' };
-    const figures = { threads: this.pool.threads.length, queued: this.pool.queueSize, utilization: Math.round(this.pool.utilization * 100) / 100 };
-    if (figures.threads === 0) return { ok: false, detail: 'no worker thread is running', figures };
-    return { ok: true, figures };
+    return this.threads.status();
   }
 
   async run(task: PipelineTask): Promise<TaskResult> {
-    if (!this.pool) throw new SluiceError('unavailable', 'pipeline is not running', { retryAfterSeconds: this.options.retryAfterSeconds });
+    const pool = this.threads.piscina;
+    if (!pool) throw new SluiceError('unavailable', 'pipeline is not running', { retryAfterSeconds: this.options.retryAfterSeconds });
     const transferList: ArrayBuffer[] = [];
     if (this.spares.length > 0) {
       task.spares = this.spares.splice(0, SPARES_PER_TASK);
@@ -97,7 +75,7 @@ export class PipelinePool {
     // Transfer only a buffer the body owns whole; a view into a shared buffer is copied.
     const owned = task.body.byteOffset === 0 && task.body.byteLength === task.body.buffer.byteLength;
     if (owned) transferList.push(task.body.buffer as ArrayBuffer);
-    return this.pool.run(task, { transferList });
+    return pool.run(task, { transferList });
   }
 
   /**

@@ -13,6 +13,7 @@ import { PipelinePool } from './pool.ts';
 import { bundleWorker, type WorkerBundle } from './worker-bundle.ts';
 
 const run = promisify(execFile);
+const PIPELINE_WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));
 
 /** An OTLP/JSON trace request of one span: decoding JSON reads the .proto files beside pipeline/otlp/json.ts. */
 const jsonTraces = JSON.stringify({
@@ -27,7 +28,7 @@ describe('bundleWorker', () => {
   });
 
   it('is plain JavaScript: Node without tsx runs its tasks, and its modules read the files beside their sources', async () => {
-    bundle = await bundleWorker();
+    bundle = await bundleWorker(PIPELINE_WORKER);
     // A child process with no loader hooks (vitest's own are not inherited by a plain `node`).
     const script = `
       const worker = await import(process.argv[1]);
@@ -41,7 +42,7 @@ describe('bundleWorker', () => {
   });
 
   it('is written where only this user can read it, and removed', async () => {
-    bundle = await bundleWorker();
+    bundle = await bundleWorker(PIPELINE_WORKER);
     const file = fileURLToPath(bundle.url);
     expect((await stat(dirname(file))).mode & 0o777).toBe(0o700);
     expect((await stat(file)).mode & 0o777).toBe(0o600);

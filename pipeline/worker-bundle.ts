@@ -1,6 +1,6 @@
 /**
- * The pipeline workers' code as one JavaScript file, which esbuild bundles when a pool starts.
- * Workers that loaded the TypeScript sources through tsx paid for it in every thread: tsx's
+ * A worker thread's code as one JavaScript file, which esbuild bundles from its TypeScript entry
+ * when a pool starts (the pipeline's `worker.ts`, the relay's `render-worker.ts`). Workers that loaded the TypeScript sources through tsx paid for it in every thread: tsx's
  * loader hooks ran on a thread of their own beside each worker and every module went through
  * them: with two workers, `sluice serve` spent 0.9 CPU-seconds more and served 0.6 s later
  * (bench/README.md, "Worker start-up"). The bundle holds our modules only: the packages they import stay outside it,
@@ -13,11 +13,9 @@
  */
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { basename, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { build, type Plugin } from 'esbuild';
-
-const ENTRY = fileURLToPath(new URL('./worker.ts', import.meta.url));
 
 export interface WorkerBundle {
   /** The bundle's file URL, for piscina's `filename`. */
@@ -25,10 +23,10 @@ export interface WorkerBundle {
   remove(): Promise<void>;
 }
 
-/** Bundles pipeline/worker.ts and writes it to a private temporary directory. */
-export async function bundleWorker(): Promise<WorkerBundle> {
+/** Bundles `entry` (a TypeScript file's path) and writes it to a private temporary directory. */
+export async function bundleWorker(entry: string): Promise<WorkerBundle> {
   const result = await build({
-    entryPoints: [ENTRY],
+    entryPoints: [entry],
     bundle: true,
     platform: 'node',
     format: 'esm',
@@ -41,7 +39,7 @@ export async function bundleWorker(): Promise<WorkerBundle> {
     plugins: [packagesByUrl, ownImportMetaUrl],
   });
   const dir = await mkdtemp(join(tmpdir(), 'sluice-workers-'));
-  const path = join(dir, 'worker.mjs');
+  const path = join(dir, basename(entry).replace(/\.ts$/, '.mjs'));
   try {
     await writeFile(path, result.outputFiles[0]!.contents, { mode: 0o600 });
   } catch (err) {

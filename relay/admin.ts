@@ -19,8 +19,12 @@ import { E164_RULE, isE164 } from '../core/e164.ts';
 import { isEmailAddress } from '../core/email-address.ts';
 import { sha256Hex } from '../core/hash.ts';
 import type { Collection } from '../state/collection.ts';
-import type { SubmissionQuery, SubmissionReader } from './submissions.ts';
-import { checkTemplate, DEFAULT_TEMPLATE, renderHtml, renderSubject } from './templates.ts';
+import type { PageQuery, SubmissionQuery, SubmissionReader } from './submissions.ts';
+import { checkData } from './data.ts';
+import { overLimit } from './render.ts';
+import type { MessageRenderer } from './renderer.ts';
+import { checkTemplate, checkTenantCaps, templatePage } from './tenant-templates.ts';
+import { DEFAULT_TEMPLATE } from './templates.ts';
 import type { SecretBox } from '../core/secret-box.ts';
 import { parseMailbox } from '../delivery/email.ts';
 import type { DeliveryHistory } from '../delivery/history.ts';
@@ -110,6 +114,7 @@ export class RelayAdmin {
     private readonly submissions: SubmissionReader,
     private readonly checks: DeploymentChecks,
     private readonly delivery: DeliveryAccess,
+    private readonly renderer: MessageRenderer,
   ) {}
 
   // ---- tenants and sign-in ---------------------------------------------------------------
@@ -459,17 +464,20 @@ export class RelayAdmin {
 
   // ---- templates -------------------------------------------------------------------------
 
+  /** Creates a template; 409 past the tenant's caps (tenant-templates.ts). */
   async createTemplate(actor: Actor, body: unknown) {
     this.require(actor, 'admin');
     const input = this.validateBody<Required<TemplateBody>>('CreateTemplate', body);
     checkTemplate('subject', input.subject);
     checkTemplate('html', input.html);
     const template: Template = { id: id('tpl'), tenantId: actor.tenantId, ...pick(input, ['name', 'subject', 'html']), createdAt: now(), updatedAt: now() };
+    checkTenantCaps(this.tenantTemplates(actor), template);
     return this.store.templates.put(template);
   }
 
-  listTemplates(actor: Actor) {
-    return this.store.templates.filter((t) => t.tenantId === actor.tenantId);
+  /** The tenant's templates, newest first, a page at a time, without their bodies. */
+  listTemplates(actor: Actor, query: PageQuery = {}) {
+    return templatePage(this.tenantTemplates(actor), query);
   }
 
   getTemplate(actor: Actor, templateId: string) {
@@ -482,7 +490,11 @@ export class RelayAdmin {
     const input = this.validateBody<TemplateBody>('UpdateTemplate', body);
     if (input.subject !== undefined) checkTemplate('subject', input.subject);
     if (input.html !== undefined) checkTemplate('html', input.html);
-    return this.change(this.store.templates, template.id, 'Template', (current) => ({ ...current, ...pick(input, ['name', 'subject', 'html']) }));
+    return this.change(this.store.templates, template.id, 'Template', (current) => {
+      const changed = { ...current, ...pick(input, ['name', 'subject', 'html']) };
+      checkTenantCaps(this.tenantTemplates(actor), changed);
+      return changed;
+    });
   }
 
   /** Deletes a template no form uses (a form's template would otherwise vanish under it). */
@@ -494,8 +506,13 @@ export class RelayAdmin {
     await this.store.templates.delete(template.id);
   }
 
-  /** Renders a stored template, or the given subject and html, with sample data. */
-  previewTemplate(actor: Actor, body: unknown) {
+  /**
+   * Renders a stored template, or the given subject and html, with sample data (as a submission's
+   * `data`), as a delivery would: 422 when the message would be over its size limit. Admins only:
+   * it costs the server a render.
+   */
+  async previewTemplate(actor: Actor, body: unknown) {
+    this.require(actor, 'admin');
     const input = this.validateBody<PreviewBody>('PreviewTemplate', body);
     const base = input.templateId ? this.template(actor, input.templateId) : DEFAULT_TEMPLATE;
     const subject = input.subject ?? base.subject;
@@ -503,7 +520,14 @@ export class RelayAdmin {
     checkTemplate('subject', subject);
     checkTemplate('html', html);
     const data = input.data ?? {};
-    return { subject: renderSubject(subject, data), html: renderHtml(html, data) };
+    checkData(data);
+    const rendered = await this.renderer.render({ template: { subject, html }, data });
+    if (!rendered.ok) throw new RelayError(422, `The rendered message ${overLimit(rendered.chars)}`);
+    return rendered.message;
+  }
+
+  private tenantTemplates(actor: Actor): Template[] {
+    return this.store.templates.filter((template) => template.tenantId === actor.tenantId);
   }
 
   // ---- users -----------------------------------------------------------------------------

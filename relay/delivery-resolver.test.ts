@@ -10,6 +10,8 @@ import { SecretBox } from '../core/secret-box.ts';
 import type { SmtpSettings } from '../delivery/email.ts';
 import type { DeliveryJob } from '../delivery/job.ts';
 import { RelayJobResolver, type DeliveryDefaults } from './delivery-resolver.ts';
+import { renderMessage } from './render.ts';
+import { MessageRenderer } from './renderer.ts';
 import type { DeliverySettings } from './model.ts';
 import type { RelayStore } from './store.ts';
 
@@ -37,7 +39,9 @@ async function settingsFor(email: DeliverySettings['email']): Promise<SmtpSettin
     id: randomUUID(), series: 1, tenantId, siteId: 'site_1', formId: '', submissionId: 'sub_1', kind: 'notification',
     channel: 'email', destination: 'owner@example.test', createdAt: new Date().toISOString(), content: { data: {}, subject: 'Hi', body: '<p>Hi</p>' },
   };
-  const resolved = await new RelayJobResolver(store, secrets, defaults).resolve(job);
+  // Renders on this thread, whatever the size: what is tested is the transport.
+  const renderer = new MessageRenderer({ run: async (request) => renderMessage(request) });
+  const resolved = await new RelayJobResolver(store, secrets, defaults, renderer).resolve(job);
   if (resolved.channel !== 'email') throw new Error(`resolved to ${resolved.channel}`);
   return resolved.settings;
 }

@@ -3,14 +3,14 @@
  * form's template rendered with the submission's data (values HTML-escaped), or a
  * notification's own sanitised subject and body; the tenant's SMTP and WhatsApp settings (or the
  * server's); the webhook's current URL and secrets, with the JSON body it is sent. A job that
- * cannot be sent as things are configured resolves to `none` with the reason, and goes dead.
+ * cannot be sent as things are configured, or whose message would be over its size limit
+ * (relay/render.ts), resolves to `none` with the reason, and goes dead.
  *
  * A tenant's own SMTP server is a destination the tenant aims: the sender checks it with the
  * egress policy, and it never gets the operator's TLS exceptions or DKIM key. The server's own
  * transport sends a tenant's From only in a domain the operator verified (SLUICE_SMTP_FROM_DOMAINS),
  * else the server's From: the settings may predate the rule, or the domains may have changed.
  */
-import { convert } from 'html-to-text';
 import type { SecretBox } from '../core/secret-box.ts';
 import type { RenderedMessage } from '../delivery/channel.ts';
 import { isFromInDomains, isPlainEmailAddress, type SmtpSettings } from '../delivery/email.ts';
@@ -18,8 +18,10 @@ import type { DeliveryJob } from '../delivery/job.ts';
 import type { JobResolver, Resolved } from '../delivery/worker.ts';
 import type { WhatsAppSettings } from '../delivery/whatsapp.ts';
 import type { Form } from './model.ts';
+import { overLimit } from './render.ts';
+import type { MessageRenderer } from './renderer.ts';
 import type { RelayStore } from './store.ts';
-import { DEFAULT_TEMPLATE, renderHtml, renderSubject } from './templates.ts';
+import { DEFAULT_TEMPLATE } from './templates.ts';
 
 export interface DeliveryDefaults {
   /** The server's SMTP transport and From (SLUICE_SMTP_*); url empty when none is configured. */
@@ -39,7 +41,12 @@ const CONFIG_PROPAGATION_MS = 60_000;
 const REPLY_TO_FIELDS = ['replyTo', 'reply_to', 'email', 'Email', 'e-mail', 'mail'];
 
 export class RelayJobResolver implements JobResolver {
-  constructor(private readonly store: RelayStore, private readonly secrets: SecretBox, private readonly defaults: DeliveryDefaults) {}
+  constructor(
+    private readonly store: RelayStore,
+    private readonly secrets: SecretBox,
+    private readonly defaults: DeliveryDefaults,
+    private readonly renderer: MessageRenderer,
+  ) {}
 
   async resolve(job: DeliveryJob): Promise<Resolved> {
     const form = job.formId ? this.store.forms.get(job.formId) : undefined;
@@ -48,9 +55,11 @@ export class RelayJobResolver implements JobResolver {
       case 'webhook':
         return this.webhook(job, form);
       case 'email':
-        return this.email(job, form);
-      case 'whatsapp':
-        return this.whatsapp(job, form);
+      case 'whatsapp': {
+        const message = await this.render(job, form);
+        if ('error' in message) return { channel: 'none', error: message.error };
+        return job.channel === 'email' ? this.email(job, message) : this.whatsapp(job, message);
+      }
     }
   }
 
@@ -78,7 +87,7 @@ export class RelayJobResolver implements JobResolver {
     return { channel: 'webhook', target: { url: hook.url, secrets }, body: JSON.stringify(event) };
   }
 
-  private email(job: DeliveryJob, form: Form | undefined): Resolved {
+  private email(job: DeliveryJob, message: RenderedMessage): Resolved {
     const own = this.store.deliverySettings.get(job.tenantId)?.email;
     const server = this.defaults.smtp;
     // The operator's exceptions (a self-signed relay, DKIM for its domain) and its exemption from the egress policy stay with its server.
@@ -95,10 +104,10 @@ export class RelayJobResolver implements JobResolver {
     }
     if (!settings.url) return { channel: 'none', error: 'no SMTP server is configured (set SLUICE_SMTP_URL, or the tenant\'s email settings)' };
     if (!settings.from) return { channel: 'none', error: 'no From address is configured (set SLUICE_SMTP_FROM, or the tenant\'s email settings)' };
-    return { channel: 'email', settings, message: this.render(job, form) };
+    return { channel: 'email', settings, message };
   }
 
-  private whatsapp(job: DeliveryJob, form: Form | undefined): Resolved {
+  private whatsapp(job: DeliveryJob, message: RenderedMessage): Resolved {
     const own = this.store.deliverySettings.get(job.tenantId)?.whatsapp;
     if (!own) return { channel: 'none', error: 'WhatsApp is not configured for this tenant (its Cloud API phone number id and token)' };
     const settings: WhatsAppSettings = {
@@ -108,7 +117,7 @@ export class RelayJobResolver implements JobResolver {
       timeoutMs: this.defaults.whatsapp.timeoutMs,
       ...(own.template ? { template: own.template } : {}),
     };
-    return { channel: 'whatsapp', settings, message: this.render(job, form) };
+    return { channel: 'whatsapp', settings, message };
   }
 
   /** A form or webhook this process does not know: gone, unless the job is so young its configuration may still be on the way. */
@@ -117,17 +126,16 @@ export class RelayJobResolver implements JobResolver {
     return young ? { channel: 'none', error: `${error} (not known here yet: retried for a minute)`, retry: true } : { channel: 'none', error };
   }
 
-  /** The form's template (or the default) filled with the data; a notification's own subject and body win. */
-  private render(job: DeliveryJob, form: Form | undefined): RenderedMessage {
+  /**
+   * The form's template (or the default) filled with the data; a notification's own subject and
+   * body win. A message over the size limit cannot be sent: the error says why, and the job is dead.
+   */
+  private async render(job: DeliveryJob, form: Form | undefined): Promise<RenderedMessage | { error: string }> {
     const { data, subject, body } = job.content;
-    const template = (form?.templateId && this.store.templates.get(form.templateId)) || DEFAULT_TEMPLATE;
-    const html = body || renderHtml(template.html, data);
+    const { subject: templateSubject, html } = (form?.templateId && this.store.templates.get(form.templateId)) || DEFAULT_TEMPLATE;
+    const rendered = await this.renderer.render({ template: { subject: templateSubject, html }, data, ...(subject ? { subject } : {}), ...(body ? { body } : {}) });
+    if (!rendered.ok) return { error: `the message ${overLimit(rendered.chars)}` };
     const replyTo = REPLY_TO_FIELDS.map((field) => data[field]).find((value): value is string => typeof value === 'string' && isPlainEmailAddress(value));
-    return {
-      subject: (subject || renderSubject(template.subject, data)).replace(/[\r\n]+/g, ' '),
-      html,
-      text: convert(html, { wordwrap: 100 }),
-      ...(replyTo ? { replyTo } : {}),
-    };
+    return { ...rendered.message, ...(replyTo ? { replyTo } : {}) };
   }
 }

@@ -15,7 +15,7 @@ import { userView, type Actor, type RelayAdmin } from './admin.ts';
 import type { AdminSessions } from './auth.ts';
 import { forbidden, notFound, RelayError } from './errors.ts';
 import type { User } from '../accounts/model.ts';
-import type { SubmissionQuery } from './submissions.ts';
+import type { PageQuery } from './submissions.ts';
 
 export interface RelayHttpDeps {
   admin: RelayAdmin;
@@ -107,7 +107,7 @@ function routes(deps: RelayHttpDeps): Route[] {
     r('POST', '/api/v1/admin/jobs/:jobId/retry', 'session', (c, a) => admin.retryJob(a, p(c, 'jobId')), 202),
     r('GET', '/api/v1/admin/delivery-settings', 'session', (_c, a) => admin.getDeliverySettings(a)),
     r('PUT', '/api/v1/admin/delivery-settings', 'session', (c, a) => admin.putDeliverySettings(a, c.body)),
-    r('GET', '/api/v1/admin/templates', 'session', (_c, a) => admin.listTemplates(a)),
+    r('GET', '/api/v1/admin/templates', 'session', (c, a) => admin.listTemplates(a, pageQuery(c.request.query))),
     r('POST', '/api/v1/admin/templates', 'session', (c, a) => admin.createTemplate(a, c.body)),
     r('POST', '/api/v1/admin/templates/preview', 'session', (c, a) => admin.previewTemplate(a, c.body), 200),
     r('GET', '/api/v1/admin/templates/:templateId', 'session', (c, a) => admin.getTemplate(a, p(c, 'templateId'))),
@@ -124,7 +124,7 @@ function routes(deps: RelayHttpDeps): Route[] {
 }
 
 /** `?limit=50&before=<cursor>` of a listing. */
-function pageQuery(query: string): SubmissionQuery {
+function pageQuery(query: string): PageQuery {
   const params = new URLSearchParams(query);
   const before = params.get('before');
   return { ...limitParam(params), ...(before !== null ? { before } : {}) };

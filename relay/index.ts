@@ -27,6 +27,7 @@ import { Idempotency } from './idempotency.ts';
 import { RelayIntake } from './intake.ts';
 import { relayOpenApiDocument } from './openapi.ts';
 import { PublicRelay } from './public.ts';
+import type { MessageRenderer } from './renderer.ts';
 import { createBodyValidator, type BodyValidator } from './schemas.ts';
 import { deriveRelayKeys } from './secrets.ts';
 import { RelayStore } from './store.ts';
@@ -57,6 +58,8 @@ export interface RelayParts {
   database: string;
   /** A manual retry: records the job's new series as queued and puts it on the delivery queue. */
   requeue: (job: DeliveryJob) => Promise<void>;
+  /** Renders messages (previews and deliveries), large ones on the process's render pool. */
+  renderer: MessageRenderer;
 }
 
 export interface Relay {
@@ -65,6 +68,7 @@ export interface Relay {
   sessions: AdminSessions;
   secrets: SecretBox;
   validate: BodyValidator;
+  renderer: MessageRenderer;
   shutdown(): void;
 }
 
@@ -83,8 +87,8 @@ export async function openRelay(parts: RelayParts): Promise<Relay> {
   };
   const delivery = { history: new DeliveryHistory(readable('The delivery history is'), parts.database), requeue: parts.requeue };
   const submissions = new SubmissionReader(readable('Submissions are'), parts.database);
-  const admin = new RelayAdmin(store, keys.secrets, sessions, validate, submissions, parts.checks, delivery);
-  return { store, admin, sessions, secrets: keys.secrets, validate, shutdown: () => store.shutdown() };
+  const admin = new RelayAdmin(store, keys.secrets, sessions, validate, submissions, parts.checks, delivery, parts.renderer);
+  return { store, admin, sessions, secrets: keys.secrets, validate, renderer: parts.renderer, shutdown: () => store.shutdown() };
 }
 
 export interface PublicRelayParts {

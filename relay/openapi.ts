@@ -9,6 +9,9 @@ import { ADMIN_SCHEMAS, PUBLIC_SCHEMAS, type AdminSchemaName } from './schemas.t
 import { relayRouteList } from './http.ts';
 import { RESPONSE_SCHEMAS } from './openapi-schemas.ts';
 import { JOB_STATES } from '../delivery/job.ts';
+import { MAX_MESSAGE_CHARS } from './render.ts';
+import { MAX_PAGE } from './submissions.ts';
+import { TEMPLATE_LIMITS } from './tenant-templates.ts';
 
 type Json = Record<string, unknown>;
 
@@ -132,6 +135,14 @@ interface Operation {
   parameters?: Json[];
 }
 
+/** `limit` and `before` of a listing newest first (relay/submissions.ts#pageLimit). */
+const PAGE_PARAMETERS = [
+  { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: MAX_PAGE, default: 50 } },
+  { name: 'before', in: 'query', required: false, schema: { type: 'string' }, description: 'nextBefore of the previous page.' },
+];
+const TEMPLATE_COUNT_CAP = `A tenant keeps at most ${TEMPLATE_LIMITS.perTenant} templates: delete one first`;
+const TEMPLATE_BYTES_CAP = `A tenant's templates hold at most ${TEMPLATE_LIMITS.tenantBytes.toLocaleString('en-US')} bytes together (names, subjects and HTML in UTF-8): with this one they would hold <n>`;
+
 const STORAGE = (what: string) => ({ 503: [`${what} read from storage, which this process does not open: set CLICKHOUSE_URL on it`, M.unavailable] });
 
 const OPERATIONS: Record<string, Operation> = {
@@ -228,10 +239,7 @@ const OPERATIONS: Record<string, Operation> = {
     id: 'listSubmissions',
     summary: 'A form\'s stored submissions, newest first',
     ok: ref('SubmissionPage'),
-    parameters: [
-      { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } },
-      { name: 'before', in: 'query', required: false, schema: { type: 'string' }, description: 'nextBefore of the previous page.' },
-    ],
+    parameters: PAGE_PARAMETERS,
     refusals: { 400: [M.validation], ...STORAGE('Submissions are') },
   },
   'GET /api/v1/admin/sites/:siteId/forms/:formId/jobs': {
@@ -269,16 +277,31 @@ const OPERATIONS: Record<string, Operation> = {
     role: 'admin',
     ok: ref('DeliverySettings'),
   },
-  'GET /api/v1/admin/templates': { id: 'listTemplates', summary: 'List templates', ok: list('Template') },
-  'POST /api/v1/admin/templates': { id: 'createTemplate', summary: 'Create a template', role: 'admin', ok: ref('Template') },
+  'GET /api/v1/admin/templates': {
+    id: 'listTemplates',
+    summary: 'The tenant\'s templates, newest first, without their HTML',
+    ok: ref('TemplatePage'),
+    parameters: PAGE_PARAMETERS,
+    refusals: { 400: [M.validation] },
+  },
+  'POST /api/v1/admin/templates': {
+    id: 'createTemplate',
+    summary: 'Create a template',
+    description: `At most ${TEMPLATE_LIMITS.placeholders} placeholders and ${TEMPLATE_LIMITS.fieldsUses} {{ @fields }} in the subject and in the html; a tenant keeps at most ${TEMPLATE_LIMITS.perTenant} templates of ${TEMPLATE_LIMITS.tenantBytes.toLocaleString('en-US')} bytes together.`,
+    role: 'admin',
+    ok: ref('Template'),
+    refusals: { 409: [TEMPLATE_COUNT_CAP, TEMPLATE_BYTES_CAP] },
+  },
   'POST /api/v1/admin/templates/preview': {
     id: 'previewTemplate',
     summary: 'Render a template with sample data',
+    description: 'As a delivery renders it; `data` is checked as a submission\'s.',
+    role: 'admin',
     ok: ref('TemplatePreview'),
-    refusals: { 404: ['Template not found'] },
+    refusals: { 404: ['Template not found'], 422: [`The rendered message would be <n> characters (HTML and text parts), <n> over the limit of ${MAX_MESSAGE_CHARS.toLocaleString('en-US')}`] },
   },
   'GET /api/v1/admin/templates/:templateId': { id: 'getTemplate', summary: 'Get a template', ok: ref('Template') },
-  'PATCH /api/v1/admin/templates/:templateId': { id: 'updateTemplate', summary: 'Update a template', role: 'admin', ok: ref('Template') },
+  'PATCH /api/v1/admin/templates/:templateId': { id: 'updateTemplate', summary: 'Update a template', role: 'admin', ok: ref('Template'), refusals: { 409: [TEMPLATE_BYTES_CAP] } },
   'DELETE /api/v1/admin/templates/:templateId': {
     id: 'deleteTemplate',
     summary: 'Delete a template no form uses',

@@ -78,7 +78,7 @@ export const ADMIN_SCHEMAS = {
       templateId: { type: 'string', maxLength: 100, description: 'A stored template; or give subject and html.' },
       subject: { type: 'string', maxLength: 500 },
       html: { type: 'string', maxLength: 100_000 },
-      data: { type: 'object', description: 'Sample submission data.' },
+      data: { type: 'object', description: 'Sample submission data, held to the limits of a submission\'s data.' },
     },
   ),
   CreateUser: object({ email, name, role: { enum: [...ROLES] }, password }, ['email', 'role']),

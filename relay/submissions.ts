@@ -10,11 +10,20 @@ import { validationFailed } from './errors.ts';
 
 export const MAX_PAGE = 200;
 
-export interface SubmissionQuery {
+/** A page of a listing, newest first (submissions, templates). */
+export interface PageQuery {
   /** Default 50, at most MAX_PAGE. */
   limit?: number;
-  /** Only submissions received before this cursor (the previous page's `nextBefore`). */
+  /** Only items older than this cursor (the previous page's `nextBefore`). */
   before?: string;
+}
+export type SubmissionQuery = PageQuery;
+
+/** The page's size: 50 unless given; 400 naming `limit` unless a whole number from 1 to MAX_PAGE. */
+export function pageLimit(query: PageQuery): number {
+  const limit = query.limit ?? 50;
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE) throw validationFailed('limit', `must be a whole number from 1 to ${MAX_PAGE}`);
+  return limit;
 }
 
 export interface SubmissionView {
@@ -47,8 +56,7 @@ export class SubmissionReader {
   constructor(private readonly storage: () => Promise<Storage>, private readonly database: string) {}
 
   async list(tenantId: string, siteId: string, formId: string, query: SubmissionQuery = {}): Promise<{ submissions: SubmissionView[]; nextBefore?: string }> {
-    const limit = query.limit ?? 50;
-    if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE) throw validationFailed('limit', `must be a whole number from 1 to ${MAX_PAGE}`);
+    const limit = pageLimit(query);
     const cursor = query.before === undefined ? undefined : /^(\d{1,20})_([0-9a-f-]{36})$/.exec(query.before);
     if (cursor === null) throw validationFailed('before', 'must be a cursor from nextBefore');
     const storage = await this.storage();

@@ -440,6 +440,15 @@ describe('cluster: a gateway with the relay, a consumer and two `sluice deliver`
     return (await metric(worker, WEBHOOKS_DELIVERED)) ?? 0;
   }
 
+  it('each `sluice deliver` runs a render pool of its own; the gateway starts its pool on first use', async () => {
+    for (const worker of workers) {
+      const report = await (await fetch(`${worker.baseUrl}/api/v1/ready`)).json();
+      expect(report.components['render pool']).toMatchObject({ ok: true, figures: { threads: 1 } });
+    }
+    const report = await (await fetch(`${gateway.baseUrl}/api/v1/ready`)).json();
+    expect(report.components['render pool']).toEqual({ ok: true, detail: 'not started: starts on first use' });
+  });
+
   it('3. every webhook delivered exactly once across two workers; a worker killed mid-attempt hands its job to the other', async () => {
     const N = 20;
     const hook = await receiver();

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshIp, startRelayFixture, type RelayFixture } from './relay-fixture.ts';
+import { fieldsOf, freshIp, startRelayFixture, type RelayFixture } from './relay-fixture.ts';
 
 let relay: RelayFixture;
 let ingestBase: string;
@@ -215,6 +215,29 @@ describe('the relay port answers as its document says', () => {
     await check(revoke, relay.call('DELETE', `/admin/api-keys/${key.id}`, { token: relay.token }));
     await check(revoke, relay.call('DELETE', '/admin/api-keys/key_none', { token: relay.token }));
     doc.expectAllSeen(revoke);
+  });
+
+  it('GET /api/v1/admin/templates and POST /api/v1/admin/templates/preview', async () => {
+    const [member, newcomer] = [await signedIn('member'), await signedIn('admin', true)];
+    await relay.admin('POST', '/admin/templates', { name: 'Listed', subject: 's', html: '<p>{{ name }}</p>' });
+    const list = 'GET /api/v1/admin/templates';
+    await check(list, relay.call('GET', '/admin/templates?limit=1', { token: member }));
+    await check(list, relay.call('GET', '/admin/templates?limit=0', { token: member }));
+    await check(list, relay.call('GET', '/admin/templates'));
+    await check(list, relay.call('GET', '/admin/templates', { token: newcomer }));
+    doc.expectAllSeen(list);
+    const preview = 'POST /api/v1/admin/templates/preview';
+    await check(preview, relay.call('POST', '/admin/templates/preview', { token: relay.token, body: { data: { name: 'Ada' } } }));
+    await check(preview, relay.call('POST', '/admin/templates/preview', { token: relay.token, body: { html: '{{ @fields }}{{ @fields }}', data: fieldsOf(100, 9000) } }));
+    await check(preview, relay.call('POST', '/admin/templates/preview', { token: relay.token, body: { data: 'not an object' } }));
+    await check(preview, relay.call('POST', '/admin/templates/preview', { token: relay.token, body: { templateId: 'tpl_none' } }));
+    await check(preview, relay.call('POST', '/admin/templates/preview', { token: member, body: {} }));
+    await check(preview, relay.call('POST', '/admin/templates/preview', { body: {} }));
+    await check(preview, relay.call('POST', '/admin/templates/preview', { token: relay.token, raw: 'x'.repeat(1024 * 1024 + 1), headers: { 'content-type': 'application/json' } }));
+    await check(preview, relay.call('POST', '/admin/templates/preview', { token: relay.token, raw: '{}', headers: { 'content-type': 'text/plain' } }));
+    doc.check(preview, await slowBody(relay.app.relay!.port, '/api/v1/admin/templates/preview', { 'x-forwarded-for': freshIp(), authorization: `Bearer ${relay.token}` }));
+    // 503 needs the in-flight budget used up (test/inflight-budget.test.ts holds it with admin bodies).
+    doc.expectAllSeen(preview, ['503']);
   });
 
   it('POST /api/v1/submissions', async () => {

@@ -24,6 +24,8 @@ describe('readiness', () => {
     expect(body.status).toBe('ready');
     expect(Object.keys(body.components)).toEqual(expect.arrayContaining(['bus', 'descriptors', 'inflight', 'pool', 'storage']));
     expect(body.components.pool.figures.threads).toBe(2);
+    // The relay's render threads: one started with the delivery worker.
+    expect(body.components['render pool']).toMatchObject({ ok: true, figures: { threads: 1 } });
     for (const [name, component] of Object.entries(body.components)) expect((component as { ok: boolean }).ok, name).toBe(true);
     const metrics = await (await fetch(`${sluice.baseUrl}/metrics`)).text();
     expect(metrics).toContain('sluice_component_ready{component="storage"} 1');

@@ -14,6 +14,7 @@ import { createLogger } from '../core/log.ts';
 import { sha256Hex } from '../core/hash.ts';
 import { testConfig } from './harness.ts';
 import { hostileSmtpUrls } from './hostile-destinations.ts';
+import { fieldsBombPreview, fieldsOf } from './relay-fixture.ts';
 
 const OPERATOR_TOKEN = `op_${randomBytes(16).toString('hex')}`;
 const CAPTCHA_SECRET = `captcha-secret-${randomBytes(8).toString('hex')}`;
@@ -340,6 +341,85 @@ describe('users and roles', () => {
     expect((await call('PATCH', `/admin/users/${member.id}`, { token: owner.token, body: { active: false } })).body.active).toBe(false);
     expect((await call('GET', '/admin/sites', { token: member.token })).status).toBe(401);
     expect((await call('GET', '/admin/users', { token: owner.token })).body).toHaveLength(4);
+  });
+});
+
+describe('templates: limits, previews and the listing', () => {
+  let owner: Account;
+  let member: Account;
+  beforeAll(async () => {
+    owner = await onboard('Templates');
+    const email = `member-${randomBytes(3).toString('hex')}@templates.test`;
+    expect((await call('POST', '/admin/users', { token: owner.token, body: { email, role: 'member', password: 'member password 123' } })).status).toBe(201);
+    const login = await call('POST', '/admin/login', { body: { email, password: 'member password 123' } });
+    member = { ...owner, token: login.body.token, email };
+  });
+
+  it('refuses a member the 823 KB preview of {{@fields}} x 2,000 (403), and an admin with a 400 naming html; the server goes on', async () => {
+    const body = fieldsBombPreview();
+    expect(JSON.stringify(body).length).toBeGreaterThan(820_000);
+    const refused = await call('POST', '/admin/templates/preview', { token: member.token, body });
+    expect(refused).toMatchObject({ status: 403, body: { message: 'Members have read-only access', statusCode: 403 } });
+    const invalid = await call('POST', '/admin/templates/preview', { token: owner.token, body });
+    expectValidation(invalid, 'html');
+    expect(invalid.body.message).toBe('Validation failed: html has 2,000 {{ @fields }}, at most 2');
+    expect((await call('GET', '/health')).status).toBe(200);
+  });
+
+  it('renders a preview within the size limit, with its text part, and refuses one over it with 422 saying by how much', async () => {
+    const data = fieldsOf(100, 9000);
+    const once = await call('POST', '/admin/templates/preview', { token: owner.token, body: { html: '<p>Hi</p>{{ @fields }}', data } });
+    expect(once.status).toBe(200);
+    expect(once.body.text.split('\n').slice(0, 3)).toEqual(['Hi', '', `f00: ${'<'.repeat(9000)}`]);
+    const twice = await call('POST', '/admin/templates/preview', { token: owner.token, body: { html: '{{ @fields }}{{ @fields }}', data } });
+    expect(twice.status).toBe(422);
+    expect(twice.body.message).toMatch(/^The rendered message would be [\d,]+ characters \(HTML and text parts\), [\d,]+ over the limit of 8,000,000$/);
+    // The sample data is held to a submission's limits.
+    expectValidation(await call('POST', '/admin/templates/preview', { token: owner.token, body: { data: { note: 'x'.repeat(10_001) } } }), 'data.note');
+  });
+
+  it('refuses a template with more placeholders or {{ @fields }} than a template may hold, naming the field', async () => {
+    const tooMany = await call('POST', '/admin/templates', { token: owner.token, body: { name: 'Many', subject: 's', html: '{{ a }}'.repeat(201) } });
+    expectValidation(tooMany, 'html');
+    expect(tooMany.body.message).toBe('Validation failed: html has 201 placeholders, at most 200');
+    expectValidation(await call('POST', '/admin/templates', { token: owner.token, body: { name: 'Fields', subject: '{{ @fields }} {{ @fields }} {{ @fields }}', html: 'h' } }), 'subject');
+  });
+
+  it('keeps at most 2 MiB of templates per tenant (409), also when one grows', async () => {
+    const tenant = await onboard('TemplateBytes');
+    const html = 'x'.repeat(100_000);
+    for (let i = 0; i < 20; i++) expect((await call('POST', '/admin/templates', { token: tenant.token, body: { name: `t${i}`, subject: 's', html } })).status).toBe(201);
+    const full = await call('POST', '/admin/templates', { token: tenant.token, body: { name: 't20', subject: 's', html } });
+    expect(full.status).toBe(409);
+    expect(full.body.message).toMatch(/^A tenant's templates hold at most 2,097,152 bytes together \(names, subjects and HTML in UTF-8\): with this one they would hold 2,100,\d{3}$/);
+    const small = await call('POST', '/admin/templates', { token: tenant.token, body: { name: 'small', subject: 's', html: 'x'.repeat(90_000) } });
+    expect(small.status).toBe(201);
+    expect((await call('PATCH', `/admin/templates/${small.body.id}`, { token: tenant.token, body: { html } })).status).toBe(409);
+  });
+
+  it('keeps at most 100 templates per tenant (409), and lists them newest first a page at a time, without their HTML', async () => {
+    const tenant = await onboard('TemplateCount');
+    const created: string[] = [];
+    for (let i = 0; i < 100; i++) created.push((await call('POST', '/admin/templates', { token: tenant.token, body: { name: `t${i}`, subject: 's', html: `<p>${i}</p>` } })).body.id);
+    const refused = await call('POST', '/admin/templates', { token: tenant.token, body: { name: 'one more', subject: 's', html: 'h' } });
+    expect(refused).toMatchObject({ status: 409, body: { message: 'A tenant keeps at most 100 templates: delete one first' } });
+
+    const listed: any[] = [];
+    let page = await call('GET', '/admin/templates?limit=30', { token: tenant.token });
+    for (;;) {
+      expect(page.status).toBe(200);
+      listed.push(...page.body.templates);
+      if (!page.body.nextBefore) break;
+      expect(page.body.templates).toHaveLength(30);
+      page = await call('GET', `/admin/templates?limit=30&before=${page.body.nextBefore}`, { token: tenant.token });
+    }
+    expect(listed.map((template) => template.id).sort()).toEqual([...created].sort());
+    const times = listed.map((template) => Date.parse(template.createdAt));
+    expect(times).toEqual([...times].sort((a, b) => b - a));
+    expect(listed.find((template) => template.id === created[99])).toEqual({ id: created[99], tenantId: tenant.tenantId, name: 't99', subject: 's', bytes: 3 + 1 + '<p>99</p>'.length, createdAt: expect.any(String), updatedAt: expect.any(String) });
+    expect((await call('GET', '/admin/templates', { token: tenant.token })).body.templates).toHaveLength(50);
+    expectValidation(await call('GET', '/admin/templates?limit=201', { token: tenant.token }), 'limit');
+    expectValidation(await call('GET', '/admin/templates?before=nonsense', { token: tenant.token }), 'before');
   });
 });
 

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeWhatsApp, type FakeWhatsApp } from './whatsapp-cloud-api.ts';
 import { startRawPeer, startSmtpInbox, startWebhookReceiver, type SmtpInbox, type WebhookReceiver } from './delivery-peers.ts';
 import { eventually } from './harness.ts';
-import { startRelayFixture, type RelayFixture } from './relay-fixture.ts';
+import { maximumData, startRelayFixture, type RelayFixture } from './relay-fixture.ts';
 
 const WHATSAPP = { token: 'EAAG-test-token-0123456789', phoneNumberId: '109876543210' };
 /** Long enough for a few attempts on a loaded machine. */
@@ -193,6 +193,53 @@ describe('delivery of a submission', () => {
     const [dead] = await jobs(site, form, 'dead');
     expect(dead.destination).toBe('+15550000001');
     expect(dead.providerStatus).toMatch(/^http 401 code 190/);
+  });
+});
+
+describe('what an email reads like, and how large it may be', () => {
+  /** The text part of the one mail `address` received for the form's submission. */
+  const textOf = async (address: string) => (await eventually(() => smtp.mails.find((m) => m.rcptTo.includes(address)), WAIT_MS, 100)).parsed.text ?? '';
+
+  it('writes the fields of a submission as `name: value` lines in the text part, as a mail client shows it', async () => {
+    const { site, form } = await formFor({ emails: ['lines@acme.test'] });
+    await submit(site, form, { name: 'Ada Lovelace', email: 'ada@example.org', message: 'Please call me back', meta: { page: '/pricing', ref: 'ad' } });
+    await allJobs(site, form, 'delivered', 1);
+    const lines = (await textOf('lines@acme.test')).split('\n').map((line) => line.trimEnd());
+    expect(lines).toEqual(expect.arrayContaining(['name: Ada Lovelace', 'email: ada@example.org', 'message: Please call me back', 'meta:', '  page: /pricing', '  ref: ad']));
+  });
+
+  it('keeps a template\'s own text in the text part, with {{ @fields }} as lines', async () => {
+    const { site, form } = await formFor({ emails: ['custom@acme.test'] });
+    const template = await relay.admin('POST', '/admin/templates', { name: 'Lead', subject: 'Lead from {{ name }}', html: '<h1>A new lead</h1><p>From the page {{ meta.page }}.</p>{{ @fields }}<p>Reply soon.</p>' });
+    await relay.admin('PATCH', `/admin/sites/${site.id}/forms/${form.id}`, { templateId: template.id });
+    await submit(site, form, { name: 'Ada Lovelace', meta: { page: '/pricing' } });
+    await allJobs(site, form, 'delivered', 1);
+    expect((await textOf('custom@acme.test')).split('\n')).toEqual(['A new lead', '', 'From the page /pricing.', '', 'name: Ada Lovelace', 'meta:', '  page: /pricing', '', 'Reply soon.']);
+  });
+
+  it('delivers ten submissions at the documented maximum (100 fields of 10,000 characters, meta of 100 more), text parts readable', async () => {
+    const { site, form } = await formFor({ emails: ['big@acme.test'] });
+    const data = maximumData();
+    for (let n = 0; n < 10; n++) await submit(site, form, data);
+    await allJobs(site, form, 'delivered', 10);
+    const mails = smtp.mails.filter((m) => m.rcptTo.includes('big@acme.test'));
+    expect(mails).toHaveLength(10);
+    for (const mail of mails) {
+      const lines = (mail.parsed.text ?? '').split('\n');
+      expect(lines.filter((line) => /^field\d+: \d+:</.test(line))).toHaveLength(99);
+      expect(lines).toContain(`  m99: ${'&'.repeat(400)}`);
+    }
+  });
+
+  it('makes a job dead, saying why, when its message would be over the size limit', async () => {
+    const { site, form } = await formFor({ emails: ['huge@acme.test'] });
+    const template = await relay.admin('POST', '/admin/templates', { name: 'Huge', subject: 's', html: '{{ meta }}'.repeat(150) });
+    await relay.admin('PATCH', `/admin/sites/${site.id}/forms/${form.id}`, { templateId: template.id });
+    await submit(site, form, { meta: Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`m${i}`, "'".repeat(400)])) });
+    const [dead] = await allJobs(site, form, 'dead', 1);
+    expect(dead.attempts).toBe(1);
+    expect(dead.lastError).toMatch(/^the message would be [\d,]+ characters \(HTML and text parts\), [\d,]+ over the limit of 8,000,000$/);
+    expect(smtp.mails.some((m) => m.rcptTo.includes('huge@acme.test'))).toBe(false);
   });
 });
 

@@ -132,3 +132,25 @@ export function expectValidationFailed(reply: Reply, field: string): void {
 export function expectError(reply: Reply, status: number, message: string): void {
   expect({ status: reply.status, body: reply.body }, reply.text).toEqual({ status, body: { message, statusCode: status } });
 }
+
+/**
+ * The largest `data` of the documented limits that fits a submission's 1 MiB body: 99 fields of
+ * about 10,000 characters (half of them `<`, four in HTML) and `meta` of 100 fields of 400 `&`.
+ * Each field's value starts with its number and a colon.
+ */
+export function maximumData(): Record<string, unknown> {
+  const data: Record<string, unknown> = {};
+  for (let i = 0; i < 99; i++) data[`field${i}`] = `${i}:${'<'.repeat(5000)}${'a'.repeat(4995 - String(i).length)}`;
+  data.meta = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`m${i}`, '&'.repeat(400)]));
+  return data;
+}
+
+/** `count` fields (`f00`, `f01`...) of `size` copies of `<`. */
+export function fieldsOf(count: number, size: number): Record<string, string> {
+  return Object.fromEntries(Array.from({ length: count }, (_, i) => [`f${String(i).padStart(2, '0')}`, '<'.repeat(size)]));
+}
+
+/** The findings' 823 KB preview body: `{{@fields}}` 2,000 times over 100 fields of 8,000 `<`. */
+export function fieldsBombPreview() {
+  return { subject: 'x', html: '{{@fields}}'.repeat(2000), data: fieldsOf(100, 8000) };
+}

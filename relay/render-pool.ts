@@ -1,0 +1,55 @@
+/**
+ * The worker threads that render large messages (renderer.ts sends them): a small pool of their
+ * own, so a render never waits behind ingestion's decoding nor ingestion behind a render. The
+ * roles that deliver (serve, deliver) start it; anywhere else (a gateway's previews, the CLI) it
+ * starts on first use.
+ */
+import { fileURLToPath } from 'node:url';
+import { SluiceError } from '../core/errors.ts';
+import type { ComponentStatus } from '../core/readiness.ts';
+import { BundledPool } from '../pipeline/bundled-pool.ts';
+import type { RenderRequest, RenderResult } from './render.ts';
+import type { RenderRunner } from './renderer.ts';
+
+/** Threads at most: one kept, a second while renders queue. */
+export const RENDER_THREADS = 2;
+/** How long the second thread idles before it stops. */
+const IDLE_THREAD_MS = 60_000;
+
+/** The render threads: a BundledPool of render-worker.ts, started once, stopped for good. */
+export class RenderPool implements RenderRunner {
+  private readonly threads = new BundledPool({
+    entry: fileURLToPath(new URL('./render-worker.ts', import.meta.url)),
+    minThreads: 1,
+    maxThreads: RENDER_THREADS,
+    idleTimeoutMs: IDLE_THREAD_MS,
+  });
+  private stopped = false;
+
+  /** Bundles the worker and starts a thread; resolves once it has loaded the code. */
+  start(): Promise<void> {
+    if (this.stopped) return Promise.reject(this.unavailable());
+    return this.threads.start();
+  }
+
+  async shutdown(): Promise<void> {
+    this.stopped = true;
+    await this.threads.shutdown();
+  }
+
+  /** Ready while it runs, and before its first use; not once a start failed. */
+  status(): ComponentStatus {
+    return this.threads.started ? this.threads.status() : { ok: true, detail: 'not started: starts on first use' };
+  }
+
+  async run(request: RenderRequest): Promise<RenderResult> {
+    await this.start();
+    const pool = this.threads.piscina;
+    if (!pool || this.stopped) throw this.unavailable();
+    return pool.run(request);
+  }
+
+  private unavailable(): SluiceError {
+    return new SluiceError('unavailable', 'the render pool is stopped', { retryAfterSeconds: 5 });
+  }
+}

@@ -1,0 +1,55 @@
+/**
+ * Where messages are rendered: small inputs on the event loop, large ones on the render pool's
+ * threads (a real pool: the worker bundled from relay/render-worker.ts), with the same result.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { renderMessage, type RenderRequest, type RenderResult } from './render.ts';
+import { RenderPool } from './render-pool.ts';
+import { MessageRenderer, RENDER_ON_LOOP_MAX_CHARS, type RenderRunner } from './renderer.ts';
+import { DEFAULT_TEMPLATE } from './templates.ts';
+
+const small: RenderRequest = { template: DEFAULT_TEMPLATE, data: { name: 'Ada', message: 'Hello' } };
+const large: RenderRequest = { template: DEFAULT_TEMPLATE, data: { name: 'Ada', message: '<'.repeat(RENDER_ON_LOOP_MAX_CHARS) } };
+
+/** A pool that records what it is given and renders it here. */
+class RecordingPool implements RenderRunner {
+  readonly requests: RenderRequest[] = [];
+  async run(request: RenderRequest): Promise<RenderResult> {
+    this.requests.push(request);
+    return renderMessage(request);
+  }
+}
+
+describe('MessageRenderer', () => {
+  it('renders a small input on the event loop and a large one on the pool', async () => {
+    const pool = new RecordingPool();
+    const renderer = new MessageRenderer(pool);
+    expect(await renderer.render(small)).toEqual(renderMessage(small));
+    expect(pool.requests).toEqual([]);
+    await renderer.render(large);
+    expect(pool.requests).toEqual([large]);
+  });
+
+  it('counts a notification\'s own body, not the template it replaces', async () => {
+    const pool = new RecordingPool();
+    const renderer = new MessageRenderer(pool);
+    const body = `<p>${'x'.repeat(RENDER_ON_LOOP_MAX_CHARS)}</p>`;
+    await renderer.render({ template: { subject: 's', html: 'x'.repeat(RENDER_ON_LOOP_MAX_CHARS) }, data: {}, body: '<p>short</p>' });
+    expect(pool.requests).toEqual([]);
+    await renderer.render({ template: DEFAULT_TEMPLATE, data: {}, body });
+    expect(pool.requests).toHaveLength(1);
+  });
+});
+
+describe('RenderPool', () => {
+  const pool = new RenderPool();
+  afterAll(() => pool.shutdown());
+
+  it('is ready before its first use, renders on a thread as the event loop would, and refuses once stopped', async () => {
+    expect(pool.status()).toMatchObject({ ok: true });
+    expect(await new MessageRenderer(pool).render(large)).toEqual(renderMessage(large));
+    expect(pool.status()).toMatchObject({ ok: true, figures: { threads: 1 } });
+    await pool.shutdown();
+    await expect(pool.run(small)).rejects.toMatchObject({ code: 'unavailable' });
+  });
+});
