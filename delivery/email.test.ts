@@ -548,7 +548,7 @@ describe('deadlines', () => {
       sender.send(settingsFor(stalling.port, { timeoutMs: 800, connectionTimeoutMs: 600 }), addressing(), message()),
       sender.send(settingsFor(healthy.port), addressing(), message()),
     ]);
-    expect(stalled).toEqual({ kind: 'transient', providerStatus: 'smtp timeout', error: 'smtp: not sent within 800 ms (withdrawn: it will not go out later)' });
+    expect(stalled).toEqual({ kind: 'transient', providerStatus: 'smtp timeout', error: 'smtp: no answer within 800 ms: taken back, or its connection closed (a server that had it whole may still deliver it, under the same Message-ID)' });
     expect(Date.now() - started).toBeLessThan(5000);
     expect(delivered.kind).toBe('delivered');
     await waitFor(() => stalling.closed() === 1, 'the stalled connection to close');

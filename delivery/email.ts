@@ -8,8 +8,9 @@
  *   through the egress policy and to the address it approved (delivery/smtp-socket.ts). Only
  *   the operator's own server (`operatorServer`) is connected to as configured.
  * - Every attempt has a deadline, time queued in the pool included; past it the attempt is
- *   transient and its message is withdrawn from the pool (or its connection closed), so it
- *   cannot go out later behind the next attempt. A silent server is dropped sooner.
+ *   transient and its message is withdrawn from the pool, or its connection closed, so it does
+ *   not go out later behind the next attempt (but for a server that had taken it whole and not
+ *   yet said so: the same Message-ID then). A silent server is dropped sooner.
  * - Nothing from a submission reaches a header unchecked: the recipient and the sender must each
  *   be one clean address (else the attempt is refused before any connection), the subject loses
  *   its line breaks, a Reply-To that is not one plain address is left out, and the SMTP envelope
@@ -300,7 +301,7 @@ export class EmailSender {
       const info = await pooled.transport.sendMail({ ...composeMail(from, addressing, message), signal: deadline.signal });
       return sentOutcome(info);
     } catch (err) {
-      if (deadline.signal.aborted) return { kind: 'transient', error: `smtp: not sent within ${attemptMs} ms (withdrawn: it will not go out later)`, providerStatus: 'smtp timeout' };
+      if (deadline.signal.aborted) return { kind: 'transient', error: `smtp: no answer within ${attemptMs} ms: taken back, or its connection closed (a server that had it whole may still deliver it, under the same Message-ID)`, providerStatus: 'smtp timeout' };
       const outcome = err instanceof Error ? failureOutcome(err as NodemailerError) : undefined;
       if (outcome) {
         this.logReply(err as NodemailerError, pooled, outcome);
