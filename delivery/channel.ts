@@ -12,7 +12,7 @@ export interface RenderedMessage {
   subject: string;
   /** HTML body: submission values already escaped, a notification's body already sanitised. */
   html: string;
-  /** Plain-text alternative of `html`. */
+  /** Plain-text alternative of `html`, made by whoever rendered the message: a sender sends it as it is (none when empty). */
   text: string;
   /** The submitter's address, when the submission holds a valid one. */
   replyTo?: string;

@@ -220,18 +220,23 @@ describe('a delivered message', () => {
     expect(parsed.text?.trim()).toBe('Name: <script>alert(1)</script> & Grüße ✓');
   });
 
-  it('derives the text part from the HTML when the text is empty', async () => {
+  it('sends the text it is given, and no text part when that is empty (the renderer makes it, not the sender)', async () => {
     const smtp = await startSmtp();
-    const outcome = await newSender().send(settingsFor(smtp.port), addressing(), message({
-      html: '<h1>New submission</h1><p>Name: Ada &amp; Co</p><p>Message: hello</p>',
-      text: '',
-    }));
+    const outcome = await newSender().send(settingsFor(smtp.port), addressing(), message({ html: '<h1>New submission</h1><p>Name: Ada &amp; Co</p>', text: '' }));
     expect(outcome.kind).toBe('delivered');
-    const text = smtp.received[0]!.parsed.text ?? '';
-    expect(text).toContain('NEW SUBMISSION');
-    expect(text).toContain('Name: Ada & Co');
-    expect(text).toContain('Message: hello');
-    expect(text).not.toContain('<p>');
+    expect(smtp.received[0]!.raw).not.toMatch(/^Content-Type: text\/plain/im);
+    expect(smtp.received[0]!.parsed.html).toContain('Name: Ada &amp; Co');
+  });
+
+  it('sends a message at the render limit whole, its parts streamed', async () => {
+    const smtp = await startSmtp();
+    const html = `<p>${'é<&'.repeat(400_000)}</p>`;
+    const text = `${'ü\n'.repeat(300_000)}end`;
+    const outcome = await newSender().send(settingsFor(smtp.port), addressing(), message({ html, text }));
+    expect(outcome.kind).toBe('delivered');
+    const [received] = smtp.received;
+    expect(received!.parsed.html).toBe(html);
+    expect(received!.parsed.text).toBe(text);
   });
 
   it('takes a plain From address as well', async () => {
