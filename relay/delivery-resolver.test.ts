@@ -12,6 +12,7 @@ import type { DeliveryJob } from '../delivery/job.ts';
 import { RelayJobResolver, type DeliveryDefaults } from './delivery-resolver.ts';
 import { renderMessage } from './render.ts';
 import { MessageRenderer } from './renderer.ts';
+import { sanitizedBody } from './sanitize.ts';
 import type { DeliverySettings } from './model.ts';
 import type { RelayStore } from './store.ts';
 
@@ -40,7 +41,7 @@ async function settingsFor(email: DeliverySettings['email']): Promise<SmtpSettin
     channel: 'email', destination: 'owner@example.test', createdAt: new Date().toISOString(), content: { data: {}, subject: 'Hi', body: '<p>Hi</p>' },
   };
   // Renders on this thread, whatever the size: what is tested is the transport.
-  const renderer = new MessageRenderer({ run: async (request) => renderMessage(request) });
+  const renderer = new MessageRenderer({ run: async (request) => renderMessage(request), sanitize: async (html) => sanitizedBody(html) });
   const resolved = await new RelayJobResolver(store, secrets, defaults, renderer).resolve(job);
   if (resolved.channel !== 'email') throw new Error(`resolved to ${resolved.channel}`);
   return resolved.settings;

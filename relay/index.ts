@@ -122,6 +122,7 @@ export function openPublicRelay(relay: Relay, parts: PublicRelayParts): PublicRe
     idempotency: new Idempotency(state, { leaseMs: parts.idempotencyLeaseMs }),
     intake: new RelayIntake(parts.bus, parts.deliveries, parts.history),
     validate: relay.validate,
+    renderer: relay.renderer,
     limiters: parts.limiters,
     clientIp: parts.clientIp,
     budget: parts.budget,

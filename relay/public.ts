@@ -25,7 +25,8 @@ import { errorResponse } from './http.ts';
 import { fingerprint, IDEMPOTENCY_HEADER, idempotencyKey, type Claim, type Idempotency } from './idempotency.ts';
 import type { JobTarget, RelayIntake } from './intake.ts';
 import { CHANNELS, type Channel, type Form, type RelayApiKey, type Site } from './model.ts';
-import { sanitizeBody, sanitizeSubject } from './sanitize.ts';
+import type { MessageRenderer } from './renderer.ts';
+import { sanitizeSubject } from './sanitize.ts';
 import type { BodyValidator } from './schemas.ts';
 import { escapeHtml } from './templates.ts';
 import type { RelayStore } from './store.ts';
@@ -54,6 +55,8 @@ export interface PublicRelayDeps {
   idempotency: Idempotency;
   intake: RelayIntake;
   validate: BodyValidator;
+  /** Sanitises a notification's body, a large one off the event loop. */
+  renderer: Pick<MessageRenderer, 'sanitizeBody'>;
   /** Sliding windows per client IP (relay spec 8). */
   limiters: { submissions: Limiter; notifications: Limiter; discovery: Limiter };
   clientIp: ClientIpResolver;
@@ -242,6 +245,7 @@ export class PublicRelay {
         if (!site.active) throw forbidden('This site is inactive: activate it in the admin to send notifications');
         const form = this.notificationForm(site, input.formKey);
         const targets = notificationTargets(this.deps.store, site, form, input);
+        const body = await this.deps.renderer.sanitizeBody(input.body ?? '');
         return this.once(received, `notifications\n${key!.id}`, {}, async (claim) => {
           stillClaimed(claim);
           const submissionId = await this.deps.intake.store(
@@ -252,7 +256,7 @@ export class PublicRelay {
               kind: 'notification',
               data: input.data ?? {},
               subject: sanitizeSubject(input.subject ?? ''),
-              body: sanitizeBody(input.body ?? ''),
+              body,
               meta: this.meta(request, received.ip, key!.id),
             },
             targets,

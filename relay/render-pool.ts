@@ -10,6 +10,7 @@ import type { ComponentStatus } from '../core/readiness.ts';
 import { BundledPool } from '../pipeline/bundled-pool.ts';
 import type { RenderRequest, RenderResult } from './render.ts';
 import type { RenderRunner } from './renderer.ts';
+import type { SanitizedBody } from './sanitize.ts';
 
 /** Threads at most: one kept, a second while renders queue. */
 export const RENDER_THREADS = 2;
@@ -43,10 +44,18 @@ export class RenderPool implements RenderRunner {
   }
 
   async run(request: RenderRequest): Promise<RenderResult> {
+    return (await this.started()).run(request);
+  }
+
+  async sanitize(html: string): Promise<SanitizedBody> {
+    return (await this.started()).run(html, { name: 'sanitize' });
+  }
+
+  private async started() {
     await this.start();
     const pool = this.threads.piscina;
     if (!pool || this.stopped) throw this.unavailable();
-    return pool.run(request);
+    return pool;
   }
 
   private unavailable(): SluiceError {

@@ -1,22 +1,29 @@
 /**
- * Where messages are rendered: small inputs on the event loop, large ones on the render pool's
- * threads (a real pool: the worker bundled from relay/render-worker.ts), with the same result.
+ * Where messages are rendered and notification bodies sanitised: small inputs on the event loop,
+ * large ones on the render pool's threads (a real pool: the worker bundled from
+ * relay/render-worker.ts), with the same result.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { renderMessage, type RenderRequest, type RenderResult } from './render.ts';
 import { RenderPool } from './render-pool.ts';
 import { MessageRenderer, RENDER_ON_LOOP_MAX_CHARS, type RenderRunner } from './renderer.ts';
+import { MAX_NESTING, sanitizedBody, type SanitizedBody } from './sanitize.ts';
 import { DEFAULT_TEMPLATE } from './templates.ts';
 
 const small: RenderRequest = { template: DEFAULT_TEMPLATE, data: { name: 'Ada', message: 'Hello' } };
 const large: RenderRequest = { template: DEFAULT_TEMPLATE, data: { name: 'Ada', message: '<'.repeat(RENDER_ON_LOOP_MAX_CHARS) } };
 
-/** A pool that records what it is given and renders it here. */
+/** A pool that records what it is given and renders (or sanitises) it here. */
 class RecordingPool implements RenderRunner {
   readonly requests: RenderRequest[] = [];
+  readonly bodies: string[] = [];
   async run(request: RenderRequest): Promise<RenderResult> {
     this.requests.push(request);
     return renderMessage(request);
+  }
+  async sanitize(html: string): Promise<SanitizedBody> {
+    this.bodies.push(html);
+    return sanitizedBody(html);
   }
 }
 
@@ -41,6 +48,20 @@ describe('MessageRenderer', () => {
   });
 });
 
+describe('MessageRenderer: a notification body', () => {
+  it('sanitises a small body on the event loop and a large one on the pool; refuses either with 400 naming body', async () => {
+    const pool = new RecordingPool();
+    const renderer = new MessageRenderer(pool);
+    expect(await renderer.sanitizeBody('<p onclick="x()">hi</p><script>alert(1)</script>')).toBe('<p>hi</p>');
+    expect(pool.bodies).toEqual([]);
+    const large = `<p>${'a'.repeat(RENDER_ON_LOOP_MAX_CHARS)}</p>`;
+    expect(await renderer.sanitizeBody(large)).toBe(large);
+    expect(pool.bodies).toEqual([large]);
+    const nested = `${'<b>'.repeat(MAX_NESTING + 1)}x`;
+    await expect(renderer.sanitizeBody(nested)).rejects.toMatchObject({ statusCode: 400, message: `Validation failed: body nests elements more than ${MAX_NESTING} deep` });
+  });
+});
+
 describe('RenderPool', () => {
   const pool = new RenderPool();
   afterAll(() => pool.shutdown());
@@ -49,6 +70,8 @@ describe('RenderPool', () => {
     expect(pool.status()).toMatchObject({ ok: true });
     expect(await new MessageRenderer(pool).render(large)).toEqual(renderMessage(large));
     expect(pool.status()).toMatchObject({ ok: true, figures: { threads: 1 } });
+    const escaped = `<p>${'&lt;script&gt;x&lt;/script&gt;'.repeat(1000)}</p>`;
+    expect(await pool.sanitize(escaped)).toEqual(sanitizedBody(escaped));
     await pool.shutdown();
     await expect(pool.run(small)).rejects.toMatchObject({ code: 'unavailable' });
   });

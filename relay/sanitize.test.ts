@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { RelayError } from './errors.ts';
-import { MAX_ROUNDS, sanitizeBody, sanitizeSubject } from './sanitize.ts';
+import { MAX_NESTING, MAX_ROUNDS, nestingDepth, sanitizeBody, sanitizeSubject } from './sanitize.ts';
 
 describe('sanitizeBody', () => {
   it.each([
@@ -61,5 +61,30 @@ describe('escaping nested deeper than a few rounds (found by relay/relay.fuzz.te
       expect(run).toThrow(/Validation failed: (body|subject) is HTML-escaped over and over/);
     }
     expect(sanitizeBody(escape('<b>x</b>', MAX_ROUNDS - 2))).toBe('<b>x</b>');
+  });
+});
+
+describe('nesting (sanitize-html costs the square of the depth: 33,000 nested <b> in 100 KB took 1.3 s)', () => {
+  it('counts open elements as a parser would close them: void and self-ending ones do not nest', () => {
+    expect(nestingDepth('<div><table><tr><td><p>a<p>b<br><img src="x"></td></tr></table></div>')).toBe(2);
+    expect(nestingDepth('<b><i><u>x</u></i></b>')).toBe(3);
+    expect(nestingDepth('<span/><span/>')).toBe(0);
+    expect(nestingDepth('<li>a<li>b<li>c')).toBe(0);
+  });
+
+  it(`refuses a body nested deeper than ${MAX_NESTING}, as written or once its entities are decoded, and takes one at the limit`, () => {
+    const atLimit = `${'<div>'.repeat(MAX_NESTING)}x${'</div>'.repeat(MAX_NESTING)}`;
+    expect(sanitizeBody(atLimit)).toBe(atLimit);
+    for (const deep of [`${'<b>'.repeat(33_000)}x`, `${'&lt;b&gt;'.repeat(MAX_NESTING + 1)}x`]) {
+      const refused = (() => {
+        try {
+          sanitizeBody(deep);
+        } catch (err) {
+          return err;
+        }
+      })();
+      expect(refused).toBeInstanceOf(RelayError);
+      expect((refused as RelayError).message).toBe(`Validation failed: body nests elements more than ${MAX_NESTING} deep`);
+    }
   });
 });

@@ -121,7 +121,7 @@ export const PUBLIC_SCHEMAS = {
       data,
       template: { type: 'string', maxLength: 100, description: 'Accepted and ignored.' },
       subject: { type: 'string', maxLength: 500, description: 'Replaces the template subject; sanitised to plain text.' },
-      body: { type: 'string', maxLength: 100_000, description: 'Replaces the template HTML body; sanitised (no scripts, event handlers or javascript: links).' },
+      body: { type: 'string', maxLength: 100_000, description: 'Replaces the template HTML body; sanitised (no scripts, event handlers or javascript: links); elements nested at most 256 deep.' },
     },
     ['siteKey'],
   ),

@@ -169,6 +169,18 @@ describe('validation', () => {
     expect(row!.Body).toBe('<p>Hi <b>Ann</b></p><a>link</a><a href="https://example.com/o/1">order</a>');
     for (const text of [row!.Subject, row!.Body]) expect(text).not.toMatch(/script|onclick|onerror|javascript/i);
   });
+
+  it('sanitises a large body as a small one (on the render pool), and refuses one nested deeper than 256 with 400 naming body', async () => {
+    const paragraph = '<p onclick="steal()">Order <b>1</b> shipped</p><script>steal()</script>';
+    const reply = await notify({ ...base(), body: paragraph.repeat(1000) });
+    expect(reply.status, reply.text).toBe(201);
+    const [row] = await relay.rows<{ Body: string }>(`SELECT Body FROM otel.relay_submissions WHERE SubmissionId = toUUID('${reply.body.submissionId}')`);
+    expect(row!.Body).toBe('<p>Order <b>1</b> shipped</p>'.repeat(1000));
+    // 33,000 nested elements held the event loop 1.3 s in sanitize-html before this was refused.
+    const nested = await notify({ ...base(), body: '<b>'.repeat(33_000) });
+    expectValidationFailed(nested, 'body');
+    expect(nested.body.message).toBe('Validation failed: body nests elements more than 256 deep');
+  });
 });
 
 describe('rate limit (300 per IP in any 60 seconds)', () => {
