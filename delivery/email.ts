@@ -18,14 +18,14 @@
  * - The outcome and its error, in our words: delivery/smtp-outcome.ts.
  */
 import { createHash } from 'node:crypto';
-import { Readable } from 'node:stream';
-import { setImmediate as nextTurn } from 'node:timers/promises';
+import type { Readable } from 'node:stream';
 import type net from 'node:net';
 import nodemailer, { type NodemailerError, type SendMailOptions, type SMTPPoolOptions, type SMTPPoolSentMessageInfo, type Transporter } from 'nodemailer';
 import { emailDomain, isEmailAddress } from '../core/email-address.ts';
 import { redactUrl } from '../core/redact.ts';
 import { clip, type AttemptOutcome, type RenderedMessage } from './channel.ts';
 import { connectToApproved, type ConnectOptions, type EgressPolicy } from './egress.ts';
+import { pacedBody } from './paced-body.ts';
 import { failureOutcome, sentOutcome } from './smtp-outcome.ts';
 import { checkedSocket } from './smtp-socket.ts';
 
@@ -80,9 +80,8 @@ const DEFAULT_ATTEMPT_TIMEOUT_MS = 60_000;
 /** The most of a server's reply an operator's log line carries. */
 const LOGGED_REPLY_CHARS = 200;
 
-/** Body parts longer than this go to nodemailer as a stream (bodyPart), in pieces of STREAM_CHUNK_BYTES. */
+/** Body parts longer than this go to nodemailer as a paced stream (bodyPart). */
 const STREAMED_PART_CHARS = 64 * 1024;
-const STREAM_CHUNK_BYTES = 16 * 1024;
 /** Any C0 control character or DEL: nothing a header value may hold. */
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 /** A msg-id as the worker builds it: `<left@right>`, visible ASCII, no brackets or spaces inside. */
@@ -382,23 +381,9 @@ function composeMail(from: MailboxAddress, addressing: EmailAddressing, message:
   };
 }
 
-/**
- * A body part as nodemailer takes it: a short one as the string, a long one as a stream of
- * STREAM_CHUNK_BYTES pieces, the event loop free between two. nodemailer encodes, DKIM-hashes
- * and dot-stuffs what it is given in one synchronous pass: a message at the render limit held
- * the loop 83 ms as strings (quoted-printable), 16-44 ms as a stream read at once, and under
- * 2 ms a piece when each waits for the next turn of the loop.
- */
+/** A body part as nodemailer takes it: a short one as the string, a long one paced (paced-body.ts). */
 function bodyPart(text: string): string | Readable {
-  if (text.length <= STREAMED_PART_CHARS) return text;
-  const bytes = Buffer.from(text);
-  async function* pieces() {
-    for (let at = 0; at < bytes.length; at += STREAM_CHUNK_BYTES) {
-      yield bytes.subarray(at, at + STREAM_CHUNK_BYTES);
-      await nextTurn();
-    }
-  }
-  return Readable.from(pieces(), { objectMode: false });
+  return text.length <= STREAMED_PART_CHARS ? text : pacedBody(text);
 }
 
 function refused(error: string, providerStatus: string): AttemptOutcome {
