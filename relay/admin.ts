@@ -19,7 +19,7 @@ import { E164_RULE, isE164 } from '../core/e164.ts';
 import { isEmailAddress } from '../core/email-address.ts';
 import { sha256Hex } from '../core/hash.ts';
 import type { Collection } from '../state/collection.ts';
-import type { PageQuery, SubmissionQuery, SubmissionReader } from './submissions.ts';
+import type { PageQuery, SubmissionReader } from './submissions.ts';
 import { checkData } from './data.ts';
 import { overLimit } from './render.ts';
 import type { MessageRenderer } from './renderer.ts';
@@ -375,7 +375,7 @@ export class RelayAdmin {
   }
 
   /** A form's stored submissions, newest first, a page at a time (`nextBefore` continues). */
-  listSubmissions(actor: Actor, siteId: string, formId: string, query: SubmissionQuery = {}) {
+  listSubmissions(actor: Actor, siteId: string, formId: string, query: PageQuery = {}) {
     const form = this.form(actor, siteId, formId);
     return this.submissions.list(form.tenantId, form.siteId, form.id, query);
   }

@@ -10,14 +10,14 @@
  * `withdrawn` — never attempted, and not retryable, since the caller's new request delivers.
  * With an Idempotency-Key the retry is the same submission: its id and time come from the key's
  * first use, its jobs' ids from it and their destinations (delivery/job.ts), so each destination
- * gets it once whichever attempt queued it, and its rows written again are the same rows. (Only a crash between the two steps leaves jobs that show
- * as queued with no attempt.)
+ * gets it once whichever attempt queued it, and its rows written again are the same rows. (Only
+ * a crash between the two steps leaves jobs that show as queued with no attempt.)
  */
 import { randomUUID } from 'node:crypto';
 import type { Bus } from '../bus/bus.ts';
 import type { Reservation } from '../core/byte-budget.ts';
-import { jobIdOf, type DeliveryJob, type JobKind } from '../delivery/job.ts';
 import { derivedUuid } from '../core/hash.ts';
+import { jobIdOf, type DeliveryJob, type JobKind } from '../delivery/job.ts';
 import type { DeliveryQueue } from '../delivery/queue.ts';
 import type { AttemptLog } from '../delivery/attempt-log.ts';
 import { TranscodeOutput } from '../pipeline/otlp/output.ts';

@@ -17,8 +17,6 @@ export interface PageQuery {
   /** Only items older than this cursor (the previous page's `nextBefore`). */
   before?: string;
 }
-export type SubmissionQuery = PageQuery;
-
 /** The page's size: 50 unless given; 400 naming `limit` unless a whole number from 1 to MAX_PAGE. */
 export function pageLimit(query: PageQuery): number {
   const limit = query.limit ?? 50;
@@ -55,7 +53,7 @@ export class SubmissionReader {
   /** @param storage the process's storage (rejects with 503 where it has none) */
   constructor(private readonly storage: () => Promise<Storage>, private readonly database: string) {}
 
-  async list(tenantId: string, siteId: string, formId: string, query: SubmissionQuery = {}): Promise<{ submissions: SubmissionView[]; nextBefore?: string }> {
+  async list(tenantId: string, siteId: string, formId: string, query: PageQuery = {}): Promise<{ submissions: SubmissionView[]; nextBefore?: string }> {
     const limit = pageLimit(query);
     const cursor = query.before === undefined ? undefined : /^(\d{1,20})_([0-9a-f-]{36})$/.exec(query.before);
     if (cursor === null) throw validationFailed('before', 'must be a cursor from nextBefore');
