@@ -6,6 +6,7 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { SluiceError } from '../core/errors.ts';
 import { SecretBox } from '../core/secret-box.ts';
 import type { SmtpSettings } from '../delivery/email.ts';
 import type { DeliveryJob } from '../delivery/job.ts';
@@ -58,5 +59,20 @@ describe('RelayJobResolver: email transports', () => {
     // Stored before the rule, or the operator changed the domains since: the server's own From.
     expect(await settingsFor({ from: 'Billing <billing@bank.test>' })).toEqual(SERVER);
     expect(await settingsFor(undefined)).toEqual(SERVER);
+  });
+});
+
+describe('RelayJobResolver: the render pool full', () => {
+  it('fails the attempt for now (retried), not dead, when its large message finds no room on the render pool', async () => {
+    const busy = new SluiceError('unavailable', 'the render pool is busy (64 renders waiting)', { retryAfterSeconds: 1 });
+    const renderer = new MessageRenderer({ run: () => Promise.reject(busy), sanitize: async (html) => sanitizedBody(html) }, 0);
+    const store = { deliverySettings: new Map(), forms: new Map(), templates: new Map() } as unknown as RelayStore;
+    const job: DeliveryJob = {
+      id: randomUUID(), series: 1, tenantId: 'ten_1', siteId: 'site_1', formId: '', submissionId: 'sub_1', kind: 'notification',
+      channel: 'email', destination: 'owner@example.test', createdAt: new Date().toISOString(), content: { data: {}, subject: 'Hi', body: '<p>Hi</p>' },
+    };
+    expect(await new RelayJobResolver(store, secrets, defaults, renderer).resolve(job)).toEqual({
+      channel: 'none', error: 'not rendered: the render pool is busy (64 renders waiting)', retry: true,
+    });
   });
 });

@@ -11,6 +11,7 @@
  * transport sends a tenant's From only in a domain the operator verified (SLUICE_SMTP_FROM_DOMAINS),
  * else the server's From: the settings may predate the rule, or the domains may have changed.
  */
+import { SluiceError } from '../core/errors.ts';
 import type { SecretBox } from '../core/secret-box.ts';
 import type { RenderedMessage } from '../delivery/channel.ts';
 import { isFromInDomains, isPlainEmailAddress, type SmtpSettings } from '../delivery/email.ts';
@@ -57,7 +58,7 @@ export class RelayJobResolver implements JobResolver {
       case 'email':
       case 'whatsapp': {
         const message = await this.render(job, form);
-        if ('error' in message) return { channel: 'none', error: message.error };
+        if ('error' in message) return { channel: 'none', error: message.error, ...(message.retry ? { retry: true } : {}) };
         return job.channel === 'email' ? this.email(job, message) : this.whatsapp(job, message);
       }
     }
@@ -130,10 +131,15 @@ export class RelayJobResolver implements JobResolver {
    * The form's template (or the default) filled with the data; a notification's own subject and
    * body win. A message over the size limit cannot be sent: the error says why, and the job is dead.
    */
-  private async render(job: DeliveryJob, form: Form | undefined): Promise<RenderedMessage | { error: string }> {
+  private async render(job: DeliveryJob, form: Form | undefined): Promise<RenderedMessage | { error: string; retry?: true }> {
     const { data, subject, body } = job.content;
     const { subject: templateSubject, html } = (form?.templateId && this.store.templates.get(form.templateId)) || DEFAULT_TEMPLATE;
-    const rendered = await this.renderer.render({ template: { subject: templateSubject, html }, data, ...(subject ? { subject } : {}), ...(body ? { body } : {}) });
+    const rendered = await this.renderer.render({ template: { subject: templateSubject, html }, data, ...(subject ? { subject } : {}), ...(body ? { body } : {}) }).catch((err: unknown) => {
+      // The render pool's queue full: not this job's fault, tried again later.
+      if (err instanceof SluiceError && err.code === 'unavailable') return { busy: err.message } as const;
+      throw err;
+    });
+    if ('busy' in rendered) return { error: `not rendered: ${rendered.busy}`, retry: true };
     if (!rendered.ok) return { error: `the message ${overLimit(rendered.chars)}` };
     const replyTo = REPLY_TO_FIELDS.map((field) => data[field]).find((value): value is string => typeof value === 'string' && isPlainEmailAddress(value));
     return { ...rendered.message, ...(replyTo ? { replyTo } : {}) };

@@ -16,6 +16,13 @@ import type { SanitizedBody } from './sanitize.ts';
 export const RENDER_THREADS = 2;
 /** How long the second thread idles before it stops. */
 const IDLE_THREAD_MS = 60_000;
+/**
+ * Renders waiting for a thread, at most: past it a render is refused (503) rather than queued.
+ * A preview's body leaves the byte budget once it is parsed, and previews are not rate-limited:
+ * without this an admin could queue any number of them, each holding its data. As many as the
+ * delivery attempts a process runs at once by default.
+ */
+export const RENDER_QUEUE = 64;
 
 /** The render threads: a BundledPool of render-worker.ts, started once, stopped for good. */
 export class RenderPool implements RenderRunner {
@@ -26,6 +33,8 @@ export class RenderPool implements RenderRunner {
     idleTimeoutMs: IDLE_THREAD_MS,
   });
   private stopped = false;
+
+  constructor(private readonly maxQueue = RENDER_QUEUE) {}
 
   /** Bundles the worker and starts a thread; resolves once it has loaded the code. */
   start(): Promise<void> {
@@ -43,19 +52,21 @@ export class RenderPool implements RenderRunner {
     return this.threads.started ? this.threads.status() : { ok: true, detail: 'not started: starts on first use' };
   }
 
-  async run(request: RenderRequest): Promise<RenderResult> {
-    return (await this.started()).run(request);
+  run(request: RenderRequest): Promise<RenderResult> {
+    return this.submit(request);
   }
 
-  async sanitize(html: string): Promise<SanitizedBody> {
-    return (await this.started()).run(html, { name: 'sanitize' });
+  sanitize(html: string): Promise<SanitizedBody> {
+    return this.submit(html, 'sanitize');
   }
 
-  private async started() {
+  /** A task on the threads, if their queue has room: checked and queued in one step, so concurrent callers cannot all pass. */
+  private async submit<T>(task: unknown, name?: string): Promise<T> {
     await this.start();
     const pool = this.threads.piscina;
     if (!pool || this.stopped) throw this.unavailable();
-    return pool;
+    if (pool.queueSize >= this.maxQueue) throw new SluiceError('unavailable', `the render pool is busy (${this.maxQueue} renders waiting)`, { retryAfterSeconds: 1 });
+    return pool.run(task, name ? { name } : {}) as Promise<T>;
   }
 
   private unavailable(): SluiceError {

@@ -75,4 +75,18 @@ describe('RenderPool', () => {
     await pool.shutdown();
     await expect(pool.run(small)).rejects.toMatchObject({ code: 'unavailable' });
   });
+
+  it('refuses a render past its queue with a retryable 503 rather than queue it, and renders the ones it took', async () => {
+    const small = new RenderPool(2);
+    try {
+      await small.start();
+      const outcomes = await Promise.allSettled(Array.from({ length: 12 }, () => small.run(large)));
+      const refused = outcomes.filter((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
+      expect(refused.length).toBeGreaterThan(0);
+      for (const { reason } of refused) expect(reason).toMatchObject({ code: 'unavailable', retryAfterSeconds: 1, message: 'the render pool is busy (2 renders waiting)' });
+      for (const outcome of outcomes) if (outcome.status === 'fulfilled') expect(outcome.value).toEqual(renderMessage(large));
+    } finally {
+      await small.shutdown();
+    }
+  });
 });
