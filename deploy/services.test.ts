@@ -6,7 +6,7 @@
  * otherwise as the user running them, with SERVICES_INSTALL=never so that no test installs.
  */
 import { execFile } from 'node:child_process';
-import { chmod, chown, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
+import { chmod, chown, copyFile, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,12 +26,21 @@ interface Outcome {
   stderr: string;
 }
 
-/** Runs the script as an unprivileged user with only these settings (and PATH). */
-function runUnprivileged(env: Record<string, string>): Promise<Outcome> {
+/**
+ * Runs the script as an unprivileged user with only these settings (and PATH). The user runs a
+ * copy in a directory of its own: the checkout may sit where only its owner can read (a home
+ * directory of mode 0700, a `mktemp -d` folder).
+ */
+async function runUnprivileged(env: Record<string, string>): Promise<Outcome> {
   const settings = { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: asRoot ? '/nonexistent' : process.env.HOME!, ...env };
+  const copy = await directoryFor('sluice-services-script-', false);
+  cleanups.push(() => rm(copy, { recursive: true, force: true }));
+  const script = join(copy, 'services.sh');
+  await copyFile(SCRIPT, script);
+  await chmod(script, 0o644);
   const done = asRoot
-    ? run('setpriv', ['--reuid', String(NOBODY), '--regid', String(NOBODY), '--clear-groups', 'env', '-i', ...Object.entries(settings).map(([k, v]) => `${k}=${v}`), 'bash', SCRIPT], { cwd: ROOT })
-    : run('bash', [SCRIPT], { cwd: ROOT, env: { ...settings, SERVICES_INSTALL: 'never' } });
+    ? run('setpriv', ['--reuid', String(NOBODY), '--regid', String(NOBODY), '--clear-groups', 'env', '-i', ...Object.entries(settings).map(([k, v]) => `${k}=${v}`), 'bash', script], { cwd: copy })
+    : run('bash', [script], { cwd: copy, env: { ...settings, SERVICES_INSTALL: 'never' } });
   return done.then(({ stdout, stderr }) => ({ code: 0, stdout, stderr }), (err) => ({ code: err.code, stdout: err.stdout, stderr: err.stderr }));
 }
 
