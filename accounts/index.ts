@@ -6,3 +6,4 @@ export { DEFAULT_TENANT_ID, ROLES, type Role, type Stamped, type Tenant, type Us
 export { AccountStore, newId, type NewUser } from './store.ts';
 export { checkPassword, hashPassword, oneTimePassword } from './passwords.ts';
 export { SESSION_HOURS, Sessions, type Session, type SessionClaims } from './sessions.ts';
+export { mayDo, refusalMessage, RIGHTS, type Right } from './rights.ts';

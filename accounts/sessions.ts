@@ -1,13 +1,18 @@
 /**
- * Sessions as HS256 JWTs (jose) that name the user, the tenant and the user's session version.
- * Each check re-reads the user from the in-memory account store, so a deactivation, a role
- * change or a password change takes effect on the next request, whatever tokens are out there.
+ * Sessions as HS256 JWTs (jose) that name the user, the tenant, the user's session version and
+ * a session record in the state store. Each check re-reads the user from the in-memory account
+ * store, so a deactivation, a role change or a password change takes effect on the next
+ * request, whatever tokens are out there; and reads the record from the store, so signing out
+ * (deleting the record) ends that one session at once on every gateway, even if its token was
+ * copied. Records expire with their tokens.
  *
  * Each front end has its own issuer (the relay's admin API: bearer tokens; the console: a
  * cookie), so a token made for one is refused by the other: a console cookie cannot be replayed
  * as a bearer token where no Origin or CSRF check applies.
  */
+import { randomBytes } from 'node:crypto';
 import { jwtVerify, SignJWT } from 'jose';
+import type { StateStore } from '../state/store.ts';
 import type { Tenant, User } from './model.ts';
 import type { AccountStore } from './store.ts';
 
@@ -20,32 +25,54 @@ export interface Session {
   expiresAt: string;
 }
 
-/** A verified token: its active user and their tenant, and the extra claims it was issued with. */
+/** A verified token: its active user and their tenant, and the session it names. */
 export interface SessionClaims {
   user: User;
   tenant: Tenant;
-  claims: Record<string, unknown>;
+  sessionId: string;
+}
+
+interface SessionRecord {
+  userId: string;
+  createdAt: string;
 }
 
 export class Sessions {
-  constructor(private readonly key: Uint8Array, private readonly accounts: AccountStore, private readonly issuer: string) {}
+  /** `bucket`: the front end's session records (each front end its own). */
+  constructor(
+    private readonly key: Uint8Array,
+    private readonly accounts: AccountStore,
+    private readonly issuer: string,
+    private readonly state: StateStore,
+    private readonly bucket: string,
+  ) {
+    state.expireAfter(bucket, SESSION_HOURS * 3600_000);
+  }
 
-  /** `extra`: claims of the front end's own (the console's session id). */
-  async issue(user: User, extra: Record<string, string> = {}): Promise<Session> {
+  /** A new session of `user`: its token, and its id (for sign-out). */
+  async issue(user: User): Promise<Session & { sessionId: string }> {
+    const sessionId = randomBytes(18).toString('base64url');
+    const record: SessionRecord = { userId: user.id, createdAt: new Date().toISOString() };
+    await this.state.put(this.bucket, sessionId, record);
     const expires = Math.floor(Date.now() / 1000) + SESSION_HOURS * 3600;
-    const token = await new SignJWT({ ...extra, tid: user.tenantId, sv: user.sessionVersion })
+    const token = await new SignJWT({ sid: sessionId, tid: user.tenantId, sv: user.sessionVersion })
       .setProtectedHeader({ alg: 'HS256' })
       .setIssuer(this.issuer)
       .setSubject(user.id)
       .setIssuedAt()
       .setExpirationTime(expires)
       .sign(this.key);
-    return { token, expiresAt: new Date(expires * 1000).toISOString() };
+    return { token, expiresAt: new Date(expires * 1000).toISOString(), sessionId };
+  }
+
+  /** Ends a session: its token is refused from now on, wherever it is presented. */
+  async end(sessionId: string): Promise<void> {
+    await this.state.delete(this.bucket, sessionId);
   }
 
   /** The active user a token stands for, or undefined. */
   async verify(token: string): Promise<SessionClaims | undefined> {
-    let claims: Record<string, unknown> & { sub?: string; tid?: unknown; sv?: unknown };
+    let claims: Record<string, unknown> & { sub?: string; tid?: unknown; sv?: unknown; sid?: unknown };
     try {
       // Every session we issue has exp and iat: a token without them (or issued in the future,
       // or longer ago than a session lasts) was not made by issue(), whatever key signed it.
@@ -60,7 +87,10 @@ export class Sessions {
       return undefined;
     }
     const active = claims.sub ? this.accounts.activeUser(claims.sub) : undefined;
-    if (!active || active.user.tenantId !== claims.tid || active.user.sessionVersion !== claims.sv) return undefined;
-    return { ...active, claims };
+    if (!active || active.user.tenantId !== claims.tid || active.user.sessionVersion !== claims.sv || typeof claims.sid !== 'string') return undefined;
+    // The store, not a mirror: a session ended on another gateway is refused on the next request.
+    const record = await this.state.get<SessionRecord>(this.bucket, claims.sid);
+    if (record?.userId !== active.user.id) return undefined;
+    return { ...active, sessionId: claims.sid };
   }
 }

@@ -13,7 +13,7 @@ import { ApiError, apiErrorResponse, JSON_TYPE, matchPath, readJsonBody } from '
 import type { Limiter } from '../gateway/limiter.ts';
 import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
-import { checkPassword, type AccountStore } from '../accounts/index.ts';
+import { checkPassword, mayDo, refusalMessage, RIGHTS, type AccountStore, type Right } from '../accounts/index.ts';
 import type { Me } from './api.ts';
 import type { ConsoleAssets } from './ui/build.ts';
 import type { Dashboards } from './dashboards.ts';
@@ -52,13 +52,14 @@ export interface Call {
   request: HttpRequest;
   params: Record<string, string>;
   body: unknown;
-  /** The signed-in user (routes with access 'session'). */
+  /** The signed-in user (every route but the open ones). */
   session: SignedIn;
   /** The tenant's SourceIds, looked up once per call. */
   sourceIds(): Promise<string[]>;
 }
 
-export type Access = 'open' | 'session';
+/** Who may call a route: anyone (sign-in, first run; limited per client), or a signed-in user with a right (accounts/rights.ts). */
+export type Access = 'open' | Right;
 export interface Route {
   method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   pattern: string;
@@ -110,11 +111,11 @@ function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
       }
       return signedIn(user);
     } },
-    { method: 'DELETE', pattern: '/api/session', access: 'session', status: 204, run: async ({ session }) => {
+    { method: 'DELETE', pattern: '/api/session', access: 'self', status: 204, run: async ({ session }) => {
       const setCookie = await deps.sessions.end(session.sessionId);
       return new Answer({ status: 204, headers: { 'set-cookie': setCookie } });
     } },
-    { method: 'GET', pattern: '/api/me', access: 'session', run: ({ session }) => me(session, deps.ingest()) },
+    { method: 'GET', pattern: '/api/me', access: 'self', run: ({ session }) => me(session, deps.ingest()) },
   ];
 }
 
@@ -124,8 +125,17 @@ function me({ user, tenant, csrfToken }: SignedIn, ingest: Me['ingest']): Me {
 
 const jsonHeaders = () => ({ 'content-type': JSON_TYPE, 'cache-control': 'no-store' });
 
+function routeTable(deps: ConsoleHttpDeps): Route[] {
+  return [...sessionRoutes(deps), ...sourceRoutes(deps), ...queryRoutes(deps), ...dashboardRoutes(deps)];
+}
+
+/** The routes as data, for the route-by-role test (the handlers are never called: no deps needed). */
+export function consoleRouteList(): Array<{ method: string; pattern: string; access: Access }> {
+  return routeTable({} as ConsoleHttpDeps).map(({ method, pattern, access }) => ({ method, pattern, access }));
+}
+
 export function consoleHandler(deps: ConsoleHttpDeps): HttpHandler {
-  const table = [...sessionRoutes(deps), ...sourceRoutes(deps), ...queryRoutes(deps), ...dashboardRoutes(deps)];
+  const table = routeTable(deps);
   const answer = (response: HttpResponse): HttpResponse => ({ ...response, headers: { ...SECURITY_HEADERS, ...response.headers } });
   return async (request) => {
     if (!request.path.startsWith('/api/')) return answer(staticFile(deps.assets, request));
@@ -154,6 +164,7 @@ async function apiCall(deps: ConsoleHttpDeps, table: Route[], request: HttpReque
     if (WRITES.has(request.method) && !deps.sessions.csrfMatches(session.sessionId, request.headers['x-csrf-token'])) {
       throw new ApiError(403, 'Missing or wrong X-CSRF-Token: reload the page');
     }
+    if (!mayDo(session.user.role, route.access)) throw new ApiError(403, refusalMessage(RIGHTS[route.access]));
   }
   const body = request.method === 'POST' || request.method === 'PUT' ? await readJsonBody(request, deps.budget) : undefined;
   let sourceIds: Promise<string[]> | undefined;

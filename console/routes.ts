@@ -24,11 +24,6 @@ function sourceView(source: Source & { keys: Array<Omit<ApiKeyRecord, 'hash'>> }
   };
 }
 
-/** Sources and keys change for owners and admins; members see them. */
-function requireAdmin(call: Call): void {
-  if (call.session.user.role === 'member') throw new ApiError(403, 'Members have read-only access');
-}
-
 export function sourceRoutes(deps: ConsoleHttpDeps): Route[] {
   const { sources } = deps;
   /** The tenant's source by id, with its keys; 404 for anyone else's. */
@@ -38,17 +33,15 @@ export function sourceRoutes(deps: ConsoleHttpDeps): Route[] {
     return found;
   };
   return [
-    { method: 'GET', pattern: '/api/sources', access: 'session', run: async (call) => ({ sources: (await sources.listSources(call.session.tenant.id)).map(sourceView) }) },
-    { method: 'POST', pattern: '/api/sources', access: 'session', status: 201, run: async (call) => {
-      requireAdmin(call);
+    { method: 'GET', pattern: '/api/sources', access: 'read', run: async (call) => ({ sources: (await sources.listSources(call.session.tenant.id)).map(sourceView) }) },
+    { method: 'POST', pattern: '/api/sources', access: 'configure', status: 201, run: async (call) => {
       const { name } = validBody<{ name: string }>('CreateSource', call.body);
       const created = await sources.createSource(name.trim(), call.session.tenant.id);
       const source = (await sources.listSources(call.session.tenant.id)).find((s) => s.id === created.id)!;
       const key: IssuedKeyView = { sourceId: created.id, keyId: created.keyId, apiKey: created.apiKey };
       return { source: sourceView(source), key };
     } },
-    { method: 'POST', pattern: '/api/sources/:id/keys', access: 'session', status: 201, run: async (call) => {
-      requireAdmin(call);
+    { method: 'POST', pattern: '/api/sources/:id/keys', access: 'configure', status: 201, run: async (call) => {
       const { revokeKeyId } = validBody<{ revokeKeyId?: string }>('AddKey', call.body);
       const source = await ownSource(call);
       if (revokeKeyId !== undefined && !source.keys.some((key) => key.id === revokeKeyId)) throw new ApiError(404, 'API key not found');
@@ -58,15 +51,13 @@ export function sourceRoutes(deps: ConsoleHttpDeps): Route[] {
       const view: IssuedKeyView = { sourceId: source.id, keyId: issued.keyId, apiKey: issued.apiKey };
       return view;
     } },
-    { method: 'POST', pattern: '/api/sources/:id/keys/:keyId/revoke', access: 'session', run: async (call) => {
-      requireAdmin(call);
+    { method: 'POST', pattern: '/api/sources/:id/keys/:keyId/revoke', access: 'configure', run: async (call) => {
       const source = await ownSource(call);
       if (!source.keys.some((key) => key.id === call.params.keyId)) throw new ApiError(404, 'API key not found');
       const revoked = await sources.revokeKey(call.params.keyId!);
       return { id: revoked.id, createdAt: ms(revoked.createdAt), revokedAt: ms(revoked.revokedAt!) };
     } },
-    { method: 'POST', pattern: '/api/sources/:id/install-tokens', access: 'session', status: 201, run: async (call) => {
-      requireAdmin(call);
+    { method: 'POST', pattern: '/api/sources/:id/install-tokens', access: 'configure', status: 201, run: async (call) => {
       const source = await ownSource(call);
       const issued = await deps.installTokens.create(source.id);
       const view: InstallTokenView = {
@@ -76,7 +67,7 @@ export function sourceRoutes(deps: ConsoleHttpDeps): Route[] {
       };
       return view;
     } },
-    { method: 'GET', pattern: '/api/agents', access: 'session', run: async (call) => {
+    { method: 'GET', pattern: '/api/agents', access: 'read', run: async (call) => {
       const sources = await call.sourceIds();
       return { agents: await deps.readGate.run(call.session.tenant.id, () => deps.reads.agents(sources)) };
     } },
@@ -88,7 +79,7 @@ export function queryRoutes(deps: ConsoleHttpDeps): Route[] {
   // The body goes to the read as it came: each read checks its query first (400 naming the field).
   // Reads take turns (read-gate.ts): a few at once in the process, a few per tenant.
   const query = (pattern: string, run: (sources: readonly string[], body: never) => Promise<unknown>): Route => ({
-    method: 'POST', pattern: `/api/query/${pattern}`, access: 'session',
+    method: 'POST', pattern: `/api/query/${pattern}`, access: 'read',
     run: async (call) => {
       const sources = await call.sourceIds();
       return readGate.run(call.session.tenant.id, () => run(sources, (call.body ?? {}) as never));
@@ -102,7 +93,7 @@ export function queryRoutes(deps: ConsoleHttpDeps): Route[] {
     query('metric-names', async (sources, body) => ({ metrics: await reads.metricNames(sources, body) })),
     query('metrics', (sources, body) => reads.metric(sources, body)),
     query('deploys', async (sources, body) => ({ deploys: await reads.deploys(sources, body) })),
-    { method: 'GET', pattern: '/api/traces/:traceId', access: 'session', run: async (call) => {
+    { method: 'GET', pattern: '/api/traces/:traceId', access: 'read', run: async (call) => {
       const sources = await call.sourceIds();
       const traceId = call.params.traceId!.toLowerCase();
       const trace = /^[0-9a-f]{32}$/.test(traceId) ? await readGate.run(call.session.tenant.id, () => reads.trace(sources, traceId)) : undefined;
@@ -116,10 +107,10 @@ export function dashboardRoutes({ dashboards }: ConsoleHttpDeps): Route[] {
   type Fields = Parameters<typeof dashboards.create>[1];
   const tenant = (call: Call) => call.session.tenant.id;
   return [
-    { method: 'GET', pattern: '/api/dashboards', access: 'session', run: async (call) => ({ dashboards: await dashboards.list(tenant(call)) }) },
-    { method: 'POST', pattern: '/api/dashboards', access: 'session', status: 201, run: (call) => dashboards.create(tenant(call), validBody<Fields>('Dashboard', call.body)) },
-    { method: 'GET', pattern: '/api/dashboards/:id', access: 'session', run: (call) => dashboards.get(tenant(call), call.params.id!) },
-    { method: 'PUT', pattern: '/api/dashboards/:id', access: 'session', run: (call) => dashboards.replace(tenant(call), call.params.id!, validBody<Fields>('Dashboard', call.body)) },
-    { method: 'DELETE', pattern: '/api/dashboards/:id', access: 'session', status: 204, run: (call) => dashboards.remove(tenant(call), call.params.id!) },
+    { method: 'GET', pattern: '/api/dashboards', access: 'read', run: async (call) => ({ dashboards: await dashboards.list(tenant(call)) }) },
+    { method: 'POST', pattern: '/api/dashboards', access: 'configure', status: 201, run: (call) => dashboards.create(tenant(call), validBody<Fields>('Dashboard', call.body)) },
+    { method: 'GET', pattern: '/api/dashboards/:id', access: 'read', run: (call) => dashboards.get(tenant(call), call.params.id!) },
+    { method: 'PUT', pattern: '/api/dashboards/:id', access: 'configure', run: (call) => dashboards.replace(tenant(call), call.params.id!, validBody<Fields>('Dashboard', call.body)) },
+    { method: 'DELETE', pattern: '/api/dashboards/:id', access: 'configure', status: 204, run: (call) => dashboards.remove(tenant(call), call.params.id!) },
   ];
 }

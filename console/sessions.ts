@@ -1,22 +1,15 @@
 /**
- * Console sessions: an HttpOnly, SameSite=Strict cookie carrying a JWT (accounts/sessions.ts,
- * under the console's own issuer) that names a session record in the state store. Signing out
- * deletes the record, so the cookie is dead at once on every gateway, even if it was copied;
- * records expire with the JWT. The CSRF token is an HMAC of the session id: a page on another
+ * Console sessions: an HttpOnly, SameSite=Strict cookie carrying a session token
+ * (accounts/sessions.ts, under the console's own issuer and records). The CSRF token is an HMAC of the session id: a page on another
  * origin can neither read it nor compute it, and it needs no storage of its own.
  */
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { SESSION_HOURS, Sessions, type AccountStore, type Tenant, type User } from '../accounts/index.ts';
 import type { StateStore } from '../state/store.ts';
 
 const ISSUER = 'sluice-console';
 export const SESSION_COOKIE = 'sluice_session';
 const SESSIONS = 'console_sessions';
-
-interface SessionRecord {
-  userId: string;
-  createdAt: string;
-}
 
 export interface SignedIn {
   user: User;
@@ -35,19 +28,15 @@ export class ConsoleSessions {
   constructor(
     private readonly keys: { session: Uint8Array; csrf: Uint8Array },
     private readonly accounts: AccountStore,
-    private readonly state: StateStore,
+    state: StateStore,
     private readonly secureCookie: boolean,
   ) {
-    this.sessions = new Sessions(keys.session, accounts, ISSUER);
-    state.expireAfter(SESSIONS, SESSION_HOURS * 3600_000);
+    this.sessions = new Sessions(keys.session, accounts, ISSUER, state, SESSIONS);
   }
 
   /** Starts a session for `user`: its Set-Cookie value and what the page needs. */
   async start(user: User): Promise<{ setCookie: string; signedIn: SignedIn }> {
-    const sessionId = randomBytes(18).toString('base64url');
-    const record: SessionRecord = { userId: user.id, createdAt: new Date().toISOString() };
-    await this.state.put(SESSIONS, sessionId, record);
-    const { token } = await this.sessions.issue(user, { sid: sessionId });
+    const { token, sessionId } = await this.sessions.issue(user);
     const tenant = this.accounts.tenants.get(user.tenantId)!;
     return { setCookie: this.cookie(token, SESSION_HOURS * 3600), signedIn: { user, tenant, sessionId, csrfToken: this.csrfToken(sessionId) } };
   }
@@ -57,17 +46,14 @@ export class ConsoleSessions {
     const token = cookieValue(cookieHeader, SESSION_COOKIE);
     if (!token) return undefined;
     const verified = await this.sessions.verify(token);
-    const sessionId = verified?.claims.sid;
-    if (!verified || typeof sessionId !== 'string') return undefined;
-    // The store, not a mirror: a session ended on another gateway is refused on the next request.
-    const record = await this.state.get<SessionRecord>(SESSIONS, sessionId);
-    if (!record || record.userId !== verified.user.id) return undefined;
-    return { user: verified.user, tenant: verified.tenant, sessionId, csrfToken: this.csrfToken(sessionId) };
+    if (!verified) return undefined;
+    const { user, tenant, sessionId } = verified;
+    return { user, tenant, sessionId, csrfToken: this.csrfToken(sessionId) };
   }
 
   /** Ends a session: its cookie is refused from now on, wherever it is presented. */
   async end(sessionId: string): Promise<string> {
-    await this.state.delete(SESSIONS, sessionId);
+    await this.sessions.end(sessionId);
     return this.cookie('', 0);
   }
 

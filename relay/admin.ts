@@ -9,7 +9,7 @@
  * handover. The operator (CLI) may do anything within the tenant it names.
  */
 import { randomBytes } from 'node:crypto';
-import { checkPassword, hashPassword, newId as id, oneTimePassword, type Role, type Tenant, type User } from '../accounts/index.ts';
+import { checkPassword, hashPassword, newId as id, oneTimePassword, refusalMessage, type Role, type Tenant, type User } from '../accounts/index.ts';
 import type { AdminSessions } from './auth.ts';
 import { conflict, forbidden, notFound, RelayError, unauthorized, validationFailed } from './errors.ts';
 import type { CaptchaProvider, Channel, DeliverySettings, Form, RelayApiKey, Site, Template, Webhook } from './model.ts';
@@ -25,6 +25,7 @@ import { overLimit } from './render.ts';
 import type { MessageRenderer } from './renderer.ts';
 import { checkTemplate, checkTenantCaps, templatePage } from './tenant-templates.ts';
 import { DEFAULT_TEMPLATE } from './templates.ts';
+import { Handovers } from './handover.ts';
 import type { SecretBox } from '../core/secret-box.ts';
 import { parseMailbox } from '../delivery/email.ts';
 import type { DeliveryHistory } from '../delivery/history.ts';
@@ -36,9 +37,6 @@ export interface Actor {
   userId?: string;
 }
 
-export const CLAIM_TTL_HOURS = 72;
-const CLAIMS = 'relay_claims';
-const CLAIM_USES = 'relay_claim_uses';
 /** Unique names, reserved with an atomic create so two gateways cannot both take one. */
 const FORM_KEYS = 'relay_form_keys';
 const API_KEY_PREFIX = 'rk_';
@@ -106,6 +104,8 @@ export interface DeploymentChecks {
 }
 
 export class RelayAdmin {
+  private readonly handovers: Handovers;
+
   constructor(
     private readonly store: RelayStore,
     private readonly secrets: SecretBox,
@@ -115,7 +115,17 @@ export class RelayAdmin {
     private readonly checks: DeploymentChecks,
     private readonly delivery: DeliveryAccess,
     private readonly renderer: MessageRenderer,
-  ) {}
+  ) {
+    this.handovers = new Handovers(store.state, {
+      activeOwners: (tenantId) => this.activeOwners(tenantId),
+      tenantExists: (tenantId) => this.store.accounts.tenants.get(tenantId) !== undefined,
+      emailTaken: (email) => this.store.accounts.userByEmail(email) !== undefined,
+      createOwner: (tenantId, { email, name, password }) => this.putNewUser(tenantId, { email, name, role: 'owner' }, password, false),
+      demoteToAdmin: async (userId) => {
+        await this.change(this.store.accounts.users, userId, 'User', (current) => ({ ...current, role: current.role === 'owner' ? 'admin' : current.role }));
+      },
+    });
+  }
 
   // ---- tenants and sign-in ---------------------------------------------------------------
 
@@ -604,47 +614,30 @@ export class RelayAdmin {
     return apiKeyView(await this.change(this.store.apiKeys, key.id, 'API key', (current) => ({ ...current, revokedAt: current.revokedAt ?? now() })));
   }
 
-  // ---- handover --------------------------------------------------------------------------
+  // ---- handover (relay/handover.ts) ------------------------------------------------------
 
-  /**
-   * A single-use claim token, valid CLAIM_TTL_HOURS, with which the tenant's client becomes
-   * its owner (POST /api/v1/admin/claim). Stored hashed; shown once.
-   */
-  async createHandover(actor: Actor) {
+  /** A single-use claim token with which the tenant's client becomes its owner (POST /api/v1/admin/claim); shown once. */
+  createHandover(actor: Actor) {
     this.require(actor, 'owner');
-    const token = `rct_${randomBytes(32).toString('base64url')}`;
-    const claim = {
-      id: id('clm'),
-      tenantId: actor.tenantId,
-      createdBy: actor.userId ?? 'operator',
-      createdAt: now(),
-      expiresAt: new Date(Date.now() + CLAIM_TTL_HOURS * 3600_000).toISOString(),
-    };
-    await this.store.state.put(CLAIMS, sha256Hex(token), claim);
-    return { claimToken: token, expiresAt: claim.expiresAt };
+    return this.handovers.create(actor.tenantId, actor.userId ?? 'operator');
   }
 
-  /**
-   * Redeems a claim: the claimant becomes an owner, and the owners who handed over become
-   * admins (the new owner decides whether they stay). The token works once: its use is
-   * recorded with an atomic create, so two claims racing cannot both win.
-   */
+  /** The tenant's claim tokens that could still be redeemed (never the tokens themselves). */
+  listHandovers(actor: Actor) {
+    this.require(actor, 'owner');
+    return this.handovers.list(actor.tenantId);
+  }
+
+  revokeHandover(actor: Actor, claimId: string) {
+    this.require(actor, 'owner');
+    return this.handovers.revoke(actor.tenantId, claimId);
+  }
+
+  /** Redeems a claim: the claimant becomes an owner, the owners who handed over become admins. */
   async claim(body: unknown) {
     const input = this.validateBody<ClaimBody>('ClaimTenant', body);
-    const lookup = sha256Hex(input.token);
-    const claim = await this.store.state.get<{ id: string; tenantId: string; expiresAt: string }>(CLAIMS, lookup);
-    const invalid = new RelayError(404, 'Claim token not found or expired');
-    if (!claim || Date.parse(claim.expiresAt) <= Date.now() || !this.store.accounts.tenants.get(claim.tenantId)) throw invalid;
-    const email = input.email.toLowerCase();
-    if (this.store.accounts.userByEmail(email)) throw conflict('A user with this email already exists');
-    if (!(await this.store.state.create(CLAIM_USES, claim.id, { usedAt: now(), email }))) throw invalid;
-    await this.store.state.delete(CLAIMS, lookup);
-    // The new owner first: the tenant is never left without one.
-    const user = await this.putNewUser(claim.tenantId, { email, name: input.name ?? '', role: 'owner' }, input.password, false);
-    for (const owner of this.activeOwners(claim.tenantId)) {
-      if (owner.id !== user.id) await this.change(this.store.accounts.users, owner.id, 'User', (current) => ({ ...current, role: current.role === 'owner' ? 'admin' : current.role }));
-    }
-    return { tenant: this.store.accounts.tenants.get(claim.tenantId), ...(await this.sessions.issue(user)), user: userView(user) };
+    const user = await this.handovers.redeem(input.token, { email: input.email.toLowerCase(), name: input.name ?? '', password: input.password });
+    return { tenant: this.store.accounts.tenants.get(user.tenantId), ...(await this.sessions.issue(user)), user: userView(user) };
   }
 
   // ---- helpers ---------------------------------------------------------------------------
@@ -675,7 +668,7 @@ export class RelayAdmin {
   private require(actor: Actor, needed: 'admin' | 'owner'): void {
     if (actor.role === 'operator' || actor.role === 'owner') return;
     if (needed === 'admin' && actor.role === 'admin') return;
-    throw forbidden(needed === 'owner' ? 'Only an owner may do this' : 'Members have read-only access');
+    throw forbidden(refusalMessage(needed));
   }
 
   /** Throws 400 on `url` unless the egress policy would let a webhook reach it. */

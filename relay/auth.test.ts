@@ -31,7 +31,8 @@ beforeAll(async () => {
   await state.put('relay_tenants', 'ten_1', { id: 'ten_1', name: 'Acme', createdAt: user.createdAt, updatedAt: user.createdAt });
   const accounts = new AccountStore(state, pino({ level: 'silent' }));
   await accounts.start();
-  sessions = new AdminSessions(key, accounts);
+  sessions = new AdminSessions(key, accounts, state);
+  await state.put('relay_admin_sessions', 'sid_1', { userId: user.id, createdAt: user.createdAt });
 });
 afterAll(async () => {
   await state?.shutdown();
@@ -42,11 +43,11 @@ const now = () => Math.floor(Date.now() / 1000);
 
 /** A token with the claims issue() puts in, signed with the real key; `times` replaces iat, exp, nbf. */
 function signed(times: { iat?: number; exp?: number; nbf?: number }): Promise<string> {
-  const jwt = new SignJWT({ tid: user.tenantId, sv: user.sessionVersion, ...times }).setProtectedHeader({ alg: 'HS256' }).setIssuer('sluice-relay').setSubject(user.id);
+  const jwt = new SignJWT({ sid: 'sid_1', tid: user.tenantId, sv: user.sessionVersion, ...times }).setProtectedHeader({ alg: 'HS256' }).setIssuer('sluice-relay').setSubject(user.id);
   return jwt.sign(key);
 }
 
-const outcome = (token: string) => sessions.authenticate(`Bearer ${token}`).then((u) => u.id, (err: Error) => err.message);
+const outcome = (token: string) => sessions.authenticate(`Bearer ${token}`).then(({ user: signedIn }) => signedIn.id, (err: Error) => err.message);
 
 describe('relay sessions', () => {
   it('accepts what issue() makes and refuses a real-key token without exp, or with impossible times', async () => {
@@ -59,5 +60,20 @@ describe('relay sessions', () => {
     expect(await outcome(await signed({ iat: now() - 13 * 3600, exp: now() + 3600 }))).toBe(refused); // older than a session lasts
     expect(await outcome(await signed({ iat: now(), exp: now() + 3600, nbf: now() + 600 }))).toBe(refused); // not valid yet
     expect(await outcome(await signed({ iat: now() - 3600, exp: now() - 120 }))).toBe(refused); // expired
+  });
+
+  it('ends one session on sign-out: its token is refused, the user\'s other sessions go on', async () => {
+    const first = await sessions.issue(user);
+    const second = await sessions.issue(user);
+    const { sessionId } = await sessions.authenticate(`Bearer ${first.token}`);
+    await sessions.end(sessionId);
+    expect(await outcome(first.token)).toBe('Invalid or expired session');
+    expect(await outcome(second.token)).toBe('usr_1');
+  });
+
+  it('refuses a real-key token that names no session record', async () => {
+    const jwt = new SignJWT({ sid: 'never_issued', tid: user.tenantId, sv: user.sessionVersion }).setProtectedHeader({ alg: 'HS256' })
+      .setIssuer('sluice-relay').setSubject(user.id).setIssuedAt().setExpirationTime('1h');
+    expect(await outcome(await jwt.sign(key))).toBe('Invalid or expired session');
   });
 });

@@ -14,6 +14,7 @@ import type { ClientIpResolver } from '../gateway/client-ip.ts';
 import { userView, type Actor, type RelayAdmin } from './admin.ts';
 import type { AdminSessions } from './auth.ts';
 import { forbidden, notFound, RelayError } from './errors.ts';
+import { mayDo, refusalMessage, RIGHTS, type Right } from '../accounts/rights.ts';
 import type { User } from '../accounts/model.ts';
 import type { PageQuery } from './submissions.ts';
 
@@ -40,16 +41,24 @@ interface Call {
   body: unknown;
 }
 
-type Access = 'public' | 'signin' | 'operator' | 'session' | 'session-any';
+/**
+ * Who may call a route: anyone ('public'; 'signin', limited per client), the operator's token,
+ * or a signed-in user with a right (accounts/rights.ts). Only 'self' routes are open to a user
+ * who still has to change a one-time password.
+ */
+type Access = 'public' | 'signin' | 'operator' | Right;
 interface Route {
   method: string;
   pattern: string;
   access: Access;
   /** Returns the response body (201 for POST unless `status` says otherwise). */
-  run: (call: Call, actor: Actor & { user?: User }) => unknown;
+  run: (call: Call, actor: SignedInActor) => unknown;
   status?: number;
 }
 
+
+/** Who calls: for a signed-in user, also the user and the session (sign-out). */
+type SignedInActor = Actor & { user?: User; sessionId?: string };
 
 /** A route result sent as it is rather than as JSON (the docs page and its files). */
 class Verbatim {
@@ -72,54 +81,57 @@ function routes(deps: RelayHttpDeps): Route[] {
     r('POST', '/api/v1/admin/tenants', 'operator', (c) => admin.onboard(c.body)),
     r('POST', '/api/v1/admin/login', 'signin', (c) => admin.login(c.body), 200),
     r('POST', '/api/v1/admin/claim', 'signin', (c) => admin.claim(c.body), 200),
-    r('GET', '/api/v1/admin/me', 'session-any', (_c, a) => ({ user: userView(a.user!), tenant: admin.getTenant(a) })),
-    r('POST', '/api/v1/admin/me/password', 'session-any', (c, a) => admin.changePassword(a.user!, c.body), 200),
-    r('GET', '/api/v1/admin/tenant', 'session', (_c, a) => admin.getTenant(a)),
-    r('PATCH', '/api/v1/admin/tenant', 'session', (c, a) => admin.updateTenant(a, c.body)),
-    r('POST', '/api/v1/admin/tenant/handover', 'session', (_c, a) => admin.createHandover(a)),
-    r('GET', '/api/v1/admin/sites', 'session', (_c, a) => admin.listSites(a)),
-    r('POST', '/api/v1/admin/sites', 'session', (c, a) => admin.createSite(a, c.body)),
-    r('GET', '/api/v1/admin/sites/:siteId', 'session', (c, a) => admin.getSite(a, p(c, 'siteId'))),
-    r('PATCH', '/api/v1/admin/sites/:siteId', 'session', (c, a) => admin.updateSite(a, p(c, 'siteId'), c.body)),
-    r('PUT', '/api/v1/admin/sites/:siteId/captcha', 'session', (c, a) => admin.setCaptcha(a, p(c, 'siteId'), c.body), 200),
-    r('DELETE', '/api/v1/admin/sites/:siteId/captcha', 'session', (c, a) => admin.removeCaptcha(a, p(c, 'siteId'))),
-    r('DELETE', '/api/v1/admin/sites/:siteId/captcha/secret', 'session', (c, a) => admin.removeCaptchaSecret(a, p(c, 'siteId')), 200),
-    r('GET', '/api/v1/admin/sites/:siteId/forms', 'session', (c, a) => admin.listForms(a, p(c, 'siteId'))),
-    r('POST', '/api/v1/admin/sites/:siteId/forms', 'session', (c, a) => admin.createForm(a, p(c, 'siteId'), c.body)),
-    r('GET', '/api/v1/admin/sites/:siteId/forms/:formId', 'session', (c, a) => admin.getForm(a, p(c, 'siteId'), p(c, 'formId'))),
-    r('PATCH', '/api/v1/admin/sites/:siteId/forms/:formId', 'session', (c, a) => admin.updateForm(a, p(c, 'siteId'), p(c, 'formId'), c.body)),
-    r('POST', '/api/v1/admin/sites/:siteId/forms/:formId/recipients', 'session', (c, a) => admin.addRecipient(a, p(c, 'siteId'), p(c, 'formId'), c.body)),
-    r('PATCH', '/api/v1/admin/sites/:siteId/forms/:formId/recipients/:recipientId', 'session', (c, a) =>
+    r('GET', '/api/v1/admin/me', 'self', (_c, a) => ({ user: userView(a.user!), tenant: admin.getTenant(a) })),
+    r('POST', '/api/v1/admin/me/password', 'self', (c, a) => admin.changePassword(a.user!, c.body), 200),
+    r('DELETE', '/api/v1/admin/session', 'self', (_c, a) => deps.sessions.end(a.sessionId!), 204),
+    r('GET', '/api/v1/admin/tenant', 'read', (_c, a) => admin.getTenant(a)),
+    r('PATCH', '/api/v1/admin/tenant', 'own', (c, a) => admin.updateTenant(a, c.body)),
+    r('POST', '/api/v1/admin/tenant/handover', 'own', (_c, a) => admin.createHandover(a)),
+    r('GET', '/api/v1/admin/tenant/handover', 'own', (_c, a) => admin.listHandovers(a)),
+    r('DELETE', '/api/v1/admin/tenant/handover/:claimId', 'own', (c, a) => admin.revokeHandover(a, p(c, 'claimId')), 204),
+    r('GET', '/api/v1/admin/sites', 'read', (_c, a) => admin.listSites(a)),
+    r('POST', '/api/v1/admin/sites', 'configure', (c, a) => admin.createSite(a, c.body)),
+    r('GET', '/api/v1/admin/sites/:siteId', 'read', (c, a) => admin.getSite(a, p(c, 'siteId'))),
+    r('PATCH', '/api/v1/admin/sites/:siteId', 'configure', (c, a) => admin.updateSite(a, p(c, 'siteId'), c.body)),
+    r('PUT', '/api/v1/admin/sites/:siteId/captcha', 'configure', (c, a) => admin.setCaptcha(a, p(c, 'siteId'), c.body), 200),
+    r('DELETE', '/api/v1/admin/sites/:siteId/captcha', 'configure', (c, a) => admin.removeCaptcha(a, p(c, 'siteId'))),
+    r('DELETE', '/api/v1/admin/sites/:siteId/captcha/secret', 'configure', (c, a) => admin.removeCaptchaSecret(a, p(c, 'siteId')), 200),
+    r('GET', '/api/v1/admin/sites/:siteId/forms', 'read', (c, a) => admin.listForms(a, p(c, 'siteId'))),
+    r('POST', '/api/v1/admin/sites/:siteId/forms', 'configure', (c, a) => admin.createForm(a, p(c, 'siteId'), c.body)),
+    r('GET', '/api/v1/admin/sites/:siteId/forms/:formId', 'read', (c, a) => admin.getForm(a, p(c, 'siteId'), p(c, 'formId'))),
+    r('PATCH', '/api/v1/admin/sites/:siteId/forms/:formId', 'configure', (c, a) => admin.updateForm(a, p(c, 'siteId'), p(c, 'formId'), c.body)),
+    r('POST', '/api/v1/admin/sites/:siteId/forms/:formId/recipients', 'configure', (c, a) => admin.addRecipient(a, p(c, 'siteId'), p(c, 'formId'), c.body)),
+    r('PATCH', '/api/v1/admin/sites/:siteId/forms/:formId/recipients/:recipientId', 'configure', (c, a) =>
       admin.updateRecipient(a, p(c, 'siteId'), p(c, 'formId'), p(c, 'recipientId'), c.body)),
-    r('DELETE', '/api/v1/admin/sites/:siteId/forms/:formId/recipients/:recipientId', 'session', (c, a) =>
+    r('DELETE', '/api/v1/admin/sites/:siteId/forms/:formId/recipients/:recipientId', 'configure', (c, a) =>
       admin.removeRecipient(a, p(c, 'siteId'), p(c, 'formId'), p(c, 'recipientId')), 204),
-    r('POST', '/api/v1/admin/sites/:siteId/forms/:formId/webhooks', 'session', (c, a) => admin.addWebhook(a, p(c, 'siteId'), p(c, 'formId'), c.body)),
-    r('PATCH', '/api/v1/admin/sites/:siteId/forms/:formId/webhooks/:webhookId', 'session', (c, a) =>
+    r('POST', '/api/v1/admin/sites/:siteId/forms/:formId/webhooks', 'configure', (c, a) => admin.addWebhook(a, p(c, 'siteId'), p(c, 'formId'), c.body)),
+    r('PATCH', '/api/v1/admin/sites/:siteId/forms/:formId/webhooks/:webhookId', 'configure', (c, a) =>
       admin.updateWebhook(a, p(c, 'siteId'), p(c, 'formId'), p(c, 'webhookId'), c.body)),
-    r('DELETE', '/api/v1/admin/sites/:siteId/forms/:formId/webhooks/:webhookId', 'session', (c, a) =>
+    r('DELETE', '/api/v1/admin/sites/:siteId/forms/:formId/webhooks/:webhookId', 'configure', (c, a) =>
       admin.removeWebhook(a, p(c, 'siteId'), p(c, 'formId'), p(c, 'webhookId')), 204),
-    r('GET', '/api/v1/admin/sites/:siteId/forms/:formId/submissions', 'session', (c, a) =>
+    r('GET', '/api/v1/admin/sites/:siteId/forms/:formId/submissions', 'read', (c, a) =>
       admin.listSubmissions(a, p(c, 'siteId'), p(c, 'formId'), pageQuery(c.request.query))),
-    r('GET', '/api/v1/admin/sites/:siteId/forms/:formId/jobs', 'session', (c, a) =>
+    r('GET', '/api/v1/admin/sites/:siteId/forms/:formId/jobs', 'read', (c, a) =>
       admin.listJobs(a, p(c, 'siteId'), p(c, 'formId'), jobQuery(c.request.query))),
-    r('POST', '/api/v1/admin/sites/:siteId/forms/:formId/jobs/retry-dead', 'session', (c, a) => admin.retryDeadJobs(a, p(c, 'siteId'), p(c, 'formId')), 202),
-    r('GET', '/api/v1/admin/jobs/:jobId', 'session', (c, a) => admin.getJob(a, p(c, 'jobId'))),
-    r('POST', '/api/v1/admin/jobs/:jobId/retry', 'session', (c, a) => admin.retryJob(a, p(c, 'jobId')), 202),
-    r('GET', '/api/v1/admin/delivery-settings', 'session', (_c, a) => admin.getDeliverySettings(a)),
-    r('PUT', '/api/v1/admin/delivery-settings', 'session', (c, a) => admin.putDeliverySettings(a, c.body)),
-    r('GET', '/api/v1/admin/templates', 'session', (c, a) => admin.listTemplates(a, pageQuery(c.request.query))),
-    r('POST', '/api/v1/admin/templates', 'session', (c, a) => admin.createTemplate(a, c.body)),
-    r('POST', '/api/v1/admin/templates/preview', 'session', (c, a) => admin.previewTemplate(a, c.body), 200),
-    r('GET', '/api/v1/admin/templates/:templateId', 'session', (c, a) => admin.getTemplate(a, p(c, 'templateId'))),
-    r('PATCH', '/api/v1/admin/templates/:templateId', 'session', (c, a) => admin.updateTemplate(a, p(c, 'templateId'), c.body)),
-    r('DELETE', '/api/v1/admin/templates/:templateId', 'session', (c, a) => admin.deleteTemplate(a, p(c, 'templateId')), 204),
-    r('GET', '/api/v1/admin/users', 'session', (_c, a) => admin.listUsers(a)),
-    r('POST', '/api/v1/admin/users', 'session', (c, a) => admin.createUser(a, c.body)),
-    r('GET', '/api/v1/admin/users/:userId', 'session', (c, a) => admin.getUser(a, p(c, 'userId'))),
-    r('PATCH', '/api/v1/admin/users/:userId', 'session', (c, a) => admin.updateUser(a, p(c, 'userId'), c.body)),
-    r('GET', '/api/v1/admin/api-keys', 'session', (_c, a) => admin.listApiKeys(a)),
-    r('POST', '/api/v1/admin/api-keys', 'session', (c, a) => admin.createApiKey(a, c.body)),
-    r('DELETE', '/api/v1/admin/api-keys/:keyId', 'session', (c, a) => admin.revokeApiKey(a, p(c, 'keyId')), 200),
+    r('POST', '/api/v1/admin/sites/:siteId/forms/:formId/jobs/retry-dead', 'configure', (c, a) => admin.retryDeadJobs(a, p(c, 'siteId'), p(c, 'formId')), 202),
+    r('GET', '/api/v1/admin/jobs/:jobId', 'read', (c, a) => admin.getJob(a, p(c, 'jobId'))),
+    r('POST', '/api/v1/admin/jobs/:jobId/retry', 'configure', (c, a) => admin.retryJob(a, p(c, 'jobId')), 202),
+    r('GET', '/api/v1/admin/delivery-settings', 'read', (_c, a) => admin.getDeliverySettings(a)),
+    r('PUT', '/api/v1/admin/delivery-settings', 'configure', (c, a) => admin.putDeliverySettings(a, c.body)),
+    r('GET', '/api/v1/admin/templates', 'read', (c, a) => admin.listTemplates(a, pageQuery(c.request.query))),
+    r('POST', '/api/v1/admin/templates', 'configure', (c, a) => admin.createTemplate(a, c.body)),
+    r('POST', '/api/v1/admin/templates/preview', 'configure', (c, a) => admin.previewTemplate(a, c.body), 200),
+    r('GET', '/api/v1/admin/templates/:templateId', 'read', (c, a) => admin.getTemplate(a, p(c, 'templateId'))),
+    r('PATCH', '/api/v1/admin/templates/:templateId', 'configure', (c, a) => admin.updateTemplate(a, p(c, 'templateId'), c.body)),
+    r('DELETE', '/api/v1/admin/templates/:templateId', 'configure', (c, a) => admin.deleteTemplate(a, p(c, 'templateId')), 204),
+    r('GET', '/api/v1/admin/users', 'read', (_c, a) => admin.listUsers(a)),
+    r('POST', '/api/v1/admin/users', 'manageUsers', (c, a) => admin.createUser(a, c.body)),
+    r('GET', '/api/v1/admin/users/:userId', 'read', (c, a) => admin.getUser(a, p(c, 'userId'))),
+    r('PATCH', '/api/v1/admin/users/:userId', 'manageUsers', (c, a) => admin.updateUser(a, p(c, 'userId'), c.body)),
+    r('GET', '/api/v1/admin/api-keys', 'read', (_c, a) => admin.listApiKeys(a)),
+    r('POST', '/api/v1/admin/api-keys', 'configure', (c, a) => admin.createApiKey(a, c.body)),
+    r('DELETE', '/api/v1/admin/api-keys/:keyId', 'configure', (c, a) => admin.revokeApiKey(a, p(c, 'keyId')), 200),
   ];
 }
 
@@ -187,7 +199,7 @@ export function relayHandler(deps: RelayHttpDeps): HttpHandler {
   };
 }
 
-async function admit(deps: RelayHttpDeps, access: Access, request: HttpRequest): Promise<Actor & { user?: User }> {
+async function admit(deps: RelayHttpDeps, access: Access, request: HttpRequest): Promise<SignedInActor> {
   switch (access) {
     case 'public':
       return { tenantId: '', role: 'member' };
@@ -198,13 +210,13 @@ async function admit(deps: RelayHttpDeps, access: Access, request: HttpRequest):
       if (access === 'operator') checkOperator(deps.operatorToken, request.headers['x-operator-token']);
       return { tenantId: '', role: 'member' };
     }
-    case 'session':
-    case 'session-any': {
-      const user = await deps.sessions.authenticate(request.headers.authorization);
-      if (access === 'session' && user.mustChangePassword) {
+    default: {
+      const { user, sessionId } = await deps.sessions.authenticate(request.headers.authorization);
+      if (access !== 'self' && user.mustChangePassword) {
         throw forbidden('Password change required: POST /api/v1/admin/me/password with the one-time password as currentPassword');
       }
-      return { tenantId: user.tenantId, role: user.role, userId: user.id, user };
+      if (!mayDo(user.role, access)) throw forbidden(refusalMessage(RIGHTS[access]));
+      return { tenantId: user.tenantId, role: user.role, userId: user.id, user, sessionId };
     }
   }
 }

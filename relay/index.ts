@@ -77,7 +77,7 @@ export async function openRelay(parts: RelayParts): Promise<Relay> {
   const keys = deriveRelayKeys(parts.masterKey);
   const store = new RelayStore(parts.state, parts.accounts, parts.log);
   await store.start();
-  const sessions = new AdminSessions(keys.sessionKey, parts.accounts);
+  const sessions = new AdminSessions(keys.sessionKey, parts.accounts, parts.state);
   const validate = createBodyValidator();
   /** Storage to read from, or 503 saying what needs it in a process without it (a gateway with no CLICKHOUSE_URL). */
   const readable = (what: string) => async () => {

@@ -56,7 +56,8 @@ export const RESPONSE_SCHEMAS: Record<string, Json> = {
   OnboardedTenant: object({ tenant: ref('Tenant'), owner: ref('User'), oneTimePassword }, ['oneTimePassword']),
   ClaimedTenant: object({ tenant: ref('Tenant'), ...session }),
   Me: object({ user: ref('User'), tenant: ref('Tenant') }),
-  Handover: object({ claimToken: { type: 'string', description: 'For POST /api/v1/admin/claim; shown this once.' }, expiresAt: time }),
+  Handover: object({ claimToken: { type: 'string', description: 'For POST /api/v1/admin/claim; shown this once.' }, id: string, expiresAt: time }),
+  Claim: object({ id: string, createdBy: { type: 'string', description: 'The owner\'s user id, or `operator`.' }, createdAt: time, expiresAt: time }),
   Site: object({
     id: string,
     tenantId: string,

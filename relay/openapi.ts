@@ -7,11 +7,13 @@
 import { DOCS_ASSET_PARAMETER, DOCS_OPERATIONS, OPENAPI_INFO, type OpenApiDocument } from '../core/api-docs.ts';
 import { ADMIN_SCHEMAS, PUBLIC_SCHEMAS, type AdminSchemaName } from './schemas.ts';
 import { relayRouteList } from './http.ts';
+import { refusalMessage, RIGHTS, type Right } from '../accounts/rights.ts';
 import { RESPONSE_SCHEMAS } from './openapi-schemas.ts';
 import { JOB_STATES } from '../delivery/job.ts';
 import { MAX_MESSAGE_CHARS } from './render.ts';
 import { MAX_PAGE } from './submissions.ts';
 import { TEMPLATE_LIMITS } from './tenant-templates.ts';
+import { CLAIM_TTL_HOURS, MAX_OPEN_CLAIMS } from './handover.ts';
 
 type Json = Record<string, unknown>;
 
@@ -36,8 +38,6 @@ const M = {
   noSession: 'Missing session: send Authorization: Bearer <token> from POST /api/v1/admin/login',
   badSession: 'Invalid or expired session',
   passwordChange: 'Password change required: POST /api/v1/admin/me/password with the one-time password as currentPassword',
-  membersRead: 'Members have read-only access',
-  ownersOnly: 'Only an owner may do this',
   emailTaken: 'A user with this email already exists',
 };
 
@@ -128,8 +128,6 @@ interface Operation {
   ok?: Json;
   /** A success body that is not JSON: its content by media type. */
   content?: Json;
-  /** Rights it needs beyond a session (403 for less). */
-  role?: 'admin' | 'owner' | 'by target';
   /** Its own refusals, by status. */
   refusals?: Record<number, string[]>;
   parameters?: Json[];
@@ -173,32 +171,35 @@ const OPERATIONS: Record<string, Operation> = {
     ok: ref('Session'),
     refusals: { 401: ['Current password is wrong'] },
   },
+  'DELETE /api/v1/admin/session': { id: 'logout', summary: 'Sign out', description: 'Ends this session: its token is refused from now on, on every gateway. Other sessions of the user go on.' },
   'GET /api/v1/admin/tenant': { id: 'getTenant', summary: 'Your tenant', ok: ref('Tenant') },
-  'PATCH /api/v1/admin/tenant': { id: 'updateTenant', summary: 'Rename your tenant', role: 'owner', ok: ref('Tenant') },
+  'PATCH /api/v1/admin/tenant': { id: 'updateTenant', summary: 'Rename your tenant', ok: ref('Tenant') },
   'POST /api/v1/admin/tenant/handover': {
     id: 'createHandover',
     summary: 'Create a claim token to hand the tenant over',
-    description: 'Single use, valid 72 hours, shown this once.',
-    role: 'owner',
+    description: `Single use, valid ${CLAIM_TTL_HOURS} hours, shown this once. It stops working when any claim of the tenant is redeemed, or when its maker is no longer an active owner.`,
     ok: ref('Handover'),
+    refusals: { 409: [`A tenant has at most ${MAX_OPEN_CLAIMS} open claim tokens: revoke one first (DELETE /api/v1/admin/tenant/handover/<id>)`] },
   },
+  'GET /api/v1/admin/tenant/handover': { id: 'listHandovers', summary: 'The tenant\'s claim tokens that could still be redeemed (not the tokens)', ok: list('Claim') },
+  'DELETE /api/v1/admin/tenant/handover/:claimId': { id: 'revokeHandover', summary: 'Revoke a claim token' },
   'GET /api/v1/admin/sites': { id: 'listSites', summary: 'List sites', ok: list('Site') },
-  'POST /api/v1/admin/sites': { id: 'createSite', summary: 'Create a site', description: 'Its siteKey is generated.', role: 'admin', ok: ref('Site') },
+  'POST /api/v1/admin/sites': { id: 'createSite', summary: 'Create a site', description: 'Its siteKey is generated.', ok: ref('Site') },
   'GET /api/v1/admin/sites/:siteId': { id: 'getSite', summary: 'Get a site', ok: ref('Site') },
-  'PATCH /api/v1/admin/sites/:siteId': { id: 'updateSite', summary: 'Update a site', role: 'admin', ok: ref('Site') },
+  'PATCH /api/v1/admin/sites/:siteId': { id: 'updateSite', summary: 'Update a site', ok: ref('Site') },
   'PUT /api/v1/admin/sites/:siteId/captcha': {
     id: 'setCaptcha',
     summary: 'Set the site\'s CAPTCHA provider',
     description: 'Without secret, the stored one is kept when the provider stays the same; with another provider, submissions are refused (503) until a secret is set.',
-    role: 'admin',
+   
     ok: ref('Site'),
   },
-  'DELETE /api/v1/admin/sites/:siteId/captcha': { id: 'removeCaptcha', summary: 'Remove the site\'s CAPTCHA', role: 'admin', ok: ref('Site') },
+  'DELETE /api/v1/admin/sites/:siteId/captcha': { id: 'removeCaptcha', summary: 'Remove the site\'s CAPTCHA', ok: ref('Site') },
   'DELETE /api/v1/admin/sites/:siteId/captcha/secret': {
     id: 'removeCaptchaSecret',
     summary: 'Remove the CAPTCHA secret, keeping the provider',
     description: 'Submissions are refused (503) until a secret is set.',
-    role: 'admin',
+   
     ok: ref('Site'),
     refusals: { 404: ['CAPTCHA configuration not found'] },
   },
@@ -206,35 +207,35 @@ const OPERATIONS: Record<string, Operation> = {
   'POST /api/v1/admin/sites/:siteId/forms': {
     id: 'createForm',
     summary: 'Create a form',
-    role: 'admin',
+   
     ok: ref('Form'),
     refusals: { 404: ['Template not found'], 409: ['A form with formKey <formKey> already exists on this site'] },
   },
   'GET /api/v1/admin/sites/:siteId/forms/:formId': { id: 'getForm', summary: 'Get a form', ok: ref('Form') },
-  'PATCH /api/v1/admin/sites/:siteId/forms/:formId': { id: 'updateForm', summary: 'Update a form', role: 'admin', ok: ref('Form'), refusals: { 404: ['Template not found'] } },
+  'PATCH /api/v1/admin/sites/:siteId/forms/:formId': { id: 'updateForm', summary: 'Update a form', ok: ref('Form'), refusals: { 404: ['Template not found'] } },
   'POST /api/v1/admin/sites/:siteId/forms/:formId/recipients': {
     id: 'addRecipient',
     summary: 'Add a recipient to a form',
-    role: 'admin',
+   
     ok: ref('Recipient'),
     refusals: { 409: ['This recipient is already configured on the form'] },
   },
-  'PATCH /api/v1/admin/sites/:siteId/forms/:formId/recipients/:recipientId': { id: 'updateRecipient', summary: 'Activate or deactivate a recipient', role: 'admin', ok: ref('Recipient') },
-  'DELETE /api/v1/admin/sites/:siteId/forms/:formId/recipients/:recipientId': { id: 'removeRecipient', summary: 'Remove a recipient', role: 'admin' },
+  'PATCH /api/v1/admin/sites/:siteId/forms/:formId/recipients/:recipientId': { id: 'updateRecipient', summary: 'Activate or deactivate a recipient', ok: ref('Recipient') },
+  'DELETE /api/v1/admin/sites/:siteId/forms/:formId/recipients/:recipientId': { id: 'removeRecipient', summary: 'Remove a recipient' },
   'POST /api/v1/admin/sites/:siteId/forms/:formId/webhooks': {
     id: 'addWebhook',
     summary: 'Add a webhook to a form',
     description: 'Its signing secret is in the answer this once.',
-    role: 'admin',
+   
     ok: ref('NewWebhook'),
   },
   'PATCH /api/v1/admin/sites/:siteId/forms/:formId/webhooks/:webhookId': {
     id: 'updateWebhook',
     summary: 'Update a webhook or rotate its secret',
-    role: 'admin',
+   
     ok: ref('UpdatedWebhook'),
   },
-  'DELETE /api/v1/admin/sites/:siteId/forms/:formId/webhooks/:webhookId': { id: 'removeWebhook', summary: 'Remove a webhook', role: 'admin' },
+  'DELETE /api/v1/admin/sites/:siteId/forms/:formId/webhooks/:webhookId': { id: 'removeWebhook', summary: 'Remove a webhook' },
   'GET /api/v1/admin/sites/:siteId/forms/:formId/submissions': {
     id: 'listSubmissions',
     summary: 'A form\'s stored submissions, newest first',
@@ -256,7 +257,7 @@ const OPERATIONS: Record<string, Operation> = {
     id: 'retryDeadJobs',
     summary: 'Retry every dead job of a form',
     description: 'Up to 1000 a call; `more` says whether to call again.',
-    role: 'admin',
+   
     ok: ref('RetriedDeadJobs'),
     refusals: STORAGE('The delivery history is'),
   },
@@ -265,7 +266,7 @@ const OPERATIONS: Record<string, Operation> = {
     id: 'retryJob',
     summary: 'Retry a dead job',
     description: 'A fresh series of attempts, recorded once it is queued: a retry the delivery queue refuses (503) leaves the job dead.',
-    role: 'admin',
+   
     ok: ref('RetriedJob'),
     refusals: { 409: ['Only a dead job can be retried; this one is <state>'], ...STORAGE('The delivery history is') },
   },
@@ -274,7 +275,7 @@ const OPERATIONS: Record<string, Operation> = {
     id: 'putDeliverySettings',
     summary: 'Set the tenant\'s email and WhatsApp settings',
     description: 'A part given as null is removed (the server\'s defaults apply). Tokens and SMTP URLs are stored sealed and never shown.',
-    role: 'admin',
+   
     ok: ref('DeliverySettings'),
   },
   'GET /api/v1/admin/templates': {
@@ -288,7 +289,7 @@ const OPERATIONS: Record<string, Operation> = {
     id: 'createTemplate',
     summary: 'Create a template',
     description: `At most ${TEMPLATE_LIMITS.placeholders} placeholders and ${TEMPLATE_LIMITS.fieldsUses} {{ @fields }} in the subject and in the html; a tenant keeps at most ${TEMPLATE_LIMITS.perTenant} templates of ${TEMPLATE_LIMITS.tenantBytes.toLocaleString('en-US')} bytes together.`,
-    role: 'admin',
+   
     ok: ref('Template'),
     refusals: { 409: [TEMPLATE_COUNT_CAP, TEMPLATE_BYTES_CAP] },
   },
@@ -296,16 +297,16 @@ const OPERATIONS: Record<string, Operation> = {
     id: 'previewTemplate',
     summary: 'Render a template with sample data',
     description: 'As a delivery renders it; `data` is checked as a submission\'s.',
-    role: 'admin',
+   
     ok: ref('TemplatePreview'),
     refusals: { 404: ['Template not found'], 422: [`The rendered message would be <n> characters (HTML and text parts), <n> over the limit of ${MAX_MESSAGE_CHARS.toLocaleString('en-US')}`] },
   },
   'GET /api/v1/admin/templates/:templateId': { id: 'getTemplate', summary: 'Get a template', ok: ref('Template') },
-  'PATCH /api/v1/admin/templates/:templateId': { id: 'updateTemplate', summary: 'Update a template', role: 'admin', ok: ref('Template'), refusals: { 409: [TEMPLATE_BYTES_CAP] } },
+  'PATCH /api/v1/admin/templates/:templateId': { id: 'updateTemplate', summary: 'Update a template', ok: ref('Template'), refusals: { 409: [TEMPLATE_BYTES_CAP] } },
   'DELETE /api/v1/admin/templates/:templateId': {
     id: 'deleteTemplate',
     summary: 'Delete a template no form uses',
-    role: 'admin',
+   
     refusals: { 409: ['The template is used by <n> form(s): set their templateId to another template or null first'] },
   },
   'GET /api/v1/admin/users': { id: 'listUsers', summary: 'List the tenant\'s users', ok: list('User') },
@@ -313,7 +314,7 @@ const OPERATIONS: Record<string, Operation> = {
     id: 'createUser',
     summary: 'Invite a user',
     description: 'Admins invite members and admins, owners anyone. Without password, a one-time password is returned this once.',
-    role: 'by target',
+   
     ok: ref('NewUser'),
     refusals: { 409: [M.emailTaken] },
   },
@@ -322,7 +323,7 @@ const OPERATIONS: Record<string, Operation> = {
     id: 'updateUser',
     summary: 'Rename, change the role of, or deactivate a user',
     description: 'A deactivation ends the user\'s sessions.',
-    role: 'by target',
+   
     ok: ref('User'),
     refusals: { 409: ['A tenant keeps at least one active owner'] },
   },
@@ -331,11 +332,11 @@ const OPERATIONS: Record<string, Operation> = {
     id: 'createApiKey',
     summary: 'Issue an API key for one site',
     description: 'The key is in the answer this once; only its hash is stored.',
-    role: 'admin',
+   
     ok: ref('NewApiKey'),
     refusals: { 404: ['Site not found'] },
   },
-  'DELETE /api/v1/admin/api-keys/:keyId': { id: 'revokeApiKey', summary: 'Revoke an API key', description: 'At once, on every gateway.', role: 'admin', ok: ref('ApiKey') },
+  'DELETE /api/v1/admin/api-keys/:keyId': { id: 'revokeApiKey', summary: 'Revoke an API key', description: 'At once, on every gateway.', ok: ref('ApiKey') },
 };
 
 /** What an id in the path that the tenant has not answers. */
@@ -348,6 +349,7 @@ const NOT_FOUND: Record<string, string> = {
   userId: 'User not found',
   keyId: 'API key not found',
   jobId: 'Job not found',
+  claimId: 'Claim not found',
   file: 'Docs asset not found',
 };
 
@@ -387,8 +389,9 @@ function refusalsOf(method: string, pattern: string, access: string, params: str
     add(401, 'Invalid operator token');
     add(403, 'Onboarding over HTTP is disabled: set SLUICE_RELAY_OPERATOR_TOKEN, or use `sluice relay onboard`');
   }
-  if (access === 'session' || access === 'session-any') add(401, M.noSession, M.badSession);
-  if (access === 'session') add(403, M.passwordChange);
+  const signedIn = access in RIGHTS;
+  if (signedIn) add(401, M.noSession, M.badSession);
+  if (signedIn && access !== 'self') add(403, M.passwordChange);
   if (['POST', 'PUT', 'PATCH'].includes(method)) {
     add(400, ...(BODIES[`${method} ${pattern}`] ? [M.validation] : []), 'Body is not valid JSON', 'Body is not valid UTF-8', 'Body is nested deeper than 32 levels');
     add(408, M.timeout);
@@ -398,8 +401,10 @@ function refusalsOf(method: string, pattern: string, access: string, params: str
     add(503, M.unavailable);
   }
   for (const param of params) add(404, NOT_FOUND[param]!);
-  if (operation.role === 'admin' || operation.role === 'by target') add(403, M.membersRead);
-  if (operation.role === 'owner' || operation.role === 'by target') add(403, M.ownersOnly);
+  // The route's right (accounts/rights.ts); users are also checked by the target's role: only owners make or change owners.
+  const needed = signedIn ? RIGHTS[access as Right] : 'member';
+  if (needed !== 'member') add(403, refusalMessage(needed));
+  if (access === 'manageUsers') add(403, refusalMessage('owner'));
   for (const [status, messages] of Object.entries(operation.refusals ?? {})) add(Number(status), ...messages);
   return all;
 }
@@ -411,7 +416,7 @@ function success(status: number, operation: Operation): Json {
   return { description, ...(operation.content ? { content: operation.content } : json(operation.ok!)) };
 }
 
-const SECURITY: Record<string, unknown[]> = { session: [{ session: [] }], 'session-any': [{ session: [] }], operator: [{ operator: [] }], signin: [], public: [] };
+const securityOf = (access: string): unknown[] => (access in RIGHTS ? [{ session: [] }] : access === 'operator' ? [{ operator: [] }] : []);
 
 export function relayOpenApiDocument(): OpenApiDocument {
   const paths: Record<string, Record<string, unknown>> = publicPaths();
@@ -432,7 +437,7 @@ export function relayOpenApiDocument(): OpenApiDocument {
       tags: [path.startsWith('/api/v1/admin') ? 'Admin' : 'Operations'],
       summary: operation.summary,
       ...(operation.description ? { description: operation.description } : {}),
-      security: SECURITY[access],
+      security: securityOf(access),
       ...(parameters.length ? { parameters } : {}),
       ...(schema ? { requestBody: { required: true, ...json(ref(schema)) } } : {}),
       responses: {

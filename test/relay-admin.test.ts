@@ -489,6 +489,71 @@ describe('handover', () => {
   });
 });
 
+describe('handover: claim tokens listed, revoked, void once ownership moves', () => {
+  const claim = (token: string, email: string) => call('POST', '/admin/claim', { body: { token, email, password: 'client password 1' } });
+
+  it('a second token kept back by the old owner cannot take the tenant back', async () => {
+    const agency = await onboard('Takeback');
+    const first = (await call('POST', '/admin/tenant/handover', { token: agency.token })).body;
+    const second = (await call('POST', '/admin/tenant/handover', { token: agency.token })).body;
+    const client = await claim(first.claimToken, 'client@takeback.test');
+    expect(client.status).toBe(200);
+    // The old owner, now an admin, redeems the token they kept: refused, and nothing changes.
+    const taken = await claim(second.claimToken, 'agency-again@takeback.test');
+    expect(taken).toMatchObject({ status: 404, body: { message: 'Claim token not found or expired' } });
+    const users = (await call('GET', '/admin/users', { token: client.body.token })).body as Array<{ email: string; role: string }>;
+    expect(users.map((u) => [u.email, u.role]).sort()).toEqual([['client@takeback.test', 'owner'], [agency.email, 'admin']]);
+  });
+
+  it('lists open claims (never their tokens) and revokes one; a revoked token is refused', async () => {
+    const agency = await onboard('Listing');
+    const made = (await call('POST', '/admin/tenant/handover', { token: agency.token })).body;
+    const kept = (await call('POST', '/admin/tenant/handover', { token: agency.token })).body;
+    const listed = await call('GET', '/admin/tenant/handover', { token: agency.token });
+    expect(listed.status).toBe(200);
+    expect(listed.body.map((c: { id: string }) => c.id)).toEqual([made.id, kept.id]);
+    expect(listed.body[0]).toEqual({ id: made.id, createdBy: agency.userId, createdAt: expect.any(String), expiresAt: made.expiresAt });
+    expect(listed.text).not.toContain(made.claimToken);
+    expect((await call('DELETE', `/admin/tenant/handover/${made.id}`, { token: agency.token })).status).toBe(204);
+    expect((await call('DELETE', `/admin/tenant/handover/${made.id}`, { token: agency.token })).status).toBe(404);
+    expect((await claim(made.claimToken, 'late@listing.test')).status).toBe(404);
+    expect((await call('GET', '/admin/tenant/handover', { token: agency.token })).body.map((c: { id: string }) => c.id)).toEqual([kept.id]);
+    // Another tenant's claim id is not found.
+    const other = await onboard('Listing other');
+    expect((await call('DELETE', `/admin/tenant/handover/${kept.id}`, { token: other.token })).status).toBe(404);
+  });
+
+  it('caps open claims per tenant at 10 (409), and a revoked one frees its place', async () => {
+    const agency = await onboard('Capped');
+    const made = [];
+    for (let i = 0; i < 10; i++) made.push((await call('POST', '/admin/tenant/handover', { token: agency.token })).body);
+    const over = await call('POST', '/admin/tenant/handover', { token: agency.token });
+    expect(over).toMatchObject({ status: 409, body: { message: 'A tenant has at most 10 open claim tokens: revoke one first (DELETE /api/v1/admin/tenant/handover/<id>)' } });
+    await call('DELETE', `/admin/tenant/handover/${made[0].id}`, { token: agency.token });
+    expect((await call('POST', '/admin/tenant/handover', { token: agency.token })).status).toBe(201);
+  });
+
+  it('a token whose maker is no longer an active owner is void', async () => {
+    const agency = await onboard('Demoted');
+    const partner = await call('POST', '/admin/users', { token: agency.token, body: { email: 'partner@demoted.test', role: 'owner', password: 'partner password 1' } });
+    const partnerLogin = await call('POST', '/admin/login', { body: { email: 'partner@demoted.test', password: 'partner password 1' } });
+    const kept = (await call('POST', '/admin/tenant/handover', { token: partnerLogin.body.token })).body;
+    expect((await call('PATCH', `/admin/users/${partner.body.user.id}`, { token: agency.token, body: { role: 'admin' } })).status).toBe(200);
+    expect((await claim(kept.claimToken, 'someone@demoted.test')).status).toBe(404);
+  });
+
+});
+
+describe('relay admin sign-out', () => {
+  it('DELETE /admin/session ends that session on every gateway; others of the user go on', async () => {
+    const account = await onboard('Signout');
+    const other = await call('POST', '/admin/login', { body: { email: account.email, password: 'a long new password' } });
+    expect((await call('DELETE', '/admin/session', { token: account.token })).status).toBe(204);
+    expect(await call('GET', '/admin/me', { token: account.token })).toMatchObject({ status: 401, body: { message: 'Invalid or expired session' } });
+    expect((await call('GET', '/admin/me', { token: other.body.token })).status).toBe(200);
+  });
+});
+
 describe('delivery settings', () => {
   let owner: Account;
   beforeAll(async () => {
