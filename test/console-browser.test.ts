@@ -211,6 +211,32 @@ describe("another tenant's user", () => {
   });
 });
 
+describe('a member of the tenant', () => {
+  it('reads every page but is shown no control the API would refuse', async () => {
+    await app.relay!.admin.createUser({ tenantId: 'ten_default', role: 'operator' }, { email: 'mia@example.com', name: 'Mia', role: 'member', password: PASSWORD });
+    const tab = await browser.newContext({ viewport: { width: 1366, height: 768 }, baseURL: app.console!.url });
+    const member = await tab.newPage();
+    await member.goto('/sign-in');
+    await member.getByTestId('sign-in-email').fill('mia@example.com');
+    await member.getByTestId('sign-in-password').fill(PASSWORD);
+    await member.getByTestId('sign-in-submit').click();
+    await member.getByTestId('nav-sources').click();
+    await member.getByTestId('source-row').first().waitFor({ timeout: 15_000 });
+    await member.getByTestId('read-only').waitFor({ timeout: 15_000 });
+    for (const control of ['source-create', 'key-add', 'key-rotate', 'key-revoke', 'install-token-create']) expect(await member.getByTestId(control).count()).toBe(0);
+    await member.screenshot({ path: `${SCREENSHOTS}console-member-sources.png` });
+    await member.getByTestId('nav-dashboards').click();
+    await member.getByTestId('dashboard-link').filter({ hasText: 'Payments' }).click();
+    await member.getByTestId('dashboard-chart').first().waitFor({ timeout: 15_000 });
+    for (const control of ['dashboard-delete', 'chart-remove', 'chart-move-up']) expect(await member.getByTestId(control).count()).toBe(0);
+    await member.getByTestId('nav-metrics').click();
+    await member.getByTestId('metric-link').filter({ hasText: 'http.server.duration' }).first().click({ timeout: 15_000 });
+    await member.getByTestId('metric-chart').waitFor({ timeout: 15_000 });
+    expect(await member.getByTestId('save-dashboard').count()).toBe(0);
+    await tab.close();
+  });
+});
+
 describe('sign-out', () => {
   it('ends the session: the page goes to sign-in, and the old cookie is refused', async () => {
     const cookie = (await page.context().cookies()).find((c) => c.name === 'sluice_session')!;

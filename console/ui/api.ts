@@ -19,11 +19,18 @@ export class ApiFailure extends Error {
 }
 
 let csrfToken = '';
+let role: Me['user']['role'] | undefined;
 let onSignedOut: () => void = () => {};
 
-/** Kept from GET /api/me or the sign-in answer; sent back on writes. */
+/** Kept from GET /api/me or the sign-in answer: the CSRF token is sent back on writes. */
 export function rememberSession(me: Me | undefined): void {
   csrfToken = me?.csrfToken ?? '';
+  role = me?.user.role;
+}
+
+/** Whether the signed-in user may change what the tenant configures (the API's `configure` right: admins and owners); members are shown no controls that would be refused. */
+export function mayConfigure(): boolean {
+  return role === 'admin' || role === 'owner';
 }
 
 /** What to do when the API answers 401 (the session expired or was ended elsewhere). */

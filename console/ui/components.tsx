@@ -12,6 +12,11 @@ export function ErrorNote({ error, testid = 'error' }: { error: string; testid?:
   return error ? <p class="note note-error" role="alert" data-testid={testid}>{error}</p> : null;
 }
 
+/** Where a member would find the controls an admin has: says why they are not there. */
+export function ReadOnlyNote() {
+  return <p class="muted small" data-testid="read-only">You have read-only access (member): an admin or owner of your tenant makes changes here.</p>;
+}
+
 export function Loading({ what = 'Loading' }: { what?: string }) {
   return <p class="muted" role="status">{what}…</p>;
 }

@@ -4,7 +4,7 @@
  */
 import { useState } from 'preact/hooks';
 import type { ChartSpec, Dashboard } from '../api.ts';
-import { api, problem } from './api.ts';
+import { api, mayConfigure, problem } from './api.ts';
 import { ErrorNote } from './components.tsx';
 import { describeQuery } from './metric-chart.tsx';
 import { Link } from './router.tsx';
@@ -52,6 +52,7 @@ export function SaveToDashboard({ chart }: { chart: ChartSpec['query'] }) {
     }
   };
 
+  if (!mayConfigure()) return null;
   if (!open) {
     return (
       <div class="save-chart">

@@ -5,8 +5,8 @@
  */
 import { useEffect, useState } from 'preact/hooks';
 import type { ChartSpec, Dashboard } from '../../api.ts';
-import { api, problem } from '../api.ts';
-import { CopyButton, ErrorNote, Loading } from '../components.tsx';
+import { api, mayConfigure, problem } from '../api.ts';
+import { CopyButton, ErrorNote, Loading, ReadOnlyNote } from '../components.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
 import { MetricChart } from '../metric-chart.tsx';
 import { Link, href, navigate, type Place } from '../router.tsx';
@@ -33,10 +33,10 @@ export function DashboardsPage({ place }: { place: Place }) {
     <>
       <div class="page-head">
         <h1>Dashboards</h1>
-        <form class="inline-form" onSubmit={create}>
+        {mayConfigure() ? <form class="inline-form" onSubmit={create}>
           <label class="inline">New dashboard <input value={name} required placeholder="e.g. Checkout latency" onInput={(event) => setName(event.currentTarget.value)} data-testid="dashboard-name" /></label>
           <button type="submit" class="primary" data-testid="dashboard-create">Create</button>
-        </form>
+        </form> : <ReadOnlyNote />}
       </div>
       <ErrorNote error={error || list.error} />
       {list.loading && !list.data && <Loading />}
@@ -136,7 +136,7 @@ export function DashboardPage({ place, params }: { place: Place; params: Record<
         <div class="head-actions">
           <TimeRangePicker page={page} />
           <CopyButton text={shareLink} label="Copy link" testid="dashboard-share" />
-          <button type="button" class="small-button danger" onClick={remove} data-testid="dashboard-delete">Delete</button>
+          {mayConfigure() && <button type="button" class="small-button danger" onClick={remove} data-testid="dashboard-delete">Delete</button>}
         </div>
       </div>
       <ErrorNote error={error} />
@@ -150,11 +150,11 @@ export function DashboardPage({ place, params }: { place: Place; params: Record<
           <section class="card" key={keys[i]} data-testid="dashboard-chart">
             <div class="card-head">
               <h2 class="card-title">{chart.title}</h2>
-              <div class="card-actions">
+              {mayConfigure() && <div class="card-actions">
                 <button type="button" class="icon-button" onClick={() => move(i, i - 1)} disabled={i === 0} aria-label={`Move ${chart.title} up`} data-testid="chart-move-up">↑</button>
                 <button type="button" class="icon-button" onClick={() => move(i, i + 1)} disabled={i === dashboard.charts.length - 1} aria-label={`Move ${chart.title} down`} data-testid="chart-move-down">↓</button>
                 <button type="button" class="icon-button danger" onClick={() => confirm(`Remove the chart ${chart.title}?`) && change(dashboard.charts.filter((_, j) => j !== i))} aria-label={`Remove ${chart.title}`} data-testid="chart-remove">✕</button>
-              </div>
+              </div>}
             </div>
             <MetricChart query={chart.query} range={page.range} deployServices={chart.query.services} height={200} testid="dashboard-chart-plot" />
           </section>

@@ -5,8 +5,8 @@
  */
 import { useState } from 'preact/hooks';
 import type { InstallTokenView, IssuedKeyView, SourceKey, SourceView } from '../../api.ts';
-import { api, problem } from '../api.ts';
-import { CodeBlock, ErrorNote, Loading, otlpSetup, useIngestEndpoints } from '../components.tsx';
+import { api, mayConfigure, problem } from '../api.ts';
+import { CodeBlock, ErrorNote, Loading, ReadOnlyNote, otlpSetup, useIngestEndpoints } from '../components.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
 import { formatAgo, formatDateTime } from '../time.ts';
 
@@ -50,8 +50,10 @@ function KeyList({ source, busy, onRotate, onRevoke }: { source: SourceView; bus
           ) : (
             <>
               <span class="muted small" title={formatDateTime(key.createdAt)}>created {formatAgo(key.createdAt)}</span>{' '}
+              {mayConfigure() && <>
               <button type="button" class="small-button" disabled={busy} onClick={() => onRotate(key)} data-testid="key-rotate">Rotate</button>{' '}
               <button type="button" class="small-button danger" disabled={busy} onClick={() => onRevoke(key)} data-testid="key-revoke">Revoke</button>
+              </>}
             </>
           )}
         </li>
@@ -100,10 +102,10 @@ export function SourcesPage() {
     <>
       <div class="page-head">
         <h1>Sources</h1>
-        <form class="inline-form" onSubmit={create}>
+        {mayConfigure() ? <form class="inline-form" onSubmit={create}>
           <label class="inline">New source <input value={name} onInput={(event) => setName(event.currentTarget.value)} placeholder="e.g. checkout" required data-testid="source-name" /></label>
           <button type="submit" class="primary" disabled={busy} data-testid="source-create">Create source</button>
-        </form>
+        </form> : <ReadOnlyNote />}
       </div>
       <ErrorNote error={error || sources.error} />
       {shown && <ShownOnce shown={shown} onClose={() => setShown(undefined)} />}
@@ -132,11 +134,11 @@ export function SourcesPage() {
                       void act(async () => void (await api.revokeKey(source.id, key.id)));
                     }}
                   />
-                  <button type="button" class="small-button" disabled={busy} onClick={() => act(async () => ({ kind: 'key', sourceName: source.name, issued: await api.issueKey(source.id) }))} data-testid="key-add">Add a key</button>
+                  {mayConfigure() && <button type="button" class="small-button" disabled={busy} onClick={() => act(async () => ({ kind: 'key', sourceName: source.name, issued: await api.issueKey(source.id) }))} data-testid="key-add">Add a key</button>}
                 </td>
                 <td>
                   {agentCount(source.id) > 0 && <div class="small" data-testid="source-agents">{agentCount(source.id)} reporting</div>}
-                  <button type="button" class="small-button" disabled={busy} onClick={() => act(async () => ({ kind: 'install', sourceName: source.name, token: await api.installToken(source.id) }))} data-testid="install-token-create">Install an agent</button>
+                  {mayConfigure() && <button type="button" class="small-button" disabled={busy} onClick={() => act(async () => ({ kind: 'install', sourceName: source.name, token: await api.installToken(source.id) }))} data-testid="install-token-create">Install an agent</button>}
                 </td>
               </tr>
             ))}
@@ -146,7 +148,7 @@ export function SourcesPage() {
 
       <h2 class="section-title">Agents</h2>
       <ErrorNote error={agents.error} />
-      {agents.data && agents.data.agents.length === 0 && <p class="muted" data-testid="agents-empty">No agent has reported yet. Press “Install an agent” next to a source to get the command that installs one.</p>}
+      {agents.data && agents.data.agents.length === 0 && <p class="muted" data-testid="agents-empty">No agent has reported yet.{mayConfigure() && ' Press “Install an agent” next to a source to get the command that installs one.'}</p>}
       {agents.data && agents.data.agents.length > 0 && (
         <table class="table" data-testid="agents-table">
           <thead><tr><th>Host</th><th>Source</th><th>Version</th><th>System</th><th>Status</th><th>Last seen</th></tr></thead>
