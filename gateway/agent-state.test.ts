@@ -17,12 +17,13 @@ afterAll(async () => {
 async function setup() {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-agent-state-'));
   dirs.push(dir);
-  const store = new LocalStateStore(dir);
-  await store.start();
-  const sources = new SourceRegistry(store);
-  await sources.start();
+  // One clock for the store, the keys and the tokens: expiry is decided by each of them.
   let now = Date.parse('2026-11-22T12:00:00Z');
   const clock = () => now;
+  const store = new LocalStateStore(dir, clock);
+  await store.start();
+  const sources = new SourceRegistry(store, undefined, clock);
+  await sources.start();
   const tokens = new InstallTokens(store, sources, clock);
   const advance = (ms: number) => { now += ms; };
   return { dir, store, sources, tokens, advance, clock };
@@ -74,7 +75,7 @@ describe('InstallTokens', () => {
   it('is redeemed, and kept, by a gateway whose watch has not brought its key yet; a revoked key still takes it', async () => {
     const { store, sources, tokens, clock } = await setup();
     // Another gateway on the same store, whose watch delivers nothing (it lags behind).
-    const lagging = new SourceRegistry(Object.assign(Object.create(store) as StateStore, { watch: () => () => {} }));
+    const lagging = new SourceRegistry(Object.assign(Object.create(store) as StateStore, { watch: () => () => {} }), undefined, clock);
     await lagging.start();
     const laggingTokens = new InstallTokens(store, lagging, clock);
     const source = await sources.createSource('web');
