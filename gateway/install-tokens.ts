@@ -22,14 +22,14 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { SecretBox } from '../core/secret-box.ts';
-import { CapLedger } from '../state/cap-ledger.ts';
+import { CapLedger, type MemberState } from '../state/cap-ledger.ts';
 import { recordOf } from '../state/shape.ts';
 import type { StateStore } from '../state/store.ts';
 import { CapReachedError, NotFoundError, type SourceRegistry } from './sources.ts';
 
 export const INSTALL_TOKEN_TTL_MS = 24 * 60 * 60 * 1000;
-/** Install tokens of a source not yet expired (used or not); past it a new one is refused. */
-export const MAX_INSTALL_TOKENS_PER_SOURCE = 20;
+/** Install tokens of a source not yet expired (used or not); past it a new one is refused. Below the key cap: each token holds a key. */
+export const MAX_INSTALL_TOKENS_PER_SOURCE = 10;
 
 const INSTALL_TOKENS = 'install_tokens';
 const TOKEN_PREFIX = 'sit_';
@@ -125,11 +125,10 @@ export class InstallTokens {
     return { tokenId: record.id, sourceId: record.sourceId, apiKey: sealingBox(token).open(record.sealedKey), expiresAt: record.expiresAt };
   }
 
-
-/** The source's tokens not yet expired, with their expiry: the members of its cap. */
-  private async outstanding(sourceId: string): Promise<Map<string, number | undefined>> {
+  /** The source's tokens as members of its cap: ended when expired (a date that does not parse counts as expired). */
+  private async outstanding(sourceId: string): Promise<Map<string, MemberState>> {
     const records = (await this.store.list<unknown>(INSTALL_TOKENS)).map(([, r]) => r).filter(isInstallTokenRecord);
-    return new Map(records.filter((r) => r.sourceId === sourceId && Date.parse(r.expiresAt) > this.now()).map((r) => [r.id, Date.parse(r.expiresAt)]));
+    return new Map(records.filter((r) => r.sourceId === sourceId).map((r) => [r.id, { ended: !(Date.parse(r.expiresAt) > this.now()) }]));
   }
 }
 

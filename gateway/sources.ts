@@ -15,7 +15,7 @@ import { sha256Hex } from '../core/hash.ts';
 import { DEFAULT_TENANT_ID } from '../accounts/model.ts';
 import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
-import { CapLedger } from '../state/cap-ledger.ts';
+import { CapLedger, type MemberState } from '../state/cap-ledger.ts';
 import { StateMirror } from '../state/mirror.ts';
 import { recordOf } from '../state/shape.ts';
 import type { StateStore } from '../state/store.ts';
@@ -117,7 +117,7 @@ export class SourceRegistry {
     const source: Source = { id: randomUUID(), name, tenantId, createdAt: new Date(this.now()).toISOString() };
     await this.ledger.claim(`sources/${tenantId}`, source.id, {
       cap: MAX_SOURCES_PER_TENANT,
-      members: async () => new Map((await this.storedSources(tenantId)).map((s) => [s.id, undefined])),
+      members: async () => new Map((await this.storedSources(tenantId)).map((s) => [s.id, { ended: false }])),
       refuse: (cap) => new CapReachedError(`A tenant may have at most ${cap} sources, and this one has ${cap}: add keys to an existing source instead`),
     });
     await this.store.put(SOURCES, source.id, source);
@@ -190,7 +190,7 @@ export class SourceRegistry {
     };
     await this.ledger.claim(keysScope(sourceId), record.id, {
       cap: MAX_KEYS_PER_SOURCE,
-      members: () => this.liveKeys(sourceId),
+      members: () => this.keyStates(sourceId),
       ...(record.expiresAt ? { until: Date.parse(record.expiresAt) } : {}),
       ...(options.replacing ? { except: options.replacing } : {}),
       refuse: (cap) => new CapReachedError(`A source may have at most ${cap} active API keys, and this one has ${cap}: revoke one first`),
@@ -246,10 +246,13 @@ export class SourceRegistry {
     return (await this.store.list<unknown>(API_KEYS)).map(([, k]) => k).filter(isApiKeyRecord);
   }
 
-  /** The source's keys that are neither revoked nor expired, with their expiry: the members of its cap. */
-  private async liveKeys(sourceId: string): Promise<Map<string, number | undefined>> {
-    const live = (await this.storedKeys()).filter((k) => k.sourceId === sourceId && !k.revokedAt && !this.expired(k));
-    return new Map(live.map((k) => [k.id, k.expiresAt === undefined ? undefined : Date.parse(k.expiresAt)]));
+  /** The source's keys as members of its cap: ended when revoked or expired. */
+  private async keyStates(sourceId: string): Promise<Map<string, MemberState>> {
+    const keys = (await this.storedKeys()).filter((k) => k.sourceId === sourceId);
+    return new Map(keys.map((k) => [k.id, {
+      ended: Boolean(k.revokedAt) || this.expired(k),
+      ...(k.expiresAt === undefined ? {} : { until: Date.parse(k.expiresAt) }),
+    }]));
   }
 
   /** A date that does not parse counts as expired. */

@@ -31,10 +31,16 @@ interface Ledger {
 
 const isLedger = recordOf<Ledger>({ places: 'object' });
 
+/** A member as the store holds it: ended (revoked, expired), or holding until `until` if it has one. */
+export interface MemberState {
+  ended: boolean;
+  until?: number;
+}
+
 export interface ClaimOptions {
   cap: number;
-  /** The live members of the scope as the store holds them, each with its deadline if it has one. */
-  members: () => Promise<Map<string, number | undefined>>;
+  /** The members of the scope the store holds, by id. */
+  members: () => Promise<Map<string, MemberState>>;
   /** The place's deadline (ms since the epoch); none: it holds until the member ends. */
   until?: number;
   /** A member not counted: the one this claim replaces (a key being rotated out). */
@@ -99,20 +105,20 @@ function held(places: Record<string, CapPlace>, except: string | undefined): num
 /** The places of the store's live members, plus the recent places whose member it does not show yet. */
 async function rebuilt(
   places: Record<string, CapPlace>,
-  members: () => Promise<Map<string, number | undefined>>,
+  members: () => Promise<Map<string, MemberState>>,
   now: number,
 ): Promise<Record<string, CapPlace>> {
-  const live = await members();
+  const known = await members();
   const next: Record<string, CapPlace> = {};
-  for (const [id, until] of live) {
-    if (until !== undefined && until <= now) continue;
+  for (const [id, { ended, until }] of known) {
+    if (ended || (until !== undefined && until <= now)) continue;
     const place = places[id];
     // A place settled in the ledger keeps holding while its member's record catches up.
     const settled = place !== undefined && place.until === undefined;
     next[id] = { at: place?.at ?? now, ...(until === undefined || settled ? {} : { until }) };
   }
   for (const [id, place] of Object.entries(places)) {
-    if (!live.has(id) && now - place.at < UNSEEN_PLACE_GRACE_MS) next[id] = place;
+    if (!known.has(id) && now - place.at < UNSEEN_PLACE_GRACE_MS) next[id] = place;
   }
   return next;
 }
