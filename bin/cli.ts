@@ -53,14 +53,14 @@ export function sluiceProgram({ load = loadRuntime, output = {} }: ProgramOption
     .action(async () => (await load()).migrate());
 
   const sources = program.command('sources').description('ingestion sources and their API keys');
-  sources.command('create').description('create a source and its first API key; prints {id, name, tenantId, apiKey, keyId, createdAt} (the key is shown only here)')
+  sources.command('create').description('create a source and its first API key; prints {id, name, tenantId, apiKey, keyId, createdAt} (the key is shown only here); a tenant has at most 100 sources')
     .value('--name <NAME>', "the source's name", { required: true })
     .value('--tenant <ID>', 'the tenant that owns it (`sluice relay tenants list`); default: the default tenant, which the console\'s first owner joins')
     .action(({ name, tenant }) => admin((a) => a.createSource(name, tenant)));
   sources.command('list').description("sources and their keys' ids and revocation times (never the keys)")
     .value('--tenant <ID>', "only this tenant's sources")
     .action(({ tenant }) => admin((a) => a.listSources(tenant)));
-  sources.command('add-key').description('issue another key for a source (for rotation)')
+  sources.command('add-key').description('issue another key for a source (for rotation); a source has at most 20 active keys: past that, revoke one first')
     .value('--source <ID>', 'the source', { required: true })
     .action(({ source }) => admin((a) => a.addKey(source)));
   sources.command('revoke-key').description('revoke a key; refused from the next request on')
@@ -99,7 +99,7 @@ export function sluiceProgram({ load = loadRuntime, output = {} }: ProgramOption
     .action(({ source }) => admin((a) => a.getAgentConfig(source)));
 
   program.command('install-tokens').description('install tokens for agents').command('create')
-    .description('issue a 24-hour install token; prints {id, token, url, keyId, expiresAt}')
+    .description('issue a 24-hour install token and the key it carries; prints {id, token, url, keyId, expiresAt}; at most 10 unexpired per source; the key expires with the token unless its manifest was fetched')
     .value('--source <ID>', 'the source', { required: true })
     .action(({ source }) => admin((a) => a.createInstallToken(source)));
 

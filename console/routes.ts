@@ -45,8 +45,8 @@ export function sourceRoutes(deps: ConsoleHttpDeps): Route[] {
       const { revokeKeyId } = validBody<{ revokeKeyId?: string }>('AddKey', call.body);
       const source = await ownSource(call);
       if (revokeKeyId !== undefined && !source.keys.some((key) => key.id === revokeKeyId)) throw new ApiError(404, 'API key not found');
-      const issued = await sources.addKey(source.id);
-      // Rotation: the new key exists before the old one stops working.
+      // Rotation: the new key exists before the old one stops working (and is not refused at the key cap).
+      const issued = await sources.addKey(source.id, revokeKeyId === undefined ? {} : { replacing: revokeKeyId });
       if (revokeKeyId !== undefined) await sources.revokeKey(revokeKeyId);
       const view: IssuedKeyView = { sourceId: source.id, keyId: issued.keyId, apiKey: issued.apiKey };
       return view;

@@ -2,12 +2,12 @@
 import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { LocalStateStore } from '../state/local.ts';
 import type { StateStore } from '../state/store.ts';
 import { AgentConfigs, etagMatches } from './agent-configs.ts';
-import { INSTALL_TOKEN_TTL_MS, InstallTokens } from './install-tokens.ts';
-import { SourceRegistry } from './sources.ts';
+import { INSTALL_TOKEN_TTL_MS, InstallTokens, MAX_INSTALL_TOKENS_PER_SOURCE } from './install-tokens.ts';
+import { CapReachedError, type IssuedKey, SourceRegistry } from './sources.ts';
 
 const dirs: string[] = [];
 afterAll(async () => {
@@ -17,12 +17,13 @@ afterAll(async () => {
 async function setup() {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-agent-state-'));
   dirs.push(dir);
-  const store = new LocalStateStore(dir);
-  await store.start();
-  const sources = new SourceRegistry(store);
-  await sources.start();
+  // One clock for the store, the keys and the tokens: expiry is decided by each of them.
   let now = Date.parse('2026-11-22T12:00:00Z');
   const clock = () => now;
+  const store = new LocalStateStore(dir, clock);
+  await store.start();
+  const sources = new SourceRegistry(store, undefined, clock);
+  await sources.start();
   const tokens = new InstallTokens(store, sources, clock);
   const advance = (ms: number) => { now += ms; };
   return { dir, store, sources, tokens, advance, clock };
@@ -74,7 +75,7 @@ describe('InstallTokens', () => {
   it('is redeemed, and kept, by a gateway whose watch has not brought its key yet; a revoked key still takes it', async () => {
     const { store, sources, tokens, clock } = await setup();
     // Another gateway on the same store, whose watch delivers nothing (it lags behind).
-    const lagging = new SourceRegistry(Object.assign(Object.create(store) as StateStore, { watch: () => () => {} }));
+    const lagging = new SourceRegistry(Object.assign(Object.create(store) as StateStore, { watch: () => () => {} }), undefined, clock);
     await lagging.start();
     const laggingTokens = new InstallTokens(store, lagging, clock);
     const source = await sources.createSource('web');
@@ -95,6 +96,57 @@ describe('InstallTokens', () => {
   it('is refused for an unknown source', async () => {
     const { tokens } = await setup();
     await expect(tokens.create('no-such-source')).rejects.toThrow('no source no-such-source');
+  });
+
+  it("revokes an unused token's key when the token expires; a used token's key keeps working", async () => {
+    const { store, sources, tokens, advance } = await setup();
+    const source = await sources.createSource('web');
+    // The keys the tokens carry, as they were minted (an unused token's key never leaves the store otherwise).
+    const minted: Array<Promise<IssuedKey>> = [];
+    const addKey = sources.addKey.bind(sources);
+    vi.spyOn(sources, 'addKey').mockImplementation((...args) => {
+      const issued = addKey(...args);
+      minted.push(issued);
+      return issued;
+    });
+    const used = await tokens.create(source.id);
+    const unused = await tokens.create(source.id);
+    const [usedKey, unusedKey] = await Promise.all(minted);
+    advance(INSTALL_TOKEN_TTL_MS - 1000);
+    expect((await tokens.redeem(used.token))?.apiKey).toBe(usedKey!.apiKey);
+
+    advance(1000);
+    expect(sources.authenticate(unusedKey!.apiKey)).toBeUndefined();
+    expect(sources.keyActive(unused.keyId)).toBe(false);
+    expect(sources.authenticate(usedKey!.apiKey)).toBe(source.id);
+    // Lists show the unused token's key revoked when the token expired; the token records are gone.
+    const keys = (await sources.listSources())[0]!.keys;
+    expect(keys.find((k) => k.id === unused.keyId)?.revokedAt).toBe(unused.expiresAt);
+    expect(keys.find((k) => k.id === used.keyId)?.revokedAt).toBeUndefined();
+    expect(await store.list('install_tokens')).toEqual([]);
+    // A registry that starts now (another gateway, a restart) agrees.
+    const restarted = new SourceRegistry(store, undefined, () => Date.parse(unused.expiresAt) + 1);
+    await restarted.start();
+    expect(restarted.authenticate(unusedKey!.apiKey)).toBeUndefined();
+    expect(restarted.authenticate(usedKey!.apiKey)).toBe(source.id);
+  });
+
+  it('refuses a token past the cap with a 409, also when gateways create them at once; expired tokens free their places', async () => {
+    const { store, sources, tokens, clock, advance } = await setup();
+    const source = await sources.createSource('web');
+    const other = new InstallTokens(store, new SourceRegistry(store, undefined, clock), clock);
+    const results = await Promise.allSettled(Array.from({ length: MAX_INSTALL_TOKENS_PER_SOURCE + 5 }, (_, i) => (i % 2 ? other : tokens).create(source.id)));
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(MAX_INSTALL_TOKENS_PER_SOURCE);
+    const refused = results.flatMap((r) => (r.status === 'rejected' ? [r.reason] : []));
+    expect(refused).toHaveLength(5);
+    expect(refused.every((err) => err instanceof CapReachedError)).toBe(true);
+    expect(refused[0]).toMatchObject({ statusCode: 409, message: expect.stringMatching(/at most 10 install tokens/) });
+    // Their keys count against the key cap too, until they expire unused.
+    expect((await sources.listSources())[0]!.keys.filter((k) => !k.revokedAt)).toHaveLength(MAX_INSTALL_TOKENS_PER_SOURCE + 1);
+
+    advance(INSTALL_TOKEN_TTL_MS);
+    await tokens.create(source.id);
+    expect((await sources.listSources())[0]!.keys.filter((k) => !k.revokedAt)).toHaveLength(2);
   });
 });
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LocalStateStore } from '../state/local.ts';
-import { SourceRegistry } from './sources.ts';
+import { CapReachedError, MAX_KEYS_PER_SOURCE, MAX_SOURCES_PER_TENANT, SourceRegistry } from './sources.ts';
 
 const dirs: string[] = [];
 afterAll(async () => {
@@ -93,5 +93,73 @@ describe('SourceRegistry', () => {
     const { sources } = await registry();
     await expect(sources.addKey('nope')).rejects.toThrow(/no source/);
     await expect(sources.revokeKey('key_nope')).rejects.toThrow(/no such API key/);
+  });
+});
+
+describe('SourceRegistry caps', () => {
+  /** Active keys of a source as the store holds them. */
+  const activeKeys = async (sources: SourceRegistry, sourceId: string) =>
+    (await sources.listSources()).find((s) => s.id === sourceId)!.keys.filter((k) => !k.revokedAt);
+
+  it('refuses a key past the cap with a 409 saying to revoke one; a revoked key frees its place', async () => {
+    const { sources } = await registry();
+    const source = await sources.createSource('web');
+    for (let i = 1; i < MAX_KEYS_PER_SOURCE; i++) await sources.addKey(source.id);
+    const refused = await sources.addKey(source.id).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(CapReachedError);
+    expect(refused).toMatchObject({ statusCode: 409, message: expect.stringMatching(/at most 20 active API keys.*revoke one first/) });
+    expect(await activeKeys(sources, source.id)).toHaveLength(MAX_KEYS_PER_SOURCE);
+
+    await sources.revokeKey(source.keyId);
+    const another = await sources.addKey(source.id);
+    expect(sources.authenticate(another.apiKey)).toBe(source.id);
+    await expect(sources.addKey(source.id)).rejects.toThrow(CapReachedError);
+  });
+
+  it('lets a full source rotate a key: the new one is issued before the old one is revoked', async () => {
+    const { sources } = await registry();
+    const source = await sources.createSource('web');
+    for (let i = 1; i < MAX_KEYS_PER_SOURCE; i++) await sources.addKey(source.id);
+    const rotated = await sources.addKey(source.id, { replacing: source.keyId });
+    await sources.revokeKey(source.keyId);
+    expect(sources.authenticate(rotated.apiKey)).toBe(source.id);
+    expect(await activeKeys(sources, source.id)).toHaveLength(MAX_KEYS_PER_SOURCE);
+  });
+
+  it('holds the key cap when gateways on one store create keys at once', async () => {
+    const { store, sources } = await registry();
+    const gateways = [sources, new SourceRegistry(store), new SourceRegistry(store)];
+    const source = await sources.createSource('web');
+    const results = await Promise.allSettled(Array.from({ length: 2 * MAX_KEYS_PER_SOURCE }, (_, i) => gateways[i % 3]!.addKey(source.id)));
+    const issued = results.filter((r) => r.status === 'fulfilled');
+    const refused = results.flatMap((r) => (r.status === 'rejected' ? [r.reason] : []));
+    expect(issued).toHaveLength(MAX_KEYS_PER_SOURCE - 1);
+    expect(refused.every((err) => err instanceof CapReachedError)).toBe(true);
+    expect(await activeKeys(sources, source.id)).toHaveLength(MAX_KEYS_PER_SOURCE);
+  });
+
+  it('counts the keys a source had before the cap existed', async () => {
+    const { store, sources } = await registry();
+    // A source and keys written as an older version did, with no cap: more keys than the cap.
+    const source = { id: 'src-legacy', name: 'legacy', tenantId: 'ten_default', createdAt: '2026-01-01T00:00:00Z' };
+    await store.put('sources', source.id, source);
+    const legacy = Array.from({ length: MAX_KEYS_PER_SOURCE + 2 }, (_, i) => `key_legacy${i}`);
+    for (const id of legacy) await store.put('api_keys', id, { id, sourceId: source.id, hash: `h${id}`, createdAt: '2026-01-01T00:00:00Z' });
+    await expect(sources.addKey(source.id)).rejects.toThrow(CapReachedError);
+    for (const id of legacy.slice(0, 3)) await sources.revokeKey(id);
+    await sources.addKey(source.id);
+    await expect(sources.addKey(source.id)).rejects.toThrow(CapReachedError);
+  });
+
+  it("holds the tenant's source cap when sources are created at once; other tenants are not counted", async () => {
+    const { store, sources } = await registry();
+    const gateways = [sources, new SourceRegistry(store)];
+    const results = await Promise.allSettled(Array.from({ length: MAX_SOURCES_PER_TENANT + 10 }, (_, i) => gateways[i % 2]!.createSource(`s${i}`, 'ten_acme')));
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(MAX_SOURCES_PER_TENANT);
+    const refused = results.flatMap((r) => (r.status === 'rejected' ? [r.reason] : []));
+    expect(refused).toHaveLength(10);
+    expect(refused[0]).toMatchObject({ statusCode: 409, message: expect.stringMatching(/at most 100 sources/) });
+    expect(await sources.listSources('ten_acme')).toHaveLength(MAX_SOURCES_PER_TENANT);
+    expect((await sources.createSource('web', 'ten_other')).tenantId).toBe('ten_other');
   });
 });

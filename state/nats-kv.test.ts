@@ -7,7 +7,8 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { SourceRegistry } from '../gateway/sources.ts';
+import { InstallTokens, MAX_INSTALL_TOKENS_PER_SOURCE } from '../gateway/install-tokens.ts';
+import { CapReachedError, MAX_KEYS_PER_SOURCE, SourceRegistry } from '../gateway/sources.ts';
 import { capturedLog, escapedErrors, watchFeeds } from '../test/faults.ts';
 import { eventually } from '../test/harness.ts';
 import { StateMirror } from './mirror.ts';
@@ -116,6 +117,26 @@ describe('NatsKvStateStore across gateways', () => {
     await eventually(() => second.authenticate(source.apiKey) === source.id, 10_000, 10);
     await first.revokeKey(source.keyId);
     await eventually(() => second.authenticate(source.apiKey) === undefined, 10_000, 10);
+    await first.shutdown();
+    await second.shutdown();
+  });
+
+  it("holds a source's key and install-token caps when two gateways create them at once", async () => {
+    const first = new SourceRegistry(a);
+    const second = new SourceRegistry(b);
+    await first.start();
+    await second.start();
+    const source = await first.createSource('capped');
+    const tokens = [new InstallTokens(a, first), new InstallTokens(b, second)];
+    const madeTokens = await Promise.allSettled(Array.from({ length: MAX_INSTALL_TOKENS_PER_SOURCE + 4 }, (_, i) => tokens[i % 2]!.create(source.id)));
+    expect(madeTokens.filter((r) => r.status === 'fulfilled')).toHaveLength(MAX_INSTALL_TOKENS_PER_SOURCE);
+    expect(madeTokens.every((r) => r.status === 'fulfilled' || r.reason instanceof CapReachedError)).toBe(true);
+    const registries = [first, second];
+    const madeKeys = await Promise.allSettled(Array.from({ length: MAX_KEYS_PER_SOURCE }, (_, i) => registries[i % 2]!.addKey(source.id)));
+    expect(madeKeys.filter((r) => r.status === 'fulfilled')).toHaveLength(MAX_KEYS_PER_SOURCE - 1 - MAX_INSTALL_TOKENS_PER_SOURCE);
+    expect(madeKeys.every((r) => r.status === 'fulfilled' || r.reason instanceof CapReachedError)).toBe(true);
+    const active = (await second.listSources()).find((s) => s.id === source.id)!.keys.filter((k) => !k.revokedAt);
+    expect(active).toHaveLength(MAX_KEYS_PER_SOURCE);
     await first.shutdown();
     await second.shutdown();
   });

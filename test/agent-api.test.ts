@@ -5,8 +5,9 @@
 import { gzipSync } from 'node:zlib';
 import { compress as zstdCompress } from '@mongodb-js/zstd';
 import { parseAllDocuments } from 'yaml';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { InstallTokens, INSTALL_TOKEN_TTL_MS } from '../gateway/install-tokens.ts';
+import type { IssuedKey } from '../gateway/sources.ts';
 import { deployMarkerSchema, heartbeatSchema, logBatchSchema, metricBatchSchema } from '../pipeline/agent/schemas.ts';
 import { startTestSluice, type TestSluice } from './harness.ts';
 
@@ -251,6 +252,22 @@ describe('GET /install/{token}', () => {
     const bodies = await Promise.all(responses.map((r) => r.text()));
     expect(responses.map((r) => r.status)).toEqual([404, 404, 404, 404]);
     expect(new Set(bodies).size).toBe(1);
+  });
+
+  it("leaves an expired token's key working only if its manifest was served", async () => {
+    // The key an unused token carries never leaves the store: caught here as it is minted.
+    const addKey = vi.spyOn(sluice.sources, 'addKey');
+    try {
+      // Made a day ago (the tokens' clock): it expired without its manifest ever being served.
+      await new InstallTokens(sluice.state, sluice.sources, () => Date.now() - INSTALL_TOKEN_TTL_MS - 1000).create(other.id);
+      const unusedKey = (await (addKey.mock.results[0]!.value as Promise<IssuedKey>)).apiKey;
+      expect((await post('/api/v1/ingest', { entries: [{ message: 'never installed' }] }, { 'x-api-key': unusedKey })).status).toBe(401);
+    } finally {
+      addKey.mockRestore();
+    }
+    const used = await sluice.installTokens.create(other.id);
+    const usedKey = parseAllDocuments(await (await fetch(`${sluice.baseUrl}/install/${used.token}`)).text())[1]!.toJS().stringData['api-key'];
+    expect((await post('/api/v1/ingest', { entries: [{ message: 'installed by a used token' }] }, { 'x-api-key': usedKey })).status).toBe(200);
   });
 
   it('refuses an unknown format', async () => {

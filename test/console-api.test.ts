@@ -144,6 +144,23 @@ describe('a tenant sees only its own', () => {
     expect((await owner.json<{ name: string }>(`/api/dashboards/${dashboard.id}`)).name).toBe('Checkout');
   });
 
+  it("caps a source's install tokens and keys with a 409 saying what to do; a full source still rotates a key", async () => {
+    const { source } = await owner.json<{ source: SourceView }>('/api/sources', { method: 'POST', body: { name: 'capped' } });
+    for (let i = 0; i < 10; i++) expect((await owner.call(`/api/sources/${source.id}/install-tokens`, { method: 'POST' })).status).toBe(201);
+    const tokens = await owner.call(`/api/sources/${source.id}/install-tokens`, { method: 'POST' });
+    expect(tokens.status).toBe(409);
+    expect((await tokens.json()).message).toMatch(/at most 10 install tokens/);
+    // Each token holds a key: 1 + 10 so far, of 20.
+    for (let i = 0; i < 9; i++) expect((await owner.call(`/api/sources/${source.id}/keys`, { method: 'POST', body: {} })).status).toBe(201);
+    const keys = await owner.call(`/api/sources/${source.id}/keys`, { method: 'POST', body: {} });
+    expect(keys.status).toBe(409);
+    expect(await keys.json()).toEqual({ statusCode: 409, message: 'A source may have at most 20 active API keys, and this one has 20: revoke one first' });
+    const rotated = await owner.call(`/api/sources/${source.id}/keys`, { method: 'POST', body: { revokeKeyId: source.keys[0]!.id } });
+    expect(rotated.status).toBe(201);
+    const { sources } = await owner.json<{ sources: SourceView[] }>('/api/sources');
+    expect(sources.find((s) => s.id === source.id)!.keys.filter((k) => k.revokedAt === undefined)).toHaveLength(20);
+  });
+
   it("reads never show another tenant's rows, and filters with SQL in them are data", async () => {
     await sendLog("payment declined: card's limit");
     const range = () => ({ from: Date.now() - 3_600_000, to: Date.now() + 60_000 });
