@@ -23,6 +23,7 @@ import { ClickHouseException, exceptionResponse } from './errors.ts';
 import type { ConcurrencyGate } from '../core/concurrency-gate.ts';
 import { nativeForRevision } from './native.ts';
 import { formatName, parseQueryParams, type QueryLimits, type QueryParams } from './request.ts';
+import type { QueryScope } from './scope.ts';
 import { checkStatement } from './statement.ts';
 
 /** Cap on a request body (the statement; ClickHouse parses at most max_query_size, 256 KiB). */
@@ -34,8 +35,8 @@ export interface QueryEndpointDeps {
   throttle: FailedAuthThrottle;
   clientIp: ClientIpResolver;
   gate: ConcurrencyGate;
-  /** The current database of a request that names none (otel: unqualified tables are the telemetry's). */
-  defaultDatabase: string;
+  /** What a client sees; its database is the current database of a request that names none (otel: unqualified tables are the telemetry's). */
+  scope: QueryScope;
   limits: QueryLimits;
   /** For the X-ClickHouse-Timezone and -Server-Display-Name headers. */
   server: { timezone: string; displayName: string };
@@ -77,15 +78,15 @@ async function answer(deps: QueryEndpointDeps, request: HttpRequest): Promise<Ht
     throw authenticationFailed(credentials.user);
   }
 
-  const params = parseQueryParams(search, deps.limits);
+  const params = parseQueryParams(search, deps.limits, deps.scope);
   const sql = [params.query, request.method === 'POST' ? await statementBody(request) : ''].filter(Boolean).join('\n');
   if (!sql.trim()) throw ClickHouseException.of('SYNTAX_ERROR', 'Empty query');
-  const database = params.database ?? request.headers['x-clickhouse-database'] ?? deps.defaultDatabase;
+  const database = params.database ?? request.headers['x-clickhouse-database'] ?? deps.scope.database;
   const formatHeader = request.headers['x-clickhouse-format'];
   const defaultFormat = params.defaultFormat ?? (formatHeader === undefined ? 'TabSeparated' : formatName(formatHeader));
   return deps.gate.run(async () => {
     if (request.aborted) return { status: 499 }; // left while waiting its turn
-    const statement = await checkStatement(deps.runner, database, sql, params.params);
+    const statement = await checkStatement(deps.runner, deps.scope, database, sql, params.params);
     const format = statement.format ?? defaultFormat;
     const output = await deps.runner.run(database, `${statement.sql}\nSETTINGS ${params.settings}`, { format, params: params.params });
     const body = /^native$/i.test(format) && params.protocolVersion > 0 ? nativeForRevision(output.bytes, params.protocolVersion) : output.bytes;
