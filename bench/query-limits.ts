@@ -7,15 +7,18 @@
  *   the server's resident set before and at its highest meanwhile (VmRSS sampled every 20 ms);
  * - two results of about 90 MiB at once (Native at clickhouse-go's revision, as Grafana asks)
  *   while the ingest port's /api/v1/health is asked again and again, one request after the
- *   other: the slowest health answer, the median, and how many there were.
+ *   other: the slowest health answer, the median, and how many there were; and the server's
+ *   own event-loop delay meanwhile (max and p99 of `perf_hooks.monitorEventLoopDelay`, from
+ *   /metrics, reset by each scrape). The bench reads the big answers as they stream, without
+ *   keeping them, so its own event loop does not delay the health requests it times.
  *
- * usage: node --import tsx bench/query-limits.ts [--repeat 3]
+ * usage: node --import tsx bench/query-limits.ts [--repeat 3] [--results-only]
  */
 import { parseArgs } from 'node:util';
 import { freePort } from '../test/free-port.ts';
 import { rssMiB, startTarget } from './target.ts';
 
-const { values } = parseArgs({ options: { repeat: { type: 'string', default: '3' } } });
+const { values } = parseArgs({ options: { repeat: { type: 'string', default: '3' }, 'results-only': { type: 'boolean', default: false } } });
 const repeat = Number(values.repeat);
 const PASSWORD = 'a long bench query password';
 const MEMORY_STATEMENTS = [
@@ -30,14 +33,21 @@ const target = await startTarget('sluice', { SLUICE_QUERY_PORT: String(queryPort
 const authorization = `Basic ${Buffer.from(`grafana:${PASSWORD}`).toString('base64')}`;
 const query = async (sql: string, params: Record<string, string> = {}) => {
   const response = await fetch(`http://127.0.0.1:${queryPort}/?${new URLSearchParams({ database: 'otel', ...params })}`, { method: 'POST', headers: { authorization }, body: sql });
-  const body = Buffer.from(await response.arrayBuffer());
-  return { status: response.status, code: response.headers.get('x-clickhouse-exception-code') ?? '-', bytes: body.length, text: body.subarray(0, 160).toString() };
+  let bytes = 0;
+  for await (const chunk of response.body!) bytes += chunk.byteLength;
+  return { status: response.status, code: response.headers.get('x-clickhouse-exception-code') ?? '-', bytes };
+};
+/** The server's event-loop delay in ms (p99, max) since the last scrape. */
+const loopDelay = async () => {
+  const metrics = await (await fetch(`${target.url}/metrics`)).text();
+  const ms = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1]) * 1000;
+  return { p99: ms('nodejs_eventloop_lag_p99_seconds'), max: ms('nodejs_eventloop_lag_max_seconds') };
 };
 
 try {
   console.log('| statement | answer | seconds | RSS before (MiB) | RSS peak (MiB) |');
   console.log('|---|---|---|---|---|');
-  for (const sql of MEMORY_STATEMENTS) {
+  for (const sql of values['results-only'] ? [] : MEMORY_STATEMENTS) {
     for (let i = 0; i < repeat; i++) {
       const before = rssMiB(target.pid);
       let peak = before;
@@ -50,9 +60,10 @@ try {
     }
   }
 
-  console.log('\n| two ~90 MiB Native results at once | health answers | median (ms) | slowest (ms) |');
-  console.log('|---|---|---|---|');
+  console.log('\n| two ~90 MiB Native results at once | health answers | median (ms) | slowest (ms) | server loop delay p99 (ms) | max (ms) |');
+  console.log('|---|---|---|---|---|---|');
   for (let i = 0; i < repeat; i++) {
+    await loopDelay();
     let busy = true;
     const latencies: number[] = [];
     const poll = (async () => {
@@ -67,7 +78,8 @@ try {
     await poll;
     latencies.sort((a, b) => a - b);
     const sizes = answers.map((answer) => `${answer.status} ${(answer.bytes / 2 ** 20).toFixed(1)} MiB`).join(', ');
-    console.log(`| ${sizes} | ${latencies.length} | ${latencies[latencies.length >> 1]!.toFixed(1)} | ${latencies.at(-1)!.toFixed(1)} |`);
+    const delay = await loopDelay();
+    console.log(`| ${sizes} | ${latencies.length} | ${latencies[latencies.length >> 1]!.toFixed(1)} | ${latencies.at(-1)!.toFixed(1)} | ${delay.p99.toFixed(0)} | ${delay.max.toFixed(0)} |`);
   }
 } finally {
   await target.stop();
