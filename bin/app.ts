@@ -195,7 +195,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         runner: await graph.chdbReader(),
         user: config.query.user,
         password: config.query.password,
-        defaultDatabase: config.storage.database,
+        database: config.storage.database,
         limits: queryLimits(config),
         maxConcurrent: config.query.maxConcurrent,
         failedAuthLimiter: await graph.limiter('query-auth'),

@@ -160,8 +160,8 @@ export function maxChunkBytes(nc: NatsConnection | undefined): number {
 
 /** The query endpoint's limits on one statement (SLUICE_QUERY_*). */
 export function queryLimits(config: Readonly<SluiceConfig>): QueryLimits {
-  const { maxExecutionSeconds, maxResultRows, maxResultBytes, resultOverflowMode } = config.query;
-  return { maxExecutionSeconds, maxResultRows, maxResultBytes, resultOverflowMode };
+  const { maxExecutionSeconds, maxResultRows, maxResultBytes, resultOverflowMode, maxMemoryBytes } = config.query;
+  return { maxExecutionSeconds, maxResultRows, maxResultBytes, resultOverflowMode, maxMemoryBytes };
 }
 
 /** An HTTP port's limits: its body cap, the body deadline and the connection cap (SLUICE_BODY_*, SLUICE_HTTP_MAX_CONNECTIONS). */

@@ -43,6 +43,7 @@ export interface SluiceConfig {
     maxResultRows: number;
     maxResultBytes: number;
     resultOverflowMode: 'throw' | 'break';
+    maxMemoryBytes: number;
     maxConcurrent: number;
   };
   nats: { url: string; prefix: string; replicas: number; maxStreamBytes: number; ackWaitSeconds: number };
@@ -135,11 +136,12 @@ export const OPTIONS: readonly Option[] = [
   { path: 'storage.ttlDays', env: 'SLUICE_TTL_DAYS', type: 'integer', default: 0, doc: 'Days to keep telemetry rows (a TTL on every table, set when a table is created); 0 keeps them forever.', schema: { minimum: 0 } },
   { path: 'query.port', env: 'SLUICE_QUERY_PORT', type: 'integer', default: 0, doc: 'Embedded default: port of the read-only ClickHouse HTTP endpoint for Grafana and other ClickHouse clients (see [Grafana](#grafana)); 0: off. Needs SLUICE_QUERY_PASSWORD; refused with CLICKHOUSE_URL or NATS_URL (query that ClickHouse server instead).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'query.user', env: 'SLUICE_QUERY_USER', type: 'string', default: 'grafana', doc: 'User name the query endpoint accepts.', schema: { pattern: '^[A-Za-z0-9_.@-]{1,64}$' } },
-  { path: 'query.password', env: 'SLUICE_QUERY_PASSWORD', type: 'string', default: '', doc: 'Password of that user, at least 12 characters; required when SLUICE_QUERY_PORT is set. It reads every table in chDB (the relay\'s submissions too).' },
+  { path: 'query.password', env: 'SLUICE_QUERY_PASSWORD', type: 'string', default: '', doc: 'Password of that user, at least 12 characters; required when SLUICE_QUERY_PORT is set. It reads the telemetry tables (not the relay\'s submissions, nor the server\'s files and settings).' },
   { path: 'query.maxExecutionSeconds', env: 'SLUICE_QUERY_MAX_EXECUTION_SECONDS', type: 'integer', default: 30, doc: 'Longest a query of the endpoint may run (ClickHouse max_execution_time); past it the query fails with TIMEOUT_EXCEEDED. A client may ask for less, never more.', schema: { minimum: 1, maximum: 3600 } },
   { path: 'query.maxResultRows', env: 'SLUICE_QUERY_MAX_RESULT_ROWS', type: 'integer', default: 1_000_000, doc: 'Most rows a query of the endpoint may return (max_result_rows); see SLUICE_QUERY_RESULT_OVERFLOW_MODE. A client may ask for less, never more.', schema: { minimum: 1 } },
   { path: 'query.maxResultBytes', env: 'SLUICE_QUERY_MAX_RESULT_BYTES', type: 'integer', default: 100 * MiB, doc: 'Most bytes (uncompressed, in memory) a query of the endpoint may return (max_result_bytes); bounds the memory a result takes. A client may ask for less, never more.', schema: { minimum: 1024 } },
   { path: 'query.resultOverflowMode', env: 'SLUICE_QUERY_RESULT_OVERFLOW_MODE', type: 'string', default: 'throw', doc: 'What a result over a limit does (result_overflow_mode): throw (the query fails with TOO_MANY_ROWS_OR_BYTES) or break (the rows so far are returned, up to a block more than the limit).', schema: { enum: ['throw', 'break'] } },
+  { path: 'query.maxMemoryBytes', env: 'SLUICE_QUERY_MAX_MEMORY_BYTES', type: 'integer', default: 512 * MiB, doc: 'Most memory the engine may take for one query of the endpoint (ClickHouse max_memory_usage); past it the query fails with MEMORY_LIMIT_EXCEEDED. The endpoint as a whole takes at most SLUICE_QUERY_MAX_CONCURRENT times this. A client may ask for less, never more.', schema: { minimum: 16 * MiB } },
   { path: 'query.maxConcurrent', env: 'SLUICE_QUERY_MAX_CONCURRENT', type: 'integer', default: 2, doc: 'Queries of the endpoint that run at once; the rest wait their turn (up to 100; more are refused). Each holds a thread of libuv\'s pool, which chDB inserts and disk writes share.', schema: { minimum: 1, maximum: 64 } },
   { path: 'clickhouse.url', env: 'CLICKHOUSE_URL', type: 'string', default: '', doc: 'ClickHouse server (http://user:password@host:8123) instead of the embedded chDB engine.', schema: { pattern: '^(|https?://.+)$' } },
   { path: 'clickhouse.cluster', env: 'SLUICE_CLICKHOUSE_CLUSTER', type: 'string', default: '', doc: 'Cluster name for ON CLUSTER DDL in `sluice migrate` (empty: a single server).', schema: { pattern: '^[A-Za-z0-9_]*$' } },

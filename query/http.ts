@@ -11,8 +11,9 @@
  * compressed when asked; any error is mapped once, in errors.ts.
  */
 import { randomUUID } from 'node:crypto';
-import { promisify } from 'node:util';
-import { brotliCompress, constants, deflate, gzip } from 'node:zlib';
+import { Readable, type Transform, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { constants, createBrotliCompress, createDeflate, createGzip } from 'node:zlib';
 import type { Logger } from '../core/log.ts';
 import type { ClientIpResolver } from '../gateway/client-ip.ts';
 import type { HttpHandler, HttpRequest, HttpResponse } from '../gateway/http/adapter.ts';
@@ -21,8 +22,9 @@ import type { StatementRunner } from '../storage/chdb-reader.ts';
 import { authenticationFailed, credentialsOf, type FailedAuthThrottle, type PasswordCheck } from './auth.ts';
 import { ClickHouseException, exceptionResponse } from './errors.ts';
 import type { ConcurrencyGate } from '../core/concurrency-gate.ts';
-import { nativeForRevision } from './native.ts';
+import { nativeParts } from './native.ts';
 import { formatName, parseQueryParams, type QueryLimits, type QueryParams } from './request.ts';
+import type { QueryScope } from './scope.ts';
 import { checkStatement } from './statement.ts';
 
 /** Cap on a request body (the statement; ClickHouse parses at most max_query_size, 256 KiB). */
@@ -34,8 +36,8 @@ export interface QueryEndpointDeps {
   throttle: FailedAuthThrottle;
   clientIp: ClientIpResolver;
   gate: ConcurrencyGate;
-  /** The current database of a request that names none (otel: unqualified tables are the telemetry's). */
-  defaultDatabase: string;
+  /** What a client sees; its database is the current database of a request that names none (otel: unqualified tables are the telemetry's). */
+  scope: QueryScope;
   limits: QueryLimits;
   /** For the X-ClickHouse-Timezone and -Server-Display-Name headers. */
   server: { timezone: string; displayName: string };
@@ -77,18 +79,19 @@ async function answer(deps: QueryEndpointDeps, request: HttpRequest): Promise<Ht
     throw authenticationFailed(credentials.user);
   }
 
-  const params = parseQueryParams(search, deps.limits);
+  const params = parseQueryParams(search, deps.limits, deps.scope);
   const sql = [params.query, request.method === 'POST' ? await statementBody(request) : ''].filter(Boolean).join('\n');
   if (!sql.trim()) throw ClickHouseException.of('SYNTAX_ERROR', 'Empty query');
-  const database = params.database ?? request.headers['x-clickhouse-database'] ?? deps.defaultDatabase;
+  const database = params.database ?? request.headers['x-clickhouse-database'] ?? deps.scope.database;
   const formatHeader = request.headers['x-clickhouse-format'];
   const defaultFormat = params.defaultFormat ?? (formatHeader === undefined ? 'TabSeparated' : formatName(formatHeader));
   return deps.gate.run(async () => {
     if (request.aborted) return { status: 499 }; // left while waiting its turn
-    const statement = await checkStatement(deps.runner, database, sql, params.params);
+    const statement = await checkStatement(deps.runner, deps.scope, database, sql, params.params);
     const format = statement.format ?? defaultFormat;
     const output = await deps.runner.run(database, `${statement.sql}\nSETTINGS ${params.settings}`, { format, params: params.params });
-    const body = /^native$/i.test(format) && params.protocolVersion > 0 ? nativeForRevision(output.bytes, params.protocolVersion) : output.bytes;
+    // The answer goes out as parts, never joined: a copy of a large result on the event loop stalls every port.
+    const body = /^native$/i.test(format) && params.protocolVersion > 0 ? nativeParts(output.bytes, params.protocolVersion) : [output.bytes];
     const headers: Record<string, string> = {
       'content-type': contentTypeOf(format),
       'x-clickhouse-format': format,
@@ -100,7 +103,7 @@ async function answer(deps: QueryEndpointDeps, request: HttpRequest): Promise<Ht
         read_bytes: String(output.bytesRead),
         written_rows: '0',
         written_bytes: '0',
-        result_bytes: String(body.byteLength),
+        result_bytes: String(body.reduce((sum, part) => sum + part.byteLength, 0)),
         elapsed_ns: String(Math.round(output.elapsedSeconds * 1e9)),
       }),
     };
@@ -124,15 +127,19 @@ async function statementBody(request: HttpRequest): Promise<string> {
 }
 
 /** A Map, not an object: an Accept-Encoding of `constructor` must not find Object's. */
-const COMPRESSORS = new Map<string, (body: Uint8Array) => Promise<Buffer>>([
+const COMPRESSORS = new Map<string, () => Transform>([
   // ClickHouse's default http_zlib_compression_level is 3; brotli's default quality (11) is far too slow here.
-  ['gzip', (body) => promisify(gzip)(body, { level: 3 })],
-  ['deflate', (body) => promisify(deflate)(body, { level: 3 })],
-  ['br', (body) => promisify(brotliCompress)(body, { params: { [constants.BROTLI_PARAM_QUALITY]: 3 } })],
+  ['gzip', () => createGzip({ level: 3 })],
+  ['deflate', () => createDeflate({ level: 3 })],
+  ['br', () => createBrotliCompress({ params: { [constants.BROTLI_PARAM_QUALITY]: 3 } })],
 ]);
 
-/** With enable_http_compression=1, the body in the first encoding of Accept-Encoding we have (as ClickHouse, never without the parameter). */
-async function compressed(body: Uint8Array, params: QueryParams, acceptEncoding: string | undefined, headers: Record<string, string>): Promise<Uint8Array> {
+/**
+ * With enable_http_compression=1, the body in the first encoding of Accept-Encoding we have (as
+ * ClickHouse, never without the parameter). The parts go through a zlib stream (its work on
+ * libuv's pool, a chunk at a time) and come out as its chunks, never joined into one buffer.
+ */
+async function compressed(body: Uint8Array[], params: QueryParams, acceptEncoding: string | undefined, headers: Record<string, string>): Promise<Uint8Array[]> {
   if (!params.compress || !acceptEncoding) return body;
   const encoding = acceptEncoding.split(',')
     .map((entry) => entry.trim().split(';'))
@@ -141,7 +148,10 @@ async function compressed(body: Uint8Array, params: QueryParams, acceptEncoding:
     .find((name) => COMPRESSORS.has(name));
   if (!encoding) return body;
   headers['content-encoding'] = encoding;
-  return COMPRESSORS.get(encoding)!(body);
+  const output: Buffer[] = [];
+  const collect = new Writable({ write: (chunk: Buffer, _encoding, done) => (output.push(chunk), done()) });
+  await pipeline(Readable.from(body, { objectMode: false }), COMPRESSORS.get(encoding)!(), collect);
+  return output;
 }
 
 /** The Content-Type ClickHouse gives a format's output, near enough: JSON, tab- or comma-separated text, binary. */

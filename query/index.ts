@@ -7,6 +7,7 @@ import type { StatementRunner } from '../storage/chdb-reader.ts';
 import { FailedAuthThrottle, PasswordCheck } from './auth.ts';
 import { queryGate } from './gate.ts';
 import { queryHttpHandler } from './http.ts';
+import { QueryScope } from './scope.ts';
 import type { QueryLimits } from './request.ts';
 
 export { MAX_QUERY_BODY_BYTES } from './http.ts';
@@ -19,7 +20,8 @@ export interface QueryEndpointParts {
   runner: StatementRunner;
   user: string;
   password: string;
-  defaultDatabase: string;
+  /** The telemetry database: the current database of every request, the one whose telemetry tables it shows. */
+  database: string;
   limits: QueryLimits;
   maxConcurrent: number;
   /** Failed authentications per client address (FAILED_AUTH_PER_MINUTE). */
@@ -31,7 +33,7 @@ export interface QueryEndpointParts {
 
 /** The endpoint's handler, once the engine said which time zone and name it answers with. */
 export async function openQueryEndpoint(parts: QueryEndpointParts): Promise<HttpHandler> {
-  const info = await parts.runner.run(parts.defaultDatabase, 'SELECT timezone(), displayName()', { format: 'JSONCompactEachRow' });
+  const info = await parts.runner.run(parts.database, 'SELECT timezone(), displayName()', { format: 'JSONCompactEachRow' });
   const [timezone, displayName] = JSON.parse(Buffer.from(info.bytes).toString('utf8')) as [string, string];
   return queryHttpHandler({
     runner: parts.runner,
@@ -39,7 +41,7 @@ export async function openQueryEndpoint(parts: QueryEndpointParts): Promise<Http
     throttle: new FailedAuthThrottle(parts.failedAuthLimiter),
     clientIp: parts.clientIp,
     gate: queryGate(parts.maxConcurrent),
-    defaultDatabase: parts.defaultDatabase,
+    scope: new QueryScope(parts.database),
     limits: parts.limits,
     server: { timezone, displayName },
     onAnswer: parts.onAnswer,

@@ -50,8 +50,17 @@ const ALIASES = new Map<string, string>([
 const NEED_GLOBAL_DICTIONARY = 1 << 8;
 const HAS_ADDITIONAL_KEYS = 1 << 9;
 
-/** chDB's Native output rewritten for a client of `revision` (> 0). */
+/** chDB's Native output rewritten for a client of `revision` (> 0), in one buffer. */
 export function nativeForRevision(input: Uint8Array, revision: number): Buffer {
+  return Buffer.concat(nativeParts(input, revision));
+}
+
+/**
+ * The same, as the parts to send one after the other: views of `input` and the few bytes
+ * added between them. Nothing is copied: a copy of a 90 MiB result on the event loop (fresh
+ * pages, faulted in one by one) held it for about a second on a 2-core VM.
+ */
+export function nativeParts(input: Uint8Array, revision: number): Uint8Array[] {
   const reader = new NativeReader(input);
   const parts: Uint8Array[] = [];
   while (!reader.done) {
@@ -74,7 +83,7 @@ export function nativeForRevision(input: Uint8Array, revision: number): Buffer {
       parts.push(reader.slice(dataStart));
     }
   }
-  return Buffer.concat(parts);
+  return parts;
 }
 
 interface TypeNode {

@@ -6,10 +6,22 @@
  * output settings, and nothing else (ClickHouse refuses a readonly = 1 user any setting).
  *
  * Every statement then runs with the SETTINGS clause built here: readonly = 1 (the engine's
- * own read-only check) and the limits, the client's lower ones where it asked.
+ * own read-only check), the limits (the client's lower ones where it asked), introspection
+ * off, and the filters that keep the system listings to the telemetry tables (scope.ts).
+ *
+ * Memory: max_memory_usage bounds each statement; the engine checks it at every allocation,
+ * so it also stops work inside one block, which max_execution_time (checked between blocks)
+ * cannot: `arrayMap(…, range(300000000))` is one block, and fails at once on its 1.1 GiB
+ * allocation. max_memory_usage_for_user is not used: every chDB session is the one user
+ * `default`, the ingestion's inserts too, so a per-user cap set by a query applies to the
+ * inserts running beside it (tried: an insert-sized statement without the setting failed with
+ * "User memory limit exceeded"), and any statement without it lifts it again. The endpoint's
+ * total is its gate instead: SLUICE_QUERY_MAX_CONCURRENT statements at once, each within
+ * max_memory_usage.
  */
 import { quoteString } from '../storage/storage.ts';
 import { ClickHouseException } from './errors.ts';
+import type { QueryScope } from './scope.ts';
 
 /** The endpoint's limits on one statement (SLUICE_QUERY_*). */
 export interface QueryLimits {
@@ -17,6 +29,8 @@ export interface QueryLimits {
   maxResultRows: number;
   maxResultBytes: number;
   resultOverflowMode: 'throw' | 'break';
+  /** max_memory_usage: the engine's memory for one statement. */
+  maxMemoryBytes: number;
 }
 
 export interface QueryParams {
@@ -57,7 +71,7 @@ const QUERY_ID = /^[\x21-\x7e]{1,128}$/;
 /** A setting's value that needs no more than quoting: no control characters. */
 const PLAIN_VALUE = /^[^\x00-\x1f\x7f]{0,256}$/;
 
-export function parseQueryParams(search: URLSearchParams, limits: QueryLimits): QueryParams {
+export function parseQueryParams(search: URLSearchParams, limits: QueryLimits, scope: QueryScope): QueryParams {
   const result: QueryParams = {
     query: undefined, database: undefined, defaultFormat: undefined, queryId: undefined, protocolVersion: 0, compress: false, params: {}, settings: '',
   };
@@ -68,6 +82,10 @@ export function parseQueryParams(search: URLSearchParams, limits: QueryLimits): 
     ['max_result_bytes', String(limits.maxResultBytes)],
     ['result_overflow_mode', quoteString(limits.resultOverflowMode)],
     ['timeout_overflow_mode', quoteString('throw')],
+    ['max_memory_usage', String(limits.maxMemoryBytes)],
+    // system.stack_trace's symbols, addressToLine... tell where the process's code and files are.
+    ['allow_introspection_functions', '0'],
+    ['additional_table_filters', scope.listingFilters()],
   ]);
   for (const [name, value] of search) {
     if (name.startsWith('param_')) {
@@ -105,6 +123,7 @@ function clientSetting(name: string, value: string, limits: QueryLimits): string
     case 'max_execution_time': return lowered(name, value, limits.maxExecutionSeconds);
     case 'max_result_rows': return lowered(name, value, limits.maxResultRows);
     case 'max_result_bytes': return lowered(name, value, limits.maxResultBytes);
+    case 'max_memory_usage': return lowered(name, value, limits.maxMemoryBytes);
     case 'result_overflow_mode':
     case 'timeout_overflow_mode':
       if (value !== 'throw' && value !== 'break') throw ClickHouseException.of('BAD_ARGUMENTS', `${name} is throw or break`);

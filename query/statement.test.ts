@@ -1,11 +1,12 @@
-import { access } from 'node:fs/promises';
+import { access, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChdbReader } from '../storage/chdb-reader.ts';
 import type { ChdbStorage } from '../storage/chdb.ts';
 import { openTestEngine, type TestEngine } from '../test/chdb-engine.ts';
 import { toException } from './errors.ts';
-import { parseQueryParams } from './request.ts';
+import { parseQueryParams, type QueryLimits } from './request.ts';
+import { QueryScope } from './scope.ts';
 import { checkStatement } from './statement.ts';
 
 let engine: TestEngine;
@@ -20,12 +21,14 @@ beforeAll(async () => {
 
 afterAll(() => engine?.close());
 
-const check = (sql: string, params: Record<string, string> = {}) => checkStatement(reader, 'otel', sql, params);
+const scope = new QueryScope('otel');
+const LIMITS: QueryLimits = { maxExecutionSeconds: 5, maxResultRows: 50, maxResultBytes: 1 << 20, resultOverflowMode: 'throw', maxMemoryBytes: 64 << 20 };
+const check = (sql: string, params: Record<string, string> = {}, database = 'otel') => checkStatement(reader, scope, database, sql, params);
 
 /** The ClickHouse code a statement is refused with (0: not refused). */
-async function refusal(sql: string): Promise<{ code: number; text: string }> {
+async function refusal(sql: string, database?: string): Promise<{ code: number; text: string }> {
   try {
-    await check(sql);
+    await check(sql, {}, database);
     return { code: 0, text: '' };
   } catch (err) {
     const exception = toException(err);
@@ -91,7 +94,7 @@ describe('checkStatement', () => {
   });
 
   it('runs what passes with readonly = 1 on every part, and the limits (the engine\'s own check)', async () => {
-    const { settings } = parseQueryParams(new URLSearchParams(), { maxExecutionSeconds: 5, maxResultRows: 10, maxResultBytes: 1 << 20, resultOverflowMode: 'throw' });
+    const { settings } = parseQueryParams(new URLSearchParams(), LIMITS, scope);
     const run = async (sql: string) => Buffer.from((await reader.run('otel', `${(await check(sql)).sql}\nSETTINGS ${settings}`, { format: 'TSV' })).bytes).toString();
     expect(await run("SELECT getSetting('readonly') UNION ALL SELECT getSetting('readonly')")).toBe('1\n1\n');
     expect(await run('SHOW TABLES LIMIT 1')).toMatch(/^\w+\n$/);
@@ -100,5 +103,53 @@ describe('checkStatement', () => {
     // Were a write to get past the tree, the engine refuses it.
     const write = reader.run('otel', `INSERT INTO otel_logs (Body) SELECT 'x'\nSETTINGS ${settings}`, { format: 'TSV' });
     expect(toException(await write.catch((err) => err))?.code).toBe(164);
+  });
+
+  it('shows the telemetry tables only: path-named tables, other databases and system tables are refused in every statement form', async () => {
+    const existing = join(dataDir, 'exists.txt');
+    await writeFile(existing, 'x');
+    // chDB's `default` database answers for any file of the process by its path (1 here before).
+    expect(await storage.query(`EXISTS TABLE default.\`${existing}\``, 'TSV')).toBe('1\n');
+    for (const sql of [
+      `EXISTS TABLE default.\`${existing}\``, `EXISTS TABLE default.\`${existing}\` FORMAT JSON`, `EXISTS \`${existing}\``, 'SHOW TABLES FROM system FORMAT JSON', `EXISTS TABLE otel.\`${existing}\``, `DESCRIBE TABLE default.\`${existing}\``,
+      `SELECT * FROM default.\`${existing}\``, `SHOW CREATE TABLE default.\`${existing}\``, `SELECT 1 IN default.\`${existing}\``,
+      'SELECT * FROM system.processes', 'SELECT * FROM system.disks', 'SELECT * FROM system.stack_trace', 'SELECT * FROM system.settings',
+      'SELECT 1 IN system.processes', 'SELECT * FROM otel_traces AS t JOIN system.processes AS p ON 1', 'SELECT * FROM numbers(1) WHERE 1 IN (SELECT 1 FROM system.disks)',
+      'SELECT * FROM information_schema.tables', 'SELECT * FROM relay_submissions', 'SELECT * FROM otel.relay_submissions', 'DESCRIBE TABLE relay_submissions',
+      'EXISTS TABLE otel.relay_submissions', "SELECT * FROM merge('system', '^processes$')", "SELECT * FROM merge('otel', '.*')", "SELECT * FROM merge('^otel$', '.*')",
+      'SHOW TABLES FROM system', 'EXISTS DATABASE system', 'SHOW PROCESSLIST', "SHOW SETTINGS LIKE '%path%'", 'SHOW GRANTS', 'SHOW FUNCTIONS', 'SHOW COLUMNS FROM otel_traces',
+      "SELECT getServerSetting('path')", "SELECT filesystemCapacity()", "SELECT hostName()", "SELECT dictGet('d', 'a', 1)", "SELECT joinGet('otel.t', 'a', 1)",
+      'SELECT addressToSymbol(toUInt64(1))', "SELECT hasColumnInTable('otel', 'relay_submissions', 'Data')",
+    ]) {
+      expect((await refusal(sql)).code, sql).toBe(497);
+    }
+    expect((await refusal('SELECT 1', 'system')).text).toMatch(/database system is not one of them/);
+    expect((await refusal('SELECT * FROM system.processes')).text).toMatch(/Not enough privileges: the query endpoint shows the telemetry tables of otel .*; table system.processes is not one of them/);
+    for (const sql of [
+      'WITH x AS (SELECT 1) SELECT * FROM x', 'SELECT name FROM system.functions LIMIT 1', 'SELECT * FROM system.one', 'DESC TABLE "otel"."otel_traces"',
+      'SELECT count() FROM otel.otel_logs WHERE 1 IN (SELECT 1 FROM otel_traces)', 'SHOW CREATE TABLE otel_traces', 'EXISTS DATABASE otel', 'SELECT version()',
+      'EXISTS TABLE otel.otel_traces FORMAT JSON', 'SHOW TABLES FROM otel FORMAT JSON', 'SHOW CREATE TABLE otel_logs FORMAT TSV', 'EXISTS DATABASE otel FORMAT JSON',
+    ]) {
+      expect(await refusal(sql), sql).toEqual({ code: 0, text: '' });
+    }
+  });
+
+  it('runs every statement with the memory limit, introspection off, and the system listings kept to the telemetry tables', async () => {
+    const { settings } = parseQueryParams(new URLSearchParams(), LIMITS, scope);
+    const run = async (sql: string) => Buffer.from((await reader.run('otel', `${sql}\nSETTINGS ${settings}`, { format: 'TSV' })).bytes).toString();
+    const failure = async (sql: string) => toException(await run(sql).then(() => undefined, (err: unknown) => err));
+    // The two statements of the memory finding, at this test's 64 MiB.
+    for (const sql of ['SELECT length(groupArray(number)) FROM numbers(150000000)', 'SELECT sum(arraySum(arrayMap(x -> sipHash64(x, x, x, x), range(300000000))))']) {
+      const exception = await failure(sql);
+      expect(exception?.code, sql).toBe(241); // MEMORY_LIMIT_EXCEEDED
+      expect(exception?.text, sql).toMatch(/^DB::Exception: Query memory limit exceeded: .*maximum: 64\.00 MiB/);
+    }
+    expect((await failure('SELECT addressToLine(toUInt64(0))'))?.code).toBe(446); // FUNCTION_NOT_ALLOWED
+    expect(await run('SHOW DATABASES')).toBe('otel\n');
+    const tables = (await run('SHOW TABLES')).split('\n').filter(Boolean);
+    expect(tables).toEqual(expect.arrayContaining(['otel_traces', 'otel_logs', 'otel_metrics_gauge']));
+    expect(tables).not.toContain('relay_submissions');
+    expect(await run("SELECT DISTINCT database FROM system.columns")).toBe('otel\n');
+    expect(await run("SELECT count() FROM system.tables WHERE name LIKE 'relay%' OR database = 'system'")).toBe('0\n');
   });
 });

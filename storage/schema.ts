@@ -32,6 +32,16 @@ export type RelayTableName = 'relay_submissions' | 'relay_delivery_jobs' | 'rela
 /** Tables of the agent API (pipeline/agent): Sluice's own layout, not the exporter's. */
 export type AgentTableName = 'agent_logs' | 'agent_metrics' | 'agent_heartbeats' | 'deploy_markers';
 
+/**
+ * The tables that hold telemetry: the exporter's (with the trace-id lookup its view fills), the
+ * agent API's, and the count of rows per source. Not the relay's (what people typed into forms)
+ * nor the migration ledger. The query endpoint (query/scope.ts) shows these and no others.
+ */
+export const TELEMETRY_TABLES: readonly string[] = [
+  'otel_traces', 'otel_traces_trace_id_ts', 'otel_logs', 'otel_metrics_gauge', 'otel_metrics_sum', 'otel_metrics_histogram',
+  'otel_metrics_exp_histogram', 'otel_metrics_summary', 'agent_logs', 'agent_metrics', 'agent_heartbeats', 'deploy_markers', 'ingest_counts',
+] satisfies ReadonlyArray<TableName | 'otel_traces_trace_id_ts'>;
+
 export interface Migration {
   version: number;
   name: string;

@@ -45,6 +45,8 @@ beforeAll(async () => {
     'query.password': PASSWORD,
     'query.maxExecutionSeconds': 2,
     'query.maxResultRows': 1000,
+    // Low, so the memory finding's statements fail fast here (the default is 512 MiB).
+    'query.maxMemoryBytes': 64 * 1024 * 1024,
     // X-Forwarded-For from the test itself names the client address (the throttling case).
     'limits.trustedProxies': ['127.0.0.1'],
   }, log);
@@ -156,7 +158,7 @@ describe('the query endpoint', () => {
       clickhouseError(client.query({ query: 'SELECT 1', clickhouse_settings: { max_memory_usage: '0' } })),
       clickhouseError(client.query({ query: 'SELECT * FROM (SELECT 1 SETTINGS readonly = 0) SETTINGS max_result_rows = 0' })),
     ]);
-    expect(lifted.map((err) => err.code)).toEqual(['452', '452', '164', '164', '164']);
+    expect(lifted.map((err) => err.code)).toEqual(['452', '452', '164', '452', '164']);
     // Lowered, they apply.
     const lowered = await clickhouseError(client.query({ query: 'SELECT number FROM numbers(5)', clickhouse_settings: { max_result_rows: '2' } }));
     expect(lowered.code).toBe('396');
@@ -170,6 +172,37 @@ describe('the query endpoint', () => {
     const many = await clickhouseError(client.query({ query: 'SELECT number FROM numbers(5000)' }));
     expect(many.code).toBe('396');
     expect(many.message).toMatch(/Limit for result exceeded, max rows: 1\.00 thousand/);
+  });
+
+  it('bounds every statement\'s memory, so the statements that took 3 GiB and ran past their time limit fail at once', async () => {
+    const settings = await (await client.query({ query: "SELECT getSetting('max_memory_usage') AS memory, getSetting('allow_introspection_functions') AS introspection", format: 'JSONEachRow' })).json();
+    expect(settings).toEqual([{ memory: 64 * 1024 * 1024, introspection: false }]);
+    for (const sql of ['SELECT length(groupArray(number)) FROM numbers(150000000)', 'SELECT sum(arraySum(arrayMap(x -> sipHash64(x,x,x,x), range(300000000))))']) {
+      const response = await fetch(`${base}/?query=${encodeURIComponent(sql)}`, { headers: { authorization: basic(USER, PASSWORD) } });
+      expect(response.headers.get('x-clickhouse-exception-code'), sql).toBe('241');
+      expect(await response.text(), sql).toMatch(/^Code: 241\. DB::Exception: Query memory limit exceeded: .*maximum: 64\.00 MiB.*\(MEMORY_LIMIT_EXCEEDED\)/s);
+    }
+    // A client may lower it, not lift it.
+    const lowered = await clickhouseError(client.query({ query: 'SELECT length(groupArray(number)) FROM numbers(10000000)', clickhouse_settings: { max_memory_usage: '8000000' } }));
+    expect(lowered.code).toBe('241');
+    expect(lowered.message).toMatch(/maximum: 7\.63 MiB/);
+    expect((await clickhouseError(client.query({ query: 'SELECT 1', clickhouse_settings: { max_memory_usage: String(65 * 1024 * 1024) } }))).code).toBe('452');
+  });
+
+  it('shows the telemetry tables only: files by their path, the server\'s settings, disks, processes and code are refused', async () => {
+    const refused = await Promise.all([
+      'EXISTS TABLE default.`/etc/hostname`', "SELECT getServerSetting('path')", 'SELECT * FROM system.disks', 'SELECT query FROM system.processes',
+      'SELECT * FROM system.stack_trace', "SELECT * FROM merge('system', '^processes$')", 'SELECT * FROM relay_submissions',
+    ].map((query) => clickhouseError(client.query({ query }))));
+    expect(refused.map((err) => err.code)).toEqual(Array(7).fill('497'));
+    expect(refused[0]!.message).toMatch(/Not enough privileges: .*table default\.\/etc\/hostname is not one of them/);
+    expect(await (await client.query({ query: 'SHOW DATABASES', format: 'JSONEachRow' })).json()).toEqual([{ name: 'otel' }]);
+    expect(await (await client.query({ query: 'EXISTS TABLE otel.otel_traces', format: 'JSONEachRow' })).json()).toEqual([{ result: 1 }]);
+    expect(await (await client.query({ query: 'SHOW TABLES FROM otel', format: 'JSONEachRow' })).json()).toContainEqual({ name: 'otel_logs' });
+    const listed = await (await client.query({ query: 'SELECT DISTINCT database, table FROM system.columns', format: 'JSONEachRow' })).json<{ table: string }>();
+    expect(listed.map((row) => row.table)).toContain('otel_traces');
+    expect(listed.map((row) => row.table)).not.toContain('relay_submissions');
+    expect((await clickhouseError(client.query({ query: 'SELECT 1', clickhouse_settings: { allow_introspection_functions: 1 } }))).code).toBe('164');
   });
 
   it('answers wrong credentials as ClickHouse does, throttles an address that keeps guessing, logs no password', async () => {

@@ -45,10 +45,16 @@ export interface BodyDeadline {
 export interface HttpResponse {
   status: number;
   headers?: Record<string, string>;
-  body?: Uint8Array | string;
+  /** A list of buffers is sent one after the other, without being joined first (a large answer made of parts: query/native.ts). */
+  body?: Uint8Array | string | readonly Uint8Array[];
 }
 
 export type HttpHandler = (request: HttpRequest) => Promise<HttpResponse>;
+
+/** A body given as a list of parts. */
+export function isPartList(body: HttpResponse['body']): body is readonly Uint8Array[] {
+  return Array.isArray(body);
+}
 
 export interface HttpServer {
   /** Which engine serves: uWebSockets.js (native) or node:http. */

@@ -5,7 +5,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { BodyCollector, clientGone } from './body.ts';
-import type { HttpHandler, HttpRequest, HttpResponse, HttpServer, HttpServerOptions } from './adapter.ts';
+import { isPartList, type HttpHandler, type HttpRequest, type HttpResponse, type HttpServer, type HttpServerOptions } from './adapter.ts';
 
 /** Marks the end of a body; never handed out (a body may be transferred to a worker, detaching it). */
 const END = new Uint8Array(0);
@@ -124,8 +124,16 @@ export class NodeHttpServer implements HttpServer {
         } else if (this.closing) {
           res.shouldKeepAlive = false; // the server is stopping: no next request on this connection
         }
-        res.writeHead(response.status, response.headers);
-        res.end(response.body);
+        const { body } = response;
+        if (!isPartList(body)) {
+          res.writeHead(response.status, response.headers);
+          res.end(body);
+          return;
+        }
+        // Each part is queued as it is (the socket writes them as it can), none copied into one.
+        res.writeHead(response.status, { 'content-length': String(body.reduce((sum, part) => sum + part.byteLength, 0)), ...response.headers });
+        for (const part of body) res.write(part);
+        res.end();
       });
   }
 }

@@ -13,7 +13,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { BodyCollector, clientGone } from './body.ts';
-import { STATUS_TEXT, type HttpHandler, type HttpRequest, type HttpResponse, type HttpServer, type HttpServerOptions } from './adapter.ts';
+import { isPartList, STATUS_TEXT, type HttpHandler, type HttpRequest, type HttpResponse, type HttpServer, type HttpServerOptions } from './adapter.ts';
 
 export type Uws = typeof import('uWebSockets.js');
 type UwsResponse = import('uWebSockets.js').HttpResponse;
@@ -218,7 +218,8 @@ export class UwsHttpServer implements HttpServer {
       res.writeStatus(`${response.status} ${STATUS_TEXT[response.status] ?? ''}`);
       for (const [name, value] of Object.entries(response.headers ?? {})) res.writeHeader(name, value);
       if (ending === 'announced-close') res.writeHeader('connection', 'close');
-      res.end(response.body ?? '', close);
+      // uWS copies what the socket does not take at once into its own buffer: parts are joined here.
+      res.end(isPartList(response.body) ? Buffer.concat(response.body) : response.body ?? '', close);
     });
   }
 
