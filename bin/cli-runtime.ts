@@ -11,8 +11,8 @@ import { createLogger, type Logger } from '../core/log.ts';
 import type { Admin } from './admin.ts';
 import type { Role, RunningSluice } from './app.ts';
 import { controlSocketAlive, controlSocketPath, remoteAdmin } from './control.ts';
-import { EXIT_FAILED, EXIT_FLUSH_DEADLINE_MS, EXIT_STOPPED, EXIT_UNCAUGHT_EXCEPTION } from './exit-codes.ts';
 import { sendDemo } from './demo.ts';
+import { EXIT_FAILED, EXIT_FLUSH_DEADLINE_MS, EXIT_STOPPED, EXIT_UNCAUGHT_EXCEPTION } from './exit-codes.ts';
 import { humanLogStream, reachableHost, servingSummary } from './terminal.ts';
 
 /** The work behind the commands (a fake in the parser's tests). */

@@ -17,8 +17,8 @@ import { bundleWorker, type WorkerBundle } from './worker-bundle.ts';
 /** Heap (V8's old generation) of each worker thread by default, in MiB: SLUICE_WORKER_HEAP_MB. */
 export const DEFAULT_WORKER_HEAP_MB = 512;
 
-/** How long a client refused because a thread ran out of memory is asked to wait. */
-const OUT_OF_MEMORY_RETRY_SECONDS = 1;
+/** How long a client refused because a thread ran out of memory (or the pool is stopped) is asked to wait. */
+const RETRY_AFTER_SECONDS = 1;
 
 /** What a BundledPool runs and with how many threads. */
 export interface BundledPoolOptions {
@@ -46,6 +46,8 @@ export class BundledPool {
   private starting: Promise<void> | undefined;
   /** Threads that ran out of memory since the pool was made. */
   private outOfMemory = 0;
+  /** Their errors: piscina fails every task a thread held with the same one, counted once. */
+  private readonly outOfMemoryErrors = new WeakSet<object>();
 
   constructor(private readonly options: BundledPoolOptions) {}
 
@@ -88,15 +90,18 @@ export class BundledPool {
    * another thread in its place.
    */
   async run<T>(task: unknown, options: { name?: string; transferList?: ArrayBuffer[] } = {}): Promise<T> {
-    if (!this.pool) throw new SluiceError('unavailable', `${this.options.name} is not running`, { retryAfterSeconds: OUT_OF_MEMORY_RETRY_SECONDS });
+    if (!this.pool) throw new SluiceError('unavailable', `${this.options.name} is not running`, { retryAfterSeconds: RETRY_AFTER_SECONDS });
     try {
       return (await this.pool.run(task, options)) as T;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ERR_WORKER_OUT_OF_MEMORY') throw err;
-      this.outOfMemory++;
-      this.options.onOutOfMemory?.();
+      if (!this.outOfMemoryErrors.has(err as object)) {
+        this.outOfMemoryErrors.add(err as object);
+        this.outOfMemory++;
+        this.options.onOutOfMemory?.();
+      }
       const limit = this.options.maxHeapMb ?? DEFAULT_WORKER_HEAP_MB;
-      throw new SluiceError('unavailable', `a thread of ${this.options.name} ran out of memory (its heap limit is ${limit} MiB) on this request or one it held; it was replaced`, { cause: err, retryAfterSeconds: OUT_OF_MEMORY_RETRY_SECONDS });
+      throw new SluiceError('unavailable', `a thread of ${this.options.name} ran out of memory (its heap limit is ${limit} MiB) on this request or one it held; it was replaced`, { cause: err, retryAfterSeconds: RETRY_AFTER_SECONDS });
     }
   }
 
