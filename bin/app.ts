@@ -82,7 +82,9 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     const ownsDataDir = !config.nats.url || (withStorage && !config.clickhouse.url);
     if (ownsDataDir) await graph.lockDataDir();
     // The worker threads start while the rest is built, and are waited for before the first port opens.
-    const pool = withFrontEnd ? new PipelinePool({ workers: config.pipeline.workers, retryAfterSeconds: config.storage.retryAfterSeconds }) : undefined;
+    const pool = withFrontEnd
+      ? new PipelinePool({ workers: config.pipeline.workers, retryAfterSeconds: config.storage.retryAfterSeconds, maxHeapMb: config.pipeline.workerHeapMb, onOutOfMemory: graph.workerOutOfMemory('pool') })
+      : undefined;
     if (pool) {
       void pool.start().catch(() => {}); // its failure is thrown where it is waited for
       graph.onStop('worker pool', () => pool.shutdown());

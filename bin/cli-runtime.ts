@@ -7,11 +7,12 @@
  * second less per command.
  */
 import { loadConfig, type SluiceConfig } from '../core/config.ts';
-import { createLogger } from '../core/log.ts';
+import { createLogger, type Logger } from '../core/log.ts';
 import type { Admin } from './admin.ts';
 import type { Role, RunningSluice } from './app.ts';
 import { controlSocketAlive, controlSocketPath, remoteAdmin } from './control.ts';
 import { sendDemo } from './demo.ts';
+import { EXIT_FAILED, EXIT_FLUSH_DEADLINE_MS, EXIT_STOPPED, EXIT_UNCAUGHT_EXCEPTION } from './exit-codes.ts';
 import { humanLogStream, reachableHost, servingSummary } from './terminal.ts';
 
 /** The work behind the commands (a fake in the parser's tests). */
@@ -121,9 +122,10 @@ async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void
     log.error({ err: reason }, 'unhandled promise rejection (a bug); the process keeps serving');
     app?.metrics.unhandledRejections.inc();
   });
+  const exit = (code: number) => exitAfterFlush(log, code);
   process.on('uncaughtException', (err) => {
-    log.fatal({ err }, 'uncaught exception (a bug); exiting');
-    log.flush(() => process.exit(1));
+    log.fatal({ err, exitCode: EXIT_UNCAUGHT_EXCEPTION }, 'uncaught exception (a bug); exiting');
+    exit(EXIT_UNCAUGHT_EXCEPTION);
   });
   const { startSluice } = await import('./app.ts');
   app = await startSluice(role, config, log);
@@ -132,11 +134,10 @@ async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void
     process.stdout.write(servingSummary({ role, host: config.host, httpPort: app.httpPort, grpcPort: app.grpcPort, relayPort: app.relay?.port ?? 0, queryPort: app.queryPort, consoleUrl: app.console?.url ?? '', firstRunLink: app.console?.firstRunLink, dataDir: config.dataDir, cluster }));
   }
   let stopping = false;
-  const exit = (code: number) => log.flush(() => process.exit(code));
   const stop = async (signal: string) => {
     if (stopping) {
       log.warn({ signal, step: app!.stopping() }, 'second signal: exiting without finishing the shutdown');
-      return exit(1);
+      return exit(EXIT_FAILED);
     }
     stopping = true;
     log.info({ signal, timeoutMs: config.shutdownTimeoutMs }, 'shutting down');
@@ -147,11 +148,18 @@ async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void
     // the data-dir lock of a process that is gone is taken over.)
     setTimeout(() => {
       log.error({ step: app!.stopping(), timeoutMs: config.shutdownTimeoutMs }, 'shutdown did not finish in time: exiting');
-      exit(1);
+      exit(EXIT_FAILED);
     }, config.shutdownTimeoutMs + SHUTDOWN_EXIT_MARGIN_MS).unref();
     await app!.shutdown(deadline);
-    exit(0);
+    exit(EXIT_STOPPED);
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+}
+
+/** Exits with `code` once the log reached its stream, or after EXIT_FLUSH_DEADLINE_MS if it does not. */
+function exitAfterFlush(log: Logger, code: number): void {
+  // Not unref'd: it holds the process until one of the two exits it, whatever else is left.
+  setTimeout(() => process.exit(code), EXIT_FLUSH_DEADLINE_MS);
+  log.flush(() => process.exit(code));
 }

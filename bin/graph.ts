@@ -282,13 +282,21 @@ export class SluiceGraph {
     });
   }
 
+  /** What a worker pool calls when one of its threads reached its heap limit: a log line and a count. */
+  workerOutOfMemory(pool: string): () => void {
+    return () => {
+      this.metrics.workerOutOfMemory.inc({ pool });
+      this.log.error({ pool, heapLimitMb: this.config.pipeline.workerHeapMb }, 'a worker thread reached its heap limit (SLUICE_WORKER_HEAP_MB) and was replaced; the requests it held got 503');
+    };
+  }
+
   /**
    * The worker threads that render large relay messages, for previews and deliveries: started by
    * the delivery worker (serve, deliver), elsewhere on first use. Stopped after the relay's users.
    */
   renderPool(): Promise<RenderPool> {
     return this.once('render pool', async () => {
-      const pool = new RenderPool();
+      const pool = new RenderPool({ maxHeapMb: this.config.pipeline.workerHeapMb, onOutOfMemory: this.workerOutOfMemory('render pool') });
       this.onStop('render pool', () => pool.shutdown());
       this.readiness.register('render pool', () => pool.status());
       return pool;

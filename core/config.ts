@@ -25,7 +25,7 @@ export interface SluiceConfig {
     rateBurst: number;
     trustedProxies: string[];
   };
-  pipeline: { workers: number };
+  pipeline: { workers: number; workerHeapMb: number };
   storage: {
     database: string;
     maxPendingBytes: number;
@@ -128,6 +128,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'limits.rateBurst', env: 'SLUICE_RATE_LIMIT_BURST', type: 'integer', default: 600, doc: 'Token bucket size: the burst a source IP may send at once.', schema: { minimum: 1 } },
   { path: 'limits.trustedProxies', env: 'SLUICE_TRUSTED_PROXIES', type: 'list', default: [], doc: 'Comma-separated proxy IPs whose X-Forwarded-For is trusted for the client IP (none by default).', schema: { items: { type: 'string', minLength: 1 } } },
   { path: 'pipeline.workers', env: 'SLUICE_WORKERS', type: 'integer', default: Math.max(1, availableParallelism()), doc: 'Worker threads that decompress, decode and build rows (default: one per core).', schema: { minimum: 1, maximum: 256 } },
+  { path: 'pipeline.workerHeapMb', env: 'SLUICE_WORKER_HEAP_MB', type: 'integer', default: 512, doc: 'Heap limit of each worker thread (the worker pool\'s and the relay\'s render threads), in MiB (V8\'s old generation): a request that needs more fails with 503 and its thread is replaced, the process keeps serving. An OTLP/JSON body of 10 MiB of tiny records needs about 96; raise it with SLUICE_MAX_BODY_BYTES.', schema: { minimum: 32, maximum: 65_536 } },
   { path: 'storage.database', env: 'SLUICE_CLICKHOUSE_DATABASE', type: 'string', default: 'otel', doc: 'ClickHouse database holding the tables.', schema: { pattern: '^[A-Za-z_][A-Za-z0-9_]*$' } },
   { path: 'storage.maxPendingBytes', env: 'SLUICE_STORAGE_MAX_PENDING_BYTES', type: 'integer', default: GiB, doc: 'Embedded: bytes of rows in the local log (<dataDir>/log) not yet inserted into chDB; past it requests get 503 (bounds the disk the log takes while storage is slow or down).', schema: { minimum: MiB } },
   { path: 'storage.flushIntervalMs', env: 'SLUICE_STORAGE_FLUSH_INTERVAL_MS', type: 'integer', default: 1000, doc: 'Embedded: the longest rows wait in the local log before they are inserted into chDB (sooner when 32 MiB are waiting); larger batches make fewer parts to merge. Reads through Sluice wait for rows acknowledged before them.', schema: { minimum: 10, maximum: 60_000 } },

@@ -349,6 +349,14 @@ export class SluiceMetrics {
     registers: [this.registry],
   });
 
+  /** Worker threads that reached their heap limit (SLUICE_WORKER_HEAP_MB) and were replaced. */
+  readonly workerOutOfMemory = new Counter({
+    name: 'sluice_worker_out_of_memory_total',
+    help: 'Worker threads that reached their heap limit (SLUICE_WORKER_HEAP_MB) and were replaced, by pool; the requests they held got 503.',
+    labelNames: ['pool'] as const,
+    registers: [this.registry],
+  });
+
   readonly unhandledRejections = new Counter({
     name: 'sluice_unhandled_rejections_total',
     help: 'Promise rejections nothing handled (bugs): each is logged with its cause; the process keeps serving.',

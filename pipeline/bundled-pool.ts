@@ -2,10 +2,23 @@
  * A piscina pool running one worker entry, bundled to JavaScript as the pool starts
  * (worker-bundle.ts) and removed when it stops: the pipeline's pool and the relay's render pool
  * are each one of these. A thread that dies is replaced by piscina from the same bundle.
+ *
+ * Each thread's heap has a limit of its own (maxHeapMb): a task that needs more ends its
+ * thread, not the process. Without one a thread could grow to the main thread's limit, each of
+ * them, and a process whose heap outgrows the machine is ended by the kernel, all of it. The
+ * tasks the thread held fail with a retryable `unavailable` (503): the one that ran it out of
+ * memory and the next one already sent to it cannot be told apart.
  */
 import { Piscina } from 'piscina';
+import { SluiceError } from '../core/errors.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { bundleWorker, type WorkerBundle } from './worker-bundle.ts';
+
+/** Heap (V8's old generation) of each worker thread by default, in MiB: SLUICE_WORKER_HEAP_MB. */
+export const DEFAULT_WORKER_HEAP_MB = 512;
+
+/** How long a client refused because a thread ran out of memory (or the pool is stopped) is asked to wait. */
+const RETRY_AFTER_SECONDS = 1;
 
 /** What a BundledPool runs and with how many threads. */
 export interface BundledPoolOptions {
@@ -18,6 +31,12 @@ export interface BundledPoolOptions {
   concurrentTasksPerWorker?: number;
   /** How long a thread above minThreads may idle before it stops (ms; default: never). */
   idleTimeoutMs?: number;
+  /** Each thread's heap limit (V8's old generation), MiB; default DEFAULT_WORKER_HEAP_MB. */
+  maxHeapMb?: number;
+  /** What the threads do, for messages: `the worker pool`, `the render pool`. */
+  name: string;
+  /** Called when a thread ran out of memory (after it was replaced): the owner logs and counts it. */
+  onOutOfMemory?: () => void;
 }
 
 /** A piscina pool of one bundled entry, with start(), shutdown() and status() for the composition root. */
@@ -25,6 +44,10 @@ export class BundledPool {
   private pool: Piscina | undefined;
   private bundle: WorkerBundle | undefined;
   private starting: Promise<void> | undefined;
+  /** Threads that ran out of memory since the pool was made. */
+  private outOfMemory = 0;
+  /** Their errors: piscina fails every task a thread held with the same one, counted once. */
+  private readonly outOfMemoryErrors = new WeakSet<object>();
 
   constructor(private readonly options: BundledPoolOptions) {}
 
@@ -45,7 +68,7 @@ export class BundledPool {
   }
 
   private async startThreads(): Promise<void> {
-    const { entry, minThreads, maxThreads, concurrentTasksPerWorker = 1, idleTimeoutMs = Infinity } = this.options;
+    const { entry, minThreads, maxThreads, concurrentTasksPerWorker = 1, idleTimeoutMs = Infinity, maxHeapMb = DEFAULT_WORKER_HEAP_MB } = this.options;
     this.bundle = await bundleWorker(entry);
     this.pool = new Piscina({
       filename: this.bundle.url,
@@ -53,11 +76,33 @@ export class BundledPool {
       maxThreads,
       idleTimeout: idleTimeoutMs,
       concurrentTasksPerWorker,
+      resourceLimits: { maxOldGenerationSizeMb: maxHeapMb },
       // Its run and wait time histograms (two clock reads and a record per task) are read by no one.
       recordTiming: false,
     });
     // Warm the threads so the first tasks do not wait for one to start.
     await Promise.all(Array.from({ length: minThreads }, () => this.pool!.run(null, { name: 'warm' })));
+  }
+
+  /**
+   * Runs a task on a thread of the running pool (start() resolved). A thread that runs out of
+   * memory on it (or on another task it held) fails it with `unavailable`; piscina starts
+   * another thread in its place.
+   */
+  async run<T>(task: unknown, options: { name?: string; transferList?: ArrayBuffer[] } = {}): Promise<T> {
+    if (!this.pool) throw new SluiceError('unavailable', `${this.options.name} is not running`, { retryAfterSeconds: RETRY_AFTER_SECONDS });
+    try {
+      return (await this.pool.run(task, options)) as T;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ERR_WORKER_OUT_OF_MEMORY') throw err;
+      if (!this.outOfMemoryErrors.has(err as object)) {
+        this.outOfMemoryErrors.add(err as object);
+        this.outOfMemory++;
+        this.options.onOutOfMemory?.();
+      }
+      const limit = this.options.maxHeapMb ?? DEFAULT_WORKER_HEAP_MB;
+      throw new SluiceError('unavailable', `a thread of ${this.options.name} ran out of memory (its heap limit is ${limit} MiB) on this request or one it held; it was replaced`, { cause: err, retryAfterSeconds: RETRY_AFTER_SECONDS });
+    }
   }
 
   /** Stops the threads, once a start under way has finished (or failed), and removes the bundle. */
@@ -73,7 +118,7 @@ export class BundledPool {
   /** Ready while its threads run (piscina replaces a thread that died); figures for operators. */
   status(): ComponentStatus {
     if (!this.pool) return { ok: false, detail: 'the worker pool is not running' };
-    const figures = { threads: this.pool.threads.length, queued: this.pool.queueSize, utilization: Math.round(this.pool.utilization * 100) / 100 };
+    const figures = { threads: this.pool.threads.length, queued: this.pool.queueSize, utilization: Math.round(this.pool.utilization * 100) / 100, outOfMemory: this.outOfMemory };
     if (figures.threads === 0 && this.options.minThreads > 0) return { ok: false, detail: 'no worker thread is running', figures };
     return { ok: true, figures };
   }

@@ -20,6 +20,10 @@ import type { PipelineTask, TaskResult } from './tasks.ts';
 export interface PipelinePoolOptions {
   workers: number;
   retryAfterSeconds: number;
+  /** Each thread's heap limit, MiB (SLUICE_WORKER_HEAP_MB); default DEFAULT_WORKER_HEAP_MB. */
+  maxHeapMb?: number;
+  /** Called when a thread ran out of memory (it is replaced; its tasks got 503). */
+  onOutOfMemory?: () => void;
 }
 
 /**
@@ -45,8 +49,16 @@ export class PipelinePool {
   private spares: ArrayBuffer[] = [];
 
   constructor(private readonly options: PipelinePoolOptions) {
-    const { workers } = options;
-    this.threads = new BundledPool({ entry: fileURLToPath(new URL('./worker.ts', import.meta.url)), minThreads: workers, maxThreads: workers, concurrentTasksPerWorker: TASKS_PER_WORKER });
+    const { workers, maxHeapMb, onOutOfMemory } = options;
+    this.threads = new BundledPool({
+      entry: fileURLToPath(new URL('./worker.ts', import.meta.url)),
+      name: 'the worker pool',
+      minThreads: workers,
+      maxThreads: workers,
+      concurrentTasksPerWorker: TASKS_PER_WORKER,
+      maxHeapMb,
+      onOutOfMemory,
+    });
   }
 
   /** Starts the worker threads; resolves once each has loaded the code. */
@@ -65,8 +77,7 @@ export class PipelinePool {
   }
 
   async run(task: PipelineTask): Promise<TaskResult> {
-    const pool = this.threads.piscina;
-    if (!pool) throw new SluiceError('unavailable', 'pipeline is not running', { retryAfterSeconds: this.options.retryAfterSeconds });
+    if (!this.threads.piscina) throw new SluiceError('unavailable', 'pipeline is not running', { retryAfterSeconds: this.options.retryAfterSeconds });
     const transferList: ArrayBuffer[] = [];
     if (this.spares.length > 0) {
       task.spares = this.spares.splice(0, SPARES_PER_TASK);
@@ -75,7 +86,7 @@ export class PipelinePool {
     // Transfer only a buffer the body owns whole; a view into a shared buffer is copied.
     const owned = task.body.byteOffset === 0 && task.body.byteLength === task.body.buffer.byteLength;
     if (owned) transferList.push(task.body.buffer as ArrayBuffer);
-    return pool.run(task, { transferList });
+    return this.threads.run(task, { transferList });
   }
 
   /**

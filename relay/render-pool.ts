@@ -24,17 +24,33 @@ const IDLE_THREAD_MS = 60_000;
  */
 export const RENDER_QUEUE = 64;
 
+export interface RenderPoolOptions {
+  /** Renders waiting for a thread, at most (default RENDER_QUEUE). */
+  maxQueue?: number;
+  /** Each thread's heap limit, MiB (SLUICE_WORKER_HEAP_MB); default DEFAULT_WORKER_HEAP_MB. */
+  maxHeapMb?: number;
+  /** Called when a thread ran out of memory (it is replaced; its render failed with 503). */
+  onOutOfMemory?: () => void;
+}
+
 /** The render threads: a BundledPool of render-worker.ts, started once, stopped for good. */
 export class RenderPool implements RenderRunner {
-  private readonly threads = new BundledPool({
-    entry: fileURLToPath(new URL('./render-worker.ts', import.meta.url)),
-    minThreads: 1,
-    maxThreads: RENDER_THREADS,
-    idleTimeoutMs: IDLE_THREAD_MS,
-  });
+  private readonly threads: BundledPool;
+  private readonly maxQueue: number;
   private stopped = false;
 
-  constructor(private readonly maxQueue = RENDER_QUEUE) {}
+  constructor({ maxQueue = RENDER_QUEUE, maxHeapMb, onOutOfMemory }: RenderPoolOptions = {}) {
+    this.maxQueue = maxQueue;
+    this.threads = new BundledPool({
+      entry: fileURLToPath(new URL('./render-worker.ts', import.meta.url)),
+      name: 'the render pool',
+      minThreads: 1,
+      maxThreads: RENDER_THREADS,
+      idleTimeoutMs: IDLE_THREAD_MS,
+      maxHeapMb,
+      onOutOfMemory,
+    });
+  }
 
   /** Bundles the worker and starts a thread; resolves once it has loaded the code. */
   start(): Promise<void> {
@@ -66,7 +82,7 @@ export class RenderPool implements RenderRunner {
     const pool = this.threads.piscina;
     if (!pool || this.stopped) throw this.unavailable();
     if (pool.queueSize >= this.maxQueue) throw new SluiceError('unavailable', `the render pool is busy (${this.maxQueue} renders waiting)`, { retryAfterSeconds: 1 });
-    return pool.run(task, name ? { name } : {}) as Promise<T>;
+    return this.threads.run<T>(task, name ? { name } : {});
   }
 
   private unavailable(): SluiceError {

@@ -77,7 +77,7 @@ describe('RenderPool', () => {
   });
 
   it('refuses a render past its queue with a retryable 503 rather than queue it, and renders the ones it took', async () => {
-    const small = new RenderPool(2);
+    const small = new RenderPool({ maxQueue: 2 });
     try {
       await small.start();
       const outcomes = await Promise.allSettled(Array.from({ length: 12 }, () => small.run(large)));

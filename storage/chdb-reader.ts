@@ -16,6 +16,7 @@
  * Only databases that exist get connections, and only an operator can create databases.
  */
 import type { Session } from 'chdb';
+import { openChdbSession } from './chdb-session.ts';
 import { quoteIdentifier } from './storage.ts';
 
 export interface StatementOutput {
@@ -84,8 +85,7 @@ export class ChdbReader implements StatementRunner {
   }
 
   private async open(database: string): Promise<Session> {
-    const { Session } = await import('chdb');
-    const session = new Session(this.engineDir);
+    const session = await openChdbSession(this.engineDir);
     try {
       // A database that does not exist fails here (UNKNOWN_DATABASE) and gets no connection.
       await session.queryAsync(`USE ${quoteIdentifier(database)}`);

@@ -19,6 +19,7 @@ import { join, resolve } from 'node:path';
 import type { Session } from 'chdb';
 import { SluiceError } from '../core/errors.ts';
 import { ChdbReader } from './chdb-reader.ts';
+import { openChdbSession } from './chdb-session.ts';
 import { insertError } from './errors.ts';
 import { migrate } from './migrate.ts';
 import type { SchemaOptions } from './schema.ts';
@@ -71,8 +72,7 @@ export class ChdbStorage implements Storage {
     for (const name of await readdir(this.scratchDir)) {
       if (INSERT_FILE.test(name)) await rm(join(this.scratchDir, name), { force: true });
     }
-    const { Session } = await import('chdb');
-    this.session = new Session(this.engineDir);
+    this.session = await openChdbSession(this.engineDir);
     this.statements = new ChdbReader(this.engineDir);
     await migrate(this, this.database, this.schema);
     await this.syncPartsToDisk();

@@ -53,22 +53,31 @@ export interface SluiceProcess {
   log(): Promise<string>;
 }
 
+export interface SluiceProcessOptions {
+  dataDir?: string;
+  ports?: Pick<SluiceProcess, 'httpPort' | 'grpcPort' | 'relayPort'>;
+  openFiles?: number;
+  nodeFlags?: string[];
+}
+
 /**
  * Starts `sluice <role>` with `env` (plus its own data dir and ports) and waits until it
  * answers /api/v1/health. Its stdout and stderr go to <dir>/<name>.log (appended: a process
  * restarted under the same name continues the file). `dataDir` restarts a process on the data
- * dir of an earlier one; `openFiles` runs it under that open-files limit (ulimit -n).
+ * dir of an earlier one; `ports` on its ports (those of a SluiceProcess); `openFiles` runs it
+ * under that open-files limit (ulimit -n); `nodeFlags` are added to Node's command line.
  */
-export async function startSluiceProcess(role: SluiceRole, name: string, dir: string, env: Record<string, string>, options: { dataDir?: string; openFiles?: number } = {}): Promise<SluiceProcess> {
-  const [httpPort, grpcPort] = [await freePort(), await freePort()];
+export async function startSluiceProcess(role: SluiceRole, name: string, dir: string, env: Record<string, string>, options: SluiceProcessOptions = {}): Promise<SluiceProcess> {
+  const httpPort = options.ports?.httpPort ?? await freePort();
+  const grpcPort = options.ports?.grpcPort ?? await freePort();
   // The relay's default port (8080) would collide between processes.
-  const relayPort = role === 'serve' || role === 'gateway' ? await freePort() : 0;
+  const relayPort = role === 'serve' || role === 'gateway' ? options.ports?.relayPort ?? await freePort() : 0;
   const dataDir = options.dataDir ?? (await mkdtemp(join(dir, `${name}-`)));
   const logFile = join(dir, `${name}.log`);
   const fd = openSync(logFile, 'a');
   // prlimit sets the open-files limit and execs node: the child's pid is node's.
   const command = options.openFiles ? ['prlimit', `--nofile=${options.openFiles}`, process.execPath] : [process.execPath];
-  const child = spawn(command[0]!, [...command.slice(1), ...SLUICE_NODE_FLAGS, SLUICE, role], {
+  const child = spawn(command[0]!, [...command.slice(1), ...SLUICE_NODE_FLAGS, ...(options.nodeFlags ?? []), SLUICE, role], {
     cwd: REPO,
     stdio: ['ignore', fd, fd],
     env: childEnv({
