@@ -24,6 +24,10 @@ export interface SluiceConfig {
     ratePerMinute: number;
     rateBurst: number;
     trustedProxies: string[];
+    ipv6Prefix: number;
+    signInFailures: number;
+    signInLockoutSeconds: number;
+    signInLockoutMaxSeconds: number;
   };
   pipeline: { workers: number };
   storage: {
@@ -126,6 +130,10 @@ export const OPTIONS: readonly Option[] = [
   { path: 'limits.ratePerMinute', env: 'SLUICE_RATE_LIMIT_PER_MINUTE', type: 'integer', default: 600, doc: 'Ingestion requests per minute per source IP (token bucket refill rate).', schema: { minimum: 1 } },
   { path: 'limits.rateBurst', env: 'SLUICE_RATE_LIMIT_BURST', type: 'integer', default: 600, doc: 'Token bucket size: the burst a source IP may send at once.', schema: { minimum: 1 } },
   { path: 'limits.trustedProxies', env: 'SLUICE_TRUSTED_PROXIES', type: 'list', default: [], doc: 'Comma-separated proxy IPs whose X-Forwarded-For is trusted for the client IP (none by default).', schema: { items: { type: 'string', minLength: 1 } } },
+  { path: 'limits.ipv6Prefix', env: 'SLUICE_IPV6_LIMIT_PREFIX', type: 'integer', default: 64, doc: 'Per-client-IP limits count an IPv6 client by its network of this many leading bits (48 to 128; 64: a /64, what one host or home is usually given, so rotating addresses within it gains nothing); IPv4 clients by their address.', schema: { minimum: 48, maximum: 128 } },
+  { path: 'limits.signInFailures', env: 'SLUICE_SIGN_IN_LOCKOUT_FAILURES', type: 'integer', default: 10, doc: 'Failed sign-ins to one account (console and relay, by email, from any address) after which it is locked out for a while; failures are forgotten after SLUICE_SIGN_IN_LOCKOUT_MAX_SECONDS without one, and by a successful sign-in.', schema: { minimum: 1, maximum: 1000 } },
+  { path: 'limits.signInLockoutSeconds', env: 'SLUICE_SIGN_IN_LOCKOUT_SECONDS', type: 'integer', default: 60, doc: 'The first lockout of an account, in seconds; each further one in a row doubles, up to SLUICE_SIGN_IN_LOCKOUT_MAX_SECONDS. A locked account gets 429 + Retry-After, its password not checked.', schema: { minimum: 1, maximum: 86_400 } },
+  { path: 'limits.signInLockoutMaxSeconds', env: 'SLUICE_SIGN_IN_LOCKOUT_MAX_SECONDS', type: 'integer', default: 900, doc: 'The longest lockout of an account, in seconds (15 minutes): a lockout always ends, so nobody can lock an account for good by guessing at it.', schema: { minimum: 1, maximum: 86_400 } },
   { path: 'pipeline.workers', env: 'SLUICE_WORKERS', type: 'integer', default: Math.max(1, availableParallelism()), doc: 'Worker threads that decompress, decode and build rows (default: one per core).', schema: { minimum: 1, maximum: 256 } },
   { path: 'storage.database', env: 'SLUICE_CLICKHOUSE_DATABASE', type: 'string', default: 'otel', doc: 'ClickHouse database holding the tables.', schema: { pattern: '^[A-Za-z_][A-Za-z0-9_]*$' } },
   { path: 'storage.maxPendingBytes', env: 'SLUICE_STORAGE_MAX_PENDING_BYTES', type: 'integer', default: GiB, doc: 'Embedded: bytes of rows in the local log (<dataDir>/log) not yet inserted into chDB; past it requests get 503 (bounds the disk the log takes while storage is slow or down).', schema: { minimum: MiB } },
