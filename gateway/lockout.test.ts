@@ -1,19 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BackoffLockout } from './lockout.ts';
 import { describeLockout } from './lockout.suite.ts';
-import type { LimiterClock } from './window-limiter.suite.ts';
-
-/** An injected clock: the cases run without sleeping and decide the same way every run. */
-function manualClock(): LimiterClock & { at: number } {
-  const clock = {
-    at: 0,
-    now: () => clock.at,
-    pass: async (ms: number) => {
-      clock.at += ms;
-    },
-  };
-  return clock;
-}
+import { manualClock } from './window-limiter.suite.ts';
 
 const shared = manualClock();
 describeLockout('in-process', {
