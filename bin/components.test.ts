@@ -7,7 +7,9 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../core/config.ts';
 import { createLogger, type Logger } from '../core/log.ts';
 import { testConfig } from '../test/harness.ts';
 import { startNatsServer } from '../test/sluice-processes.ts';
@@ -101,6 +103,41 @@ describe('createLimiter', () => {
     // pause and Redis's bucket (empty) refuses.
     expect(await afterPause(100)).toBe(true);
     expect(await afterPause(10_000)).toBe(false);
+  });
+});
+
+describe('per-client keys (SLUICE_IPV6_LIMIT_PREFIX)', () => {
+  /** Takes from three addresses of one /48 in two /64s (the first two share one), then one from another /48. */
+  const allowedFrom = async (limiter: { take(key: string): Promise<{ allowed: boolean }> | { allowed: boolean } }) => {
+    const allowed: boolean[] = [];
+    for (const address of ['2001:db8:1:1::1', '2001:db8:1:1::2', '2001:db8:1:2::1', '2001:db8:2:1::1']) allowed.push((await limiter.take(address)).allowed);
+    return allowed;
+  };
+
+  it('counts IPv6 clients by their /64 unless configured otherwise, in process and in Redis', { timeout: 30_000 }, async () => {
+    const redis = new TestRedisServer();
+    await redis.start();
+    cleanups.push(() => redis.close());
+    for (const redisUrl of ['', redis.url]) {
+      const limiterOf = async (overrides: Record<string, unknown>) => {
+        const config = testConfig('/nonexistent', { 'redis.url': redisUrl, 'redis.timeoutMs': 5000, ...overrides });
+        const limiter = await createLimiter(config, capturedLog().log, { ratePerMinute: 1, burst: 1 }, `test:prefix:${randomUUID()}:`);
+        cleanups.push(() => limiter.shutdown());
+        return limiter;
+      };
+      // One token each: the second address of the first /64 finds it spent.
+      expect(await allowedFrom(await limiterOf({})), redisUrl || 'in process').toEqual([true, false, true, true]);
+      expect(await allowedFrom(await limiterOf({ 'limits.ipv6Prefix': 48 })), redisUrl || 'in process').toEqual([true, false, false, true]);
+      expect(await allowedFrom(await limiterOf({ 'limits.ipv6Prefix': 128 })), redisUrl || 'in process').toEqual([true, true, true, true]);
+    }
+  });
+
+  it('takes the prefix from the environment, 48 to 128', () => {
+    expect(loadConfig({ SLUICE_IPV6_LIMIT_PREFIX: '56' }).limits.ipv6Prefix).toBe(56);
+    expect(loadConfig({}).limits.ipv6Prefix).toBe(64);
+    for (const refused of ['47', '129', '64.5']) {
+      expect(() => loadConfig({ SLUICE_IPV6_LIMIT_PREFIX: refused }), refused).toThrow(/limits\.ipv6Prefix \(SLUICE_IPV6_LIMIT_PREFIX\)/);
+    }
   });
 });
 

@@ -16,8 +16,12 @@ import { redactUrl } from '../core/redact.ts';
 import { descriptorUse } from '../core/descriptors.ts';
 import type { GrpcLimits } from '../gateway/grpc/server.ts';
 import type { HttpServerOptions } from '../gateway/http/adapter.ts';
+import { ClientLimiter } from '../gateway/client-ip.ts';
 import { TokenBucketLimiter, type Limiter, type TokenBucketOptions } from '../gateway/limiter.ts';
+import { BackoffLockout } from '../gateway/lockout.ts';
+import { RedisBackoffLockout } from '../gateway/redis-lockout.ts';
 import { RedisTokenBucketLimiter } from '../gateway/redis-limiter.ts';
+import { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import { DEFAULT_CAPTCHA_ENDPOINTS, loadMasterKey, SIGN_IN_PER_MINUTE, type RelayParts } from '../relay/index.ts';
 import type { CaptchaEndpoints } from '../relay/captcha.ts';
 import { FAILED_AUTH_PER_MINUTE, type QueryLimits } from '../query/index.ts';
@@ -204,12 +208,37 @@ export function limitRule(config: Readonly<SluiceConfig>, kind: LimiterKind): To
 }
 
 /**
- * A per-IP limiter: in process, or in Redis shared by every gateway (with local fallback).
+ * A per-client-IP limiter: in process, or in Redis shared by every gateway (with local
+ * fallback); either way keyed by the client's network (SLUICE_IPV6_LIMIT_PREFIX, gateway/client-ip.ts).
  * `keyPrefix` keeps the keys of different limiters apart in Redis.
  */
-export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger, rule: TokenBucketOptions | SlidingWindowOptions, keyPrefix: string): Promise<Limiter> {
+export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger, rule: TokenBucketOptions | SlidingWindowOptions, keyPrefix: string): Promise<ClientLimiter> {
   const isWindow = 'windowMs' in rule;
-  if (!config.redis.url) return isWindow ? new SlidingWindowLimiter(rule) : new TokenBucketLimiter(rule);
+  const client = (limiter: Limiter) => new ClientLimiter(limiter, config.limits.ipv6Prefix);
+  if (!config.redis.url) return client(isWindow ? new SlidingWindowLimiter(rule) : new TokenBucketLimiter(rule));
+  const { redis, ...options } = await limiterRedis(config, log);
+  return client(isWindow
+    ? new RedisSlidingWindowLimiter(redis, { ...rule, ...options, keyPrefix }, log)
+    : new RedisTokenBucketLimiter(redis, { ...rule, ...options, keyPrefix }, log));
+}
+
+/**
+ * The sign-in lockout per account (SLUICE_SIGN_IN_LOCKOUT_*), shared by the console and the
+ * relay: in process, or in Redis shared by every gateway like the limiters.
+ */
+export async function createSignInLockout(config: Readonly<SluiceConfig>, log: Logger, keyPrefix: string): Promise<SignInLockout> {
+  const rule = {
+    failures: config.limits.signInFailures,
+    lockoutMs: config.limits.signInLockoutSeconds * 1000,
+    maxLockoutMs: config.limits.signInLockoutMaxSeconds * 1000,
+  };
+  if (!config.redis.url) return new SignInLockout(new BackoffLockout(rule));
+  const { redis, ...options } = await limiterRedis(config, log);
+  return new SignInLockout(new RedisBackoffLockout(redis, { ...rule, ...options, keyPrefix }, log));
+}
+
+/** A Redis client of one limiter, connected (or found unreachable: the limiter falls back), and how to close it. */
+async function limiterRedis(config: Readonly<SluiceConfig>, log: Logger) {
   // Loaded only here: the client takes ~0.3 s to load, which a process without Redis never needs.
   const { createClient } = await import('redis');
   const redis = createClient({
@@ -230,10 +259,7 @@ export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger,
     if (redis.isReady) await redis.quit().catch(() => redis.destroy());
     else if (redis.isOpen) redis.destroy();
   };
-  const options = { keyPrefix, closeClient, commandTimeoutMs: config.redis.timeoutMs };
-  return isWindow
-    ? new RedisSlidingWindowLimiter(redis, { ...rule, ...options }, log)
-    : new RedisTokenBucketLimiter(redis, { ...rule, ...options }, log);
+  return { redis, closeClient, commandTimeoutMs: config.redis.timeoutMs };
 }
 
 /**
@@ -254,7 +280,7 @@ export async function relayParts(
   storage: () => Promise<Storage | undefined>,
   requeue: RelayParts['requeue'],
   log: Logger,
-): Promise<Omit<RelayParts, 'renderer'>> {
+): Promise<Omit<RelayParts, 'renderer' | 'signInLockout'>> {
   const egress = tenantEgressPolicy(config);
   return {
     state,

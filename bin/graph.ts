@@ -23,7 +23,8 @@ import { Readiness } from '../core/readiness.ts';
 import { Supervisor } from '../core/supervisor.ts';
 import { AgentConfigs } from '../gateway/agent-configs.ts';
 import { InstallTokens } from '../gateway/install-tokens.ts';
-import type { Limiter } from '../gateway/limiter.ts';
+import type { ClientLimiter } from '../gateway/client-ip.ts';
+import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
 import { AccountStore } from '../accounts/store.ts';
 import { openConsole, type Console, type ConsoleParts } from '../console/index.ts';
@@ -53,6 +54,7 @@ import {
   connectNats,
   createBus,
   createLimiter,
+  createSignInLockout,
   createStateStore,
   createDeliveryQueue,
   createStorage,
@@ -255,12 +257,24 @@ export class SluiceGraph {
     for (const name of Object.keys(bus.statuses())) this.readiness.register(name, () => bus.statuses()[name] ?? { ok: false, detail: 'gone' });
   }
 
-  /** A per-client-IP limiter (shared through Redis when configured), by the rules of components.ts#limitRule. */
-  limiter(kind: LimiterKind): Promise<Limiter> {
+  /**
+   * A per-client-IP limiter (shared through Redis when configured), by the rules of
+   * components.ts#limitRule, keyed by the client's network (IPv6: SLUICE_IPV6_LIMIT_PREFIX).
+   */
+  limiter(kind: LimiterKind): Promise<ClientLimiter> {
     return this.once(`${kind} limiter`, async () => {
       const limiter = await createLimiter(this.config, this.log, limitRule(this.config, kind), `sluice:${this.config.nats.prefix}:${LIMITER_KEYS[kind]}:`);
       this.onStop(`${kind} limiter`, () => limiter.shutdown());
       return limiter;
+    });
+  }
+
+  /** Sign-in attempts per account, for the console and the relay alike (shared through Redis when configured). */
+  signInLockout(): Promise<SignInLockout> {
+    return this.once('sign-in lockout', async () => {
+      const lockout = await createSignInLockout(this.config, this.log, `sluice:${this.config.nats.prefix}:sign-in-lockout:`);
+      this.onStop('sign-in lockout', () => lockout.shutdown());
+      return lockout;
     });
   }
 
@@ -273,7 +287,7 @@ export class SluiceGraph {
         await (await this.attemptLog()).record(job, 0, 'queued');
       };
       const parts = await relayParts(this.config, await this.state(), await this.accounts(), () => this.storageReader(), requeue, this.log);
-      const relay = await openRelay({ ...parts, renderer: new MessageRenderer(await this.renderPool()) });
+      const relay = await openRelay({ ...parts, renderer: new MessageRenderer(await this.renderPool()), signInLockout: () => this.signInLockout() });
       this.onStop('relay', async () => relay.shutdown());
       for (const bucket of Object.keys(relay.store.statuses())) {
         this.readiness.register(`state.${bucket}`, () => relay.store.statuses()[bucket] ?? { ok: false, detail: 'gone' });
@@ -327,6 +341,7 @@ export class SluiceGraph {
         reads: new ConsoleQueries(runner, this.config.storage.database),
         assets: await buildConsoleAssets(),
         signInLimiter: await this.limiter('sign-in'),
+        signInLockout: await this.signInLockout(),
         log: this.log,
         publicUrl: this.config.console.publicUrl,
       });

@@ -11,6 +11,7 @@ import type { ClientIpResolver } from '../gateway/client-ip.ts';
 import type { HttpHandler, HttpRequest, HttpResponse } from '../gateway/http/adapter.ts';
 import { ApiError, apiErrorResponse, JSON_TYPE, matchPath, readJsonBody } from '../gateway/http/json-api.ts';
 import type { Limiter } from '../gateway/limiter.ts';
+import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
 import { checkPassword, mayDo, refusalMessage, RIGHTS, type AccountStore, type Right } from '../accounts/index.ts';
@@ -42,6 +43,8 @@ export interface ConsoleHttpDeps {
   ingest: () => { otlpHttp: string; otlpGrpc: string };
   /** Guards sign-in and first-run against guessing (per client IP; shared with the relay's sign-in). */
   signInLimiter: Limiter;
+  /** Sign-in attempts per account, wherever they come from (shared with the relay's sign-in). */
+  signInLockout: SignInLockout;
   clientIp: ClientIpResolver;
   budget: ByteBudget;
   log: Logger;
@@ -102,9 +105,11 @@ function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
     { method: 'POST', pattern: '/api/session', access: 'open', run: async ({ body }) => {
       const { email, password } = validBody<{ email: string; password: string }>('SignIn', body);
       const user = deps.accounts.userByEmail(email);
+      await admitAccount(deps.signInLockout, email);
       const ok = await checkPassword(user, password);
       // One answer for an unknown email, a wrong password and a deactivated user or tenant.
       if (!ok || !user || !deps.accounts.activeUser(user.id)) throw new ApiError(401, 'Invalid email or password');
+      await deps.signInLockout.succeeded(email);
       // A one-time password (from `sluice relay onboard` or an invitation) is changed before anything else.
       if (user.mustChangePassword) {
         throw new ApiError(403, 'This is a one-time password: set your own first (POST /api/v1/admin/me/password on the relay port), then sign in here');
@@ -117,6 +122,12 @@ function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
     } },
     { method: 'GET', pattern: '/api/me', access: 'self', run: ({ session }) => me(session, deps.ingest()) },
   ];
+}
+
+/** Counts a sign-in attempt at the account, before its password is checked: 429 while it is locked out. */
+async function admitAccount(lockout: SignInLockout, email: string): Promise<void> {
+  const attempt = await lockout.attempt(email);
+  if (!attempt.allowed) throw new ApiError(429, 'Too many sign-in attempts: try again later', { retryAfterSeconds: attempt.retryAfterSeconds });
 }
 
 function me({ user, tenant, csrfToken }: SignedIn, ingest: Me['ingest']): Me {

@@ -12,6 +12,7 @@ import type { ClientIpResolver } from '../gateway/client-ip.ts';
 import type { HttpHandler } from '../gateway/http/adapter.ts';
 import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { Limiter } from '../gateway/limiter.ts';
+import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
 import type { StateStore } from '../state/store.ts';
 import type { ConsoleAssets } from './ui/build.ts';
@@ -35,6 +36,8 @@ export interface ConsoleParts {
   reads: ConsoleReads;
   assets: ConsoleAssets;
   signInLimiter: Limiter;
+  /** Sign-in attempts per account (shared with the relay's sign-in). */
+  signInLockout: SignInLockout;
   clientIp: ClientIpResolver;
   budget: ByteBudget;
   log: Logger;

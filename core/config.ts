@@ -24,6 +24,10 @@ export interface SluiceConfig {
     ratePerMinute: number;
     rateBurst: number;
     trustedProxies: string[];
+    ipv6Prefix: number;
+    signInFailures: number;
+    signInLockoutSeconds: number;
+    signInLockoutMaxSeconds: number;
   };
   pipeline: { workers: number; workerHeapMb: number };
   storage: {
@@ -127,6 +131,10 @@ export const OPTIONS: readonly Option[] = [
   { path: 'limits.ratePerMinute', env: 'SLUICE_RATE_LIMIT_PER_MINUTE', type: 'integer', default: 600, doc: 'Ingestion requests per minute per source IP (token bucket refill rate).', schema: { minimum: 1 } },
   { path: 'limits.rateBurst', env: 'SLUICE_RATE_LIMIT_BURST', type: 'integer', default: 600, doc: 'Token bucket size: the burst a source IP may send at once.', schema: { minimum: 1 } },
   { path: 'limits.trustedProxies', env: 'SLUICE_TRUSTED_PROXIES', type: 'list', default: [], doc: 'Comma-separated proxy IPs whose X-Forwarded-For is trusted for the client IP (none by default).', schema: { items: { type: 'string', minLength: 1 } } },
+  { path: 'limits.ipv6Prefix', env: 'SLUICE_IPV6_LIMIT_PREFIX', type: 'integer', default: 64, doc: 'Per-client-IP limits count an IPv6 client by its network of this many leading bits (48 to 128; 64: a /64, what one host or home is usually given, so rotating addresses within it gains nothing); IPv4 clients by their address.', schema: { minimum: 48, maximum: 128 } },
+  { path: 'limits.signInFailures', env: 'SLUICE_SIGN_IN_LOCKOUT_FAILURES', type: 'integer', default: 10, doc: 'Failed sign-ins to one account (console and relay, by email, from any address) after which it is locked out for a while; failures are forgotten after SLUICE_SIGN_IN_LOCKOUT_MAX_SECONDS without one, and by a successful sign-in.', schema: { minimum: 1, maximum: 1000 } },
+  { path: 'limits.signInLockoutSeconds', env: 'SLUICE_SIGN_IN_LOCKOUT_SECONDS', type: 'integer', default: 60, doc: 'The first lockout of an account, in seconds; each further one in a row doubles, up to SLUICE_SIGN_IN_LOCKOUT_MAX_SECONDS. A locked account gets 429 + Retry-After, its password not checked.', schema: { minimum: 1, maximum: 86_400 } },
+  { path: 'limits.signInLockoutMaxSeconds', env: 'SLUICE_SIGN_IN_LOCKOUT_MAX_SECONDS', type: 'integer', default: 900, doc: 'The longest lockout of an account, in seconds (15 minutes): a lockout always ends, so nobody can lock an account for good by guessing at it.', schema: { minimum: 1, maximum: 86_400 } },
   { path: 'pipeline.workers', env: 'SLUICE_WORKERS', type: 'integer', default: Math.max(1, availableParallelism()), doc: 'Worker threads that decompress, decode and build rows (default: one per core).', schema: { minimum: 1, maximum: 256 } },
   { path: 'pipeline.workerHeapMb', env: 'SLUICE_WORKER_HEAP_MB', type: 'integer', default: 512, doc: 'Heap limit of each worker thread (the worker pool\'s and the relay\'s render threads), in MiB (V8\'s old generation): a request that needs more fails with 503 and its thread is replaced, the process keeps serving. An OTLP/JSON body of 10 MiB of tiny records needs about 96; raise it with SLUICE_MAX_BODY_BYTES.', schema: { minimum: 32, maximum: 65_536 } },
   { path: 'storage.database', env: 'SLUICE_CLICKHOUSE_DATABASE', type: 'string', default: 'otel', doc: 'ClickHouse database holding the tables.', schema: { pattern: '^[A-Za-z_][A-Za-z0-9_]*$' } },

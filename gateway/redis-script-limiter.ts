@@ -73,19 +73,27 @@ export abstract class RedisScriptLimiter implements Limiter {
   }
 
   async take(key: string): Promise<LimitDecision> {
-    if (this.current === 'local-fallback' && Date.now() < this.fallbackUntil) return this.fallback(key);
+    return this.runOrFallBack(key, this.scriptArguments(), ([allowed, retry]) => ({ allowed: allowed === 1, retryAfterSeconds: retry }), () => this.local.take(key));
+  }
+
+  /**
+   * Runs the script on `key` with `args` and reads its reply; while Redis is unavailable, asks
+   * `fallback` (the local limiter) instead. A driver with more than `take` runs them through here.
+   */
+  protected async runOrFallBack<T>(key: string, args: string[], fromReply: (reply: [number, number]) => T, fallback: () => T): Promise<T> {
+    if (this.current === 'local-fallback' && Date.now() < this.fallbackUntil) return this.fallback(fallback);
     try {
-      const [allowed, retry] = (await this.withTimeout(this.runScript(key))) as [number, number];
+      const reply = (await this.withTimeout(this.runScript(key, args))) as [number, number];
       if (this.current === 'local-fallback') {
         this.current = 'redis';
         this.log.info(`rate limits: Redis is back; ${this.script.shared} are shared again`);
       }
-      return { allowed: allowed === 1, retryAfterSeconds: retry };
+      return fromReply(reply);
     } catch (err) {
       if (this.current === 'redis') this.log.warn({ err: (err as Error).message }, `rate limits: Redis unavailable; falling back to per-gateway ${this.script.shared}`);
       this.current = 'local-fallback';
       this.fallbackUntil = Date.now() + this.retryIntervalMs;
-      return this.fallback(key);
+      return this.fallback(fallback);
     }
   }
 
@@ -95,8 +103,8 @@ export abstract class RedisScriptLimiter implements Limiter {
   }
 
   /** EVALSHA, loading the script with EVAL the first time a Redis has not seen it. */
-  private async runScript(key: string): Promise<unknown> {
-    const args = { keys: [this.keyPrefix + key], arguments: this.scriptArguments() };
+  private async runScript(key: string, scriptArguments: string[]): Promise<unknown> {
+    const args = { keys: [this.keyPrefix + key], arguments: scriptArguments };
     try {
       return await this.redis.evalSha(this.sha, args);
     } catch (err) {
@@ -105,9 +113,9 @@ export abstract class RedisScriptLimiter implements Limiter {
     }
   }
 
-  private fallback(key: string): LimitDecision {
+  private fallback<T>(decide: () => T): T {
     this.fallbackDecisions++;
-    return this.local.take(key);
+    return decide();
   }
 
   private withTimeout<T>(promise: Promise<T>): Promise<T> {

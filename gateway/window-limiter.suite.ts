@@ -17,6 +17,18 @@ export interface LimiterClock {
   pass(ms: number): Promise<void>;
 }
 
+/** An injected clock: the cases run without sleeping and decide the same way every run. */
+export function manualClock(): LimiterClock & { at: number } {
+  const clock = {
+    at: 0,
+    now: () => clock.at,
+    pass: async (ms: number) => {
+      clock.at += ms;
+    },
+  };
+  return clock;
+}
+
 export interface SlidingWindowHarness extends LimiterClock {
   /** A fresh limiter with keys of its own. */
   create(options: SlidingWindowOptions): Promise<Limiter> | Limiter;

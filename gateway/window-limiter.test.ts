@@ -1,19 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { TokenBucketLimiter, type LimitDecision } from './limiter.ts';
 import { SlidingWindowLimiter } from './window-limiter.ts';
-import { burstsHalfAWindowApart, describeSlidingWindowLimiter, overfullWindows, type LimiterClock } from './window-limiter.suite.ts';
-
-/** An injected clock: the cases run without sleeping and decide the same way every run. */
-function manualClock(): LimiterClock & { at: number } {
-  const clock = {
-    at: 0,
-    now: () => clock.at,
-    pass: async (ms: number) => {
-      clock.at += ms;
-    },
-  };
-  return clock;
-}
+import { burstsHalfAWindowApart, describeSlidingWindowLimiter, manualClock, overfullWindows } from './window-limiter.suite.ts';
 
 const shared = manualClock();
 describeSlidingWindowLimiter('in-process', {

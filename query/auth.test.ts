@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { ClientLimiter } from '../gateway/client-ip.ts';
 import { TokenBucketLimiter } from '../gateway/limiter.ts';
 import { credentialsOf, FailedAuthThrottle, PasswordCheck } from './auth.ts';
 import { ClickHouseException } from './errors.ts';
@@ -43,7 +44,7 @@ describe('PasswordCheck', () => {
 describe('FailedAuthThrottle', () => {
   it('holds an address off once its failures used up the bucket, until a token is back', async () => {
     let now = 0;
-    const throttle = new FailedAuthThrottle(new TokenBucketLimiter({ ratePerMinute: 6, burst: 3 }, () => now), () => now);
+    const throttle = new FailedAuthThrottle(new ClientLimiter(new TokenBucketLimiter({ ratePerMinute: 6, burst: 3 }, () => now), 64), () => now);
     for (let i = 0; i < 3; i++) {
       throttle.admit('10.0.0.1');
       await throttle.failed('10.0.0.1');
@@ -62,5 +63,18 @@ describe('FailedAuthThrottle', () => {
     expect(() => throttle.admit('10.0.0.2')).not.toThrow();
     now += 10_000;
     expect(() => throttle.admit('10.0.0.1')).not.toThrow();
+  });
+
+  it('holds off every address of the IPv6 network that failed, and only that network', async () => {
+    let now = 0;
+    const throttle = new FailedAuthThrottle(new ClientLimiter(new TokenBucketLimiter({ ratePerMinute: 6, burst: 3 }, () => now), 64), () => now);
+    // Each failure from another address of 2001:db8:0:7::/64, as a client rotating through its /64 would.
+    for (let i = 1; i <= 4; i++) {
+      throttle.admit(`2001:db8:0:7::${i}`);
+      await throttle.failed(`2001:db8:0:7::${i}`);
+    }
+    expect(() => throttle.admit('2001:db8:0:7:ffff:1:2:3')).toThrow(/Too many failed authentications/);
+    expect(() => throttle.admit('2001:0DB8:0000:0007::9')).toThrow(/Too many failed authentications/);
+    expect(() => throttle.admit('2001:db8:0:8::1')).not.toThrow();
   });
 });

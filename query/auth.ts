@@ -5,12 +5,13 @@
  * these at once; no credentials at all is the user `default` without a password. One user,
  * from the config; the password is compared in constant time and never logged.
  *
- * Guessing is throttled per client address: each failure takes a token from a bucket, and an
- * address whose bucket is empty is refused before its credentials are looked at (so a right
- * guess is no different from a wrong one), until a token is back.
+ * Guessing is throttled per client address (per network for IPv6: the limiter's key): each
+ * failure takes a token from a bucket, and an address whose bucket is empty is refused before
+ * its credentials are looked at (so a right guess is no different from a wrong one), until a
+ * token is back.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { Limiter } from '../gateway/limiter.ts';
+import type { ClientLimiter } from '../gateway/client-ip.ts';
 import { ClickHouseException } from './errors.ts';
 
 export interface Credentials {
@@ -65,19 +66,23 @@ function digest(value: string): Buffer {
   return createHash('sha256').update(value, 'utf8').digest();
 }
 
-/** Addresses that failed too often, refused until their bucket has a token again. */
+/**
+ * Addresses that failed too often, refused until their bucket has a token again. Held off by
+ * the limiter's key, so every address of an IPv6 network is held off with the one that failed.
+ */
 export class FailedAuthThrottle {
   private readonly blockedUntil = new Map<string, number>();
 
-  constructor(private readonly limiter: Limiter, private readonly now: () => number = Date.now) {}
+  constructor(private readonly limiter: ClientLimiter, private readonly now: () => number = Date.now) {}
 
   /** Refuses (429) an address that is being held off. */
   admit(ip: string): void {
-    const until = this.blockedUntil.get(ip);
+    const key = this.limiter.keyOf(ip);
+    const until = this.blockedUntil.get(key);
     if (until === undefined) return;
     const leftMs = until - this.now();
     if (leftMs <= 0) {
-      this.blockedUntil.delete(ip);
+      this.blockedUntil.delete(key);
       return;
     }
     const retryAfterSeconds = Math.ceil(leftMs / 1000);
@@ -89,7 +94,7 @@ export class FailedAuthThrottle {
     const decision = await this.limiter.take(ip);
     if (decision.allowed) return;
     if (this.blockedUntil.size >= 10_000) this.forgetExpired();
-    this.blockedUntil.set(ip, this.now() + decision.retryAfterSeconds * 1000);
+    this.blockedUntil.set(this.limiter.keyOf(ip), this.now() + decision.retryAfterSeconds * 1000);
   }
 
   private forgetExpired(): void {

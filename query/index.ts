@@ -1,8 +1,7 @@
 /** The read-only ClickHouse HTTP endpoint of the embedded default (SLUICE_QUERY_PORT), for Grafana. */
 import type { Logger } from '../core/log.ts';
-import type { ClientIpResolver } from '../gateway/client-ip.ts';
+import type { ClientIpResolver, ClientLimiter } from '../gateway/client-ip.ts';
 import type { HttpHandler } from '../gateway/http/adapter.ts';
-import type { Limiter } from '../gateway/limiter.ts';
 import type { StatementRunner } from '../storage/chdb-reader.ts';
 import { FailedAuthThrottle, PasswordCheck } from './auth.ts';
 import { queryGate } from './gate.ts';
@@ -24,8 +23,8 @@ export interface QueryEndpointParts {
   database: string;
   limits: QueryLimits;
   maxConcurrent: number;
-  /** Failed authentications per client address (FAILED_AUTH_PER_MINUTE). */
-  failedAuthLimiter: Limiter;
+  /** Failed authentications per client address (FAILED_AUTH_PER_MINUTE), keyed by its network. */
+  failedAuthLimiter: ClientLimiter;
   clientIp: ClientIpResolver;
   onAnswer(status: string): void;
   log: Logger;

@@ -23,6 +23,7 @@ import type { PageQuery, SubmissionReader } from './submissions.ts';
 import { checkData } from './data.ts';
 import { overLimit } from './render.ts';
 import type { MessageRenderer } from './renderer.ts';
+import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import { checkTemplate, checkTenantCaps, templatePage } from './tenant-templates.ts';
 import { DEFAULT_TEMPLATE } from './templates.ts';
 import { Handovers } from './handover.ts';
@@ -115,6 +116,7 @@ export class RelayAdmin {
     private readonly checks: DeploymentChecks,
     private readonly delivery: DeliveryAccess,
     private readonly renderer: MessageRenderer,
+    private readonly signInLockout: () => Promise<SignInLockout>,
   ) {
     this.handovers = new Handovers(store.state, {
       activeOwners: (tenantId) => this.activeOwners(tenantId),
@@ -159,9 +161,14 @@ export class RelayAdmin {
   async login(body: unknown) {
     const { email, password } = this.validateBody<{ email: string; password: string }>('Login', body);
     const user = this.store.accounts.userByEmail(email);
+    // Per account, whoever guesses: counted before the password is checked, cleared by the right one.
+    const lockout = await this.signInLockout();
+    const attempt = await lockout.attempt(email);
+    if (!attempt.allowed) throw new RelayError(429, 'ThrottlerException: Too Many Requests', { retryAfterSeconds: attempt.retryAfterSeconds });
     const ok = await checkPassword(user, password);
     // One answer for an unknown email, a wrong password and a deactivated user.
     if (!ok || !user || !user.active || !this.store.accounts.tenants.get(user.tenantId)) throw unauthorized('Invalid email or password');
+    await lockout.succeeded(email);
     return { ...(await this.sessions.issue(user)), user: userView(user) };
   }
 

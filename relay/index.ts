@@ -1,7 +1,7 @@
 /**
  * The relay module: its store (mirrored from the state store), keys, admin operations, public
  * endpoints and the handler of its HTTP API. It wires nothing itself: the composition root (bin/) gives it the
- * state store, the master key, the deployment's checks and the sign-in limiter, and serves the
+ * state store, the master key, the deployment's checks, the sign-in limiter and lockout, and serves the
  * handler on the relay port.
  */
 import type { Bus } from '../bus/bus.ts';
@@ -15,6 +15,7 @@ import type { DeliveryQueue } from '../delivery/queue.ts';
 import type { ClientIpResolver } from '../gateway/client-ip.ts';
 import type { HttpHandler } from '../gateway/http/adapter.ts';
 import type { Limiter } from '../gateway/limiter.ts';
+import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import type { AccountStore } from '../accounts/store.ts';
 import type { StateStore } from '../state/store.ts';
 import type { Storage } from '../storage/storage.ts';
@@ -60,6 +61,8 @@ export interface RelayParts {
   requeue: (job: DeliveryJob) => Promise<void>;
   /** Renders messages (previews and deliveries), large ones on the process's render pool. */
   renderer: MessageRenderer;
+  /** Sign-in attempts per account, shared with the console. Opened on first use (a CLI command never signs in). */
+  signInLockout: () => Promise<SignInLockout>;
 }
 
 export interface Relay {
@@ -87,7 +90,7 @@ export async function openRelay(parts: RelayParts): Promise<Relay> {
   };
   const delivery = { history: new DeliveryHistory(readable('The delivery history is'), parts.database), requeue: parts.requeue };
   const submissions = new SubmissionReader(readable('Submissions are'), parts.database);
-  const admin = new RelayAdmin(store, keys.secrets, sessions, validate, submissions, parts.checks, delivery, parts.renderer);
+  const admin = new RelayAdmin(store, keys.secrets, sessions, validate, submissions, parts.checks, delivery, parts.renderer, parts.signInLockout);
   return { store, admin, sessions, secrets: keys.secrets, validate, renderer: parts.renderer, shutdown: () => store.shutdown() };
 }
 
