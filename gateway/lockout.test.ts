@@ -55,4 +55,19 @@ describe('BackoffLockout', () => {
       clock.at += 15 * minute;
     }
   });
+
+  it('holds at most maxKeys keys, forgetting the least recently tried', async () => {
+    const clock = manualClock();
+    const lockout = new BackoffLockout({ failures: 2, lockoutMs: minute, maxLockoutMs: 15 * minute }, clock.now, 3);
+    lockout.take('victim');
+    lockout.take('victim');
+    expect(lockout.take('victim').allowed).toBe(false);
+    for (const key of ['a', 'b']) lockout.take(key);
+    expect(lockout.size).toBe(3);
+    lockout.take('victim'); // tried again: the most recent now
+    lockout.take('c');
+    expect(lockout.size).toBe(3);
+    expect(lockout.take('victim').allowed).toBe(false);
+    await lockout.shutdown();
+  });
 });

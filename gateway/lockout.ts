@@ -27,6 +27,12 @@ export interface Lockout extends Limiter {
 
 /** The longest backoff step counted: 2^30 times the first lockout is past any cap. */
 const MAX_LEVEL = 31;
+/**
+ * Keys held at most (about 100 bytes each): past it the least recently tried is forgotten. An
+ * attacker spraying made-up emails from many networks would otherwise grow the map for as long
+ * as maxLockoutMs; at the cap, keeping one account locked means out-trying 100,000 others.
+ */
+export const MAX_LOCKOUT_KEYS = 100_000;
 
 interface Held {
   /** Takes since the last lockout (or since the key was first seen). */
@@ -47,7 +53,11 @@ export class BackoffLockout implements Lockout {
   private readonly held = new Map<string, Held>();
   private readonly sweeper: NodeJS.Timeout;
 
-  constructor(private readonly options: LockoutOptions, private readonly now: () => number = performance.now.bind(performance)) {
+  constructor(
+    private readonly options: LockoutOptions,
+    private readonly now: () => number = performance.now.bind(performance),
+    private readonly maxKeys = MAX_LOCKOUT_KEYS,
+  ) {
     if (!Number.isInteger(options.failures) || options.failures < 1 || !(options.lockoutMs > 0) || !(options.maxLockoutMs > 0)) {
       throw new Error('BackoffLockout needs an integer failures >= 1, lockoutMs > 0 and maxLockoutMs > 0');
     }
@@ -64,7 +74,10 @@ export class BackoffLockout implements Lockout {
     const now = this.now();
     let held = this.held.get(key);
     if (held && held.forgetAt <= now) held = undefined;
-    if (held && held.lockedUntil > now) return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil((held.lockedUntil - now) / 1000)) };
+    if (held && held.lockedUntil > now) {
+      this.touch(key, held);
+      return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil((held.lockedUntil - now) / 1000)) };
+    }
     held ??= { failures: 0, level: 0, lockedUntil: 0, forgetAt: 0 };
     held.failures++;
     if (held.failures >= this.options.failures) {
@@ -73,8 +86,15 @@ export class BackoffLockout implements Lockout {
       held.failures = 0;
     }
     held.forgetAt = Math.max(held.lockedUntil, now) + this.options.maxLockoutMs;
-    this.held.set(key, held);
+    this.touch(key, held);
     return { allowed: true, retryAfterSeconds: 0 };
+  }
+
+  /** Re-inserts the key, so the map's order is the order of last tries: past maxKeys the first key is forgotten. */
+  private touch(key: string, held: Held): void {
+    this.held.delete(key);
+    this.held.set(key, held);
+    if (this.held.size > this.maxKeys) this.held.delete(this.held.keys().next().value!);
   }
 
   reset(key: string): void {
