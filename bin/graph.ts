@@ -28,6 +28,7 @@ import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
 import { AccountStore } from '../accounts/store.ts';
 import { openConsole, type Console, type ConsoleParts } from '../console/index.ts';
+import { DEFAULT_READ_LIMITS } from '../console/read-gate.ts';
 import { ConsoleQueries } from '../console/queries/index.ts';
 import { buildConsoleAssets } from '../console/ui/build.ts';
 import { ClickhouseReader } from '../storage/clickhouse-reader.ts';
@@ -46,7 +47,8 @@ import { WhatsAppSender } from '../delivery/whatsapp.ts';
 import { DeliveryWorker } from '../delivery/worker.ts';
 import type { StateStore } from '../state/store.ts';
 import { readsAfter, type Storage } from '../storage/storage.ts';
-import { ChdbReader, type StatementRunner } from '../storage/chdb-reader.ts';
+import type { StatementRunner } from '../storage/chdb-reader.ts';
+import { ChdbReadThreads } from '../storage/chdb-read-threads.ts';
 import { chdbEngineDir } from '../storage/chdb.ts';
 import { LocalAdmin } from './admin.ts';
 import {
@@ -213,16 +215,21 @@ export class SluiceGraph {
   }
 
   /**
-   * Read connections to the embedded engine, for the query endpoint: opened after storage (the
+   * Read connections to the embedded engine, for the query endpoint and the console, on threads
+   * of their own (storage/chdb-read-threads.ts): opened after storage (the
    * engine and its schema are there), closed before it. They do not wait for the local log:
    * a dashboard's reads are not held up to a flush interval.
    */
-  chdbReader(): Promise<ChdbReader> {
+  chdbReader(): Promise<ChdbReadThreads> {
     return this.once('chdb reader', async () => {
       if (this.config.clickhouse.url || this.config.nats.url) throw new Error('the chDB reader needs the embedded engine');
       await this.storage();
-      const reader = new ChdbReader(chdbEngineDir(this.config.dataDir));
+      // A thread for each statement the gates in front of it let run at once: the query
+      // endpoint's (query/gate.ts) and the console's (console/read-gate.ts).
+      const reader = new ChdbReadThreads(chdbEngineDir(this.config.dataDir), this.config.query.maxConcurrent + DEFAULT_READ_LIMITS.running);
+      await reader.start();
       this.onStop('chdb reader', () => reader.shutdown());
+      this.readiness.register('chdb read threads', () => reader.status());
       return reader;
     });
   }

@@ -1,7 +1,7 @@
 import { access, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ChdbReader } from '../storage/chdb-reader.ts';
+import type { StatementRunner } from '../storage/chdb-reader.ts';
 import type { ChdbStorage } from '../storage/chdb.ts';
 import { openTestEngine, type TestEngine } from '../test/chdb-engine.ts';
 import { toException } from './errors.ts';
@@ -12,7 +12,7 @@ import { checkStatement } from './statement.ts';
 let engine: TestEngine;
 let dataDir: string;
 let storage: ChdbStorage;
-let reader: ChdbReader;
+let reader: StatementRunner;
 
 beforeAll(async () => {
   engine = await openTestEngine();

@@ -24,6 +24,8 @@ export interface StatementOutput {
   rowsRead: number;
   bytesRead: number;
   elapsedSeconds: number;
+  /** The worker_threads thread id that ran the statement (0: the main thread), where the driver runs statements on threads. */
+  threadId?: number;
 }
 
 export interface StatementOptions {

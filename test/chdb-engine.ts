@@ -2,15 +2,15 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ChdbReader } from '../storage/chdb-reader.ts';
+import { ChdbReadThreads } from '../storage/chdb-read-threads.ts';
 import { chdbEngineDir, ChdbStorage } from '../storage/chdb.ts';
 
 export interface TestEngine {
   dataDir: string;
   /** The writer, with the otel schema. */
   storage: ChdbStorage;
-  /** Read connections, as the query endpoint has them. */
-  reader: ChdbReader;
+  /** Read connections, as the query endpoint has them: on the process's read threads. */
+  reader: ChdbReadThreads;
   close(): Promise<void>;
 }
 
@@ -18,7 +18,8 @@ export async function openTestEngine(): Promise<TestEngine> {
   const dataDir = await mkdtemp(join(tmpdir(), 'sluice-engine-'));
   const storage = new ChdbStorage(dataDir, 'otel');
   await storage.start();
-  const reader = new ChdbReader(chdbEngineDir(dataDir));
+  const reader = new ChdbReadThreads(chdbEngineDir(dataDir), 2);
+  await reader.start();
   return {
     dataDir,
     storage,

@@ -101,6 +101,12 @@ describe('the query endpoint', () => {
     expect((await client.ping()).success).toBe(true);
   });
 
+  it('runs its statements on the chDB read threads, one for each statement its gate and the console\'s let run at once', async () => {
+    const report = await (await fetch(`${sluice.baseUrl}/api/v1/ready`)).json() as { components: Record<string, { ok: boolean; figures?: Record<string, number> }> };
+    // SLUICE_QUERY_MAX_CONCURRENT (2 by default) plus the console's two reads at once.
+    expect(report.components['chdb read threads']).toMatchObject({ ok: true, figures: { threads: 4 } });
+  });
+
   it('serves @clickhouse/client: the telemetry tables by their names, in the formats it asks for', async () => {
     const result = await client.query({
       query: 'SELECT SpanName, count() AS spans FROM otel_traces WHERE ServiceName = {service:String} GROUP BY SpanName ORDER BY SpanName',
