@@ -54,6 +54,13 @@ function readThreads(threads: number): Promise<Piscina> {
       recordTiming: false,
     });
     await Promise.all(Array.from({ length: threads }, () => pool.run(null, { name: 'warm' })));
+    // No thread is ever ended on purpose, so one that ended (a crash, its heap exhausted) took the
+    // engine with it: every later statement would hang. That is fatal, and said at once: thrown
+    // where nothing catches it, it reaches the process's uncaught-exception handler, which logs
+    // it and exits (bin/exit-codes.ts) for the supervisor to restart the process.
+    pool.once('workerDestroy', () => process.nextTick(() => {
+      throw new Error('a chDB read thread ended, which takes the embedded engine with it (every later statement would hang): the process must restart');
+    }));
     return pool;
   })();
   processThreads.catch(() => (processThreads = undefined));
