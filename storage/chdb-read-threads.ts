@@ -57,7 +57,8 @@ function readThreads(threads: number): Promise<Piscina> {
     // No thread is ever ended on purpose, so one that ended (a crash, its heap exhausted) took the
     // engine with it: every later statement would hang. That is fatal, and said at once: thrown
     // where nothing catches it, it reaches the process's uncaught-exception handler, which logs
-    // it and exits (bin/exit-codes.ts) for the supervisor to restart the process.
+    // it and exits (bin/exit-codes.ts; the engine, half gone, may end the exit with SIGSEGV) for
+    // the supervisor to restart the process (storage/chdb-read-threads-lost.test.ts).
     pool.once('workerDestroy', () => process.nextTick(() => {
       throw new Error('a chDB read thread ended, which takes the embedded engine with it (every later statement would hang): the process must restart');
     }));
