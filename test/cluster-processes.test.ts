@@ -81,7 +81,7 @@ beforeAll(async () => {
   apiKey = JSON.parse(await runSluice(['sources', 'create', '--name', 'processes'], env())).apiKey;
   consumers = await Promise.all([start('consume'), start('consume')]);
   gateways = await Promise.all([start('gateway'), start('gateway')]);
-}, 90_000);
+}, 180_000);
 
 afterAll(async () => {
   await Promise.all(processes.map((p) => p.stop()));
@@ -98,7 +98,7 @@ afterAll(async () => {
   // SLUICE_TEST_KEEP=1 keeps the processes' logs and data dirs.
   if (process.env.SLUICE_TEST_KEEP) console.log(`kept ${dir}`);
   else await rm(dir, { recursive: true, force: true });
-}, 60_000);
+}, 120_000);
 
 /** OTLP/HTTP trace requests to the gateways in turn, each span with a fresh id, until stopped. */
 class Traffic {
@@ -236,13 +236,13 @@ describe('cluster processes: 2 gateways, 2 consumers, storage behind the ClickHo
     }
     expect(traffic.acknowledged).toBe(2 * 3 * 40);
     await expectExactlyOnce('exporters', traffic, 45_000);
-  }, 60_000);
+  }, 120_000);
 
   it('a. baseline: every acknowledged span is stored once', async () => {
     const traffic = new Traffic('baseline');
     await sleep(3000);
     await expectExactlyOnce('a. baseline', await traffic.stop(), 45_000);
-  }, 60_000);
+  }, 120_000);
 
   it('b. a consumer killed with SIGKILL in the middle of a batch: its batch lands once after redelivery', async () => {
     const traffic = new Traffic('consumer-killed');
@@ -264,7 +264,7 @@ describe('cluster processes: 2 gateways, 2 consumers, storage behind the ClickHo
     const { repeatedTokens } = await facade!.state();
     expect(repeatedTokens, 'inserts repeated with an earlier insert_deduplication_token').toBeGreaterThan(0);
     figures.push(`b. consumer SIGKILL: ${redelivered} messages redelivered, ${repeatedTokens} batch(es) inserted again under their token`);
-  }, 90_000);
+  }, 180_000);
 
   it('c. storage down for 12 s under traffic: consumers back off, then drain; nothing dead-lettered', async () => {
     const traffic = new Traffic('storage-down');
@@ -300,7 +300,7 @@ describe('cluster processes: 2 gateways, 2 consumers, storage behind the ClickHo
     expect(traffic.acknowledged, 'spans acknowledged after Redis went').toBeGreaterThan(before);
     for (const gateway of gateways) expect(await gateway.log()).toContain('rate limits: Redis unavailable; falling back to per-gateway buckets');
     await expectExactlyOnce('d. Redis killed', traffic, 45_000);
-  }, 60_000);
+  }, 120_000);
 
   it('e. a backlog drains through two fresh consumers (timed)', async () => {
     await Promise.all(consumers.map((c) => c.stop('SIGTERM')));
@@ -318,5 +318,5 @@ describe('cluster processes: 2 gateways, 2 consumers, storage behind the ClickHo
         `two consumers started in ${ready - begin} ms and stored them all ${drainMs} ms after their spawn ` +
         `(${Math.round(backlog.acknowledged / ((drainMs - (ready - begin)) / 1000))} spans/s once running)`,
     );
-  }, 90_000);
+  }, 180_000);
 });

@@ -12,6 +12,9 @@ import { fileURLToPath } from 'node:url';
 import { SLUICE_NODE_FLAGS } from '../bin/node-flags.ts';
 import { freePort } from './free-port.ts';
 
+/** How long a started process may take to answer health. */
+const START_DEADLINE_MS = 90_000;
+
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const SLUICE = join(REPO, 'bin', 'sluice.mjs');
 
@@ -113,7 +116,9 @@ export async function startSluiceProcess(role: SluiceRole, name: string, dir: st
     metrics: async () => (await fetch(`${baseUrl}/metrics`)).text(),
     log,
   };
-  const deadline = Date.now() + 30_000;
+  // A deadline, not a measure: on a loaded 2-core CI machine several processes start at once
+  // (each bundles its workers with esbuild and loads chDB or connects to NATS); 30 s was missed there.
+  const deadline = Date.now() + START_DEADLINE_MS;
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) {
       throw new Error(`sluice ${role} (${name}) exited with ${child.exitCode ?? child.signalCode} before it served:\n${(await log()).slice(-3000)}`);
@@ -122,7 +127,7 @@ export async function startSluiceProcess(role: SluiceRole, name: string, dir: st
     if (healthy) return running;
     if (Date.now() > deadline) {
       await running.stop('SIGKILL');
-      throw new Error(`sluice ${role} (${name}) did not answer health in 30 s:\n${(await log()).slice(-3000)}`);
+      throw new Error(`sluice ${role} (${name}) did not answer health in ${START_DEADLINE_MS / 1000} s:\n${(await log()).slice(-3000)}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
