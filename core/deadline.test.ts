@@ -1,5 +1,6 @@
 import { once } from 'node:events';
-import { createServer, connect, type AddressInfo } from 'node:net';
+import { connect } from 'node:net';
+import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { withinDeadline } from './deadline.ts';
 
@@ -20,10 +21,16 @@ describe('withinDeadline', () => {
   });
 
   it('does not blame the other side for its own stall: an answer waiting in a socket wins', async () => {
-    const server = createServer((socket) => socket.on('data', (data) => socket.write(data)));
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const socket = connect((server.address() as AddressInfo).port, '127.0.0.1');
+    // The echo server runs on a thread of its own, so its answer really arrives during the stall
+    // (on this thread it would wait for the stall too, and then race the timer on a loaded machine).
+    const echo = new Worker(`
+      const { createServer } = require('node:net');
+      const { parentPort } = require('node:worker_threads');
+      const server = createServer((socket) => socket.on('data', (data) => socket.write(data)));
+      server.listen(0, '127.0.0.1', () => parentPort.postMessage(server.address().port));
+    `, { eval: true });
+    const [port] = (await once(echo, 'message')) as [number];
+    const socket = connect(port, '127.0.0.1');
     await once(socket, 'connect');
     try {
       const echoed = once(socket, 'data').then(([data]) => String(data));
@@ -33,7 +40,7 @@ describe('withinDeadline', () => {
       expect(await answer).toBe('pong');
     } finally {
       socket.destroy();
-      server.close();
+      await echo.terminate();
     }
   });
 
