@@ -226,15 +226,15 @@ export async function createLimiter(config: Readonly<SluiceConfig>, log: Logger,
  * The sign-in lockout per account (SLUICE_SIGN_IN_LOCKOUT_*), shared by the console and the
  * relay: in process, or in Redis shared by every gateway like the limiters.
  */
-export async function createSignInLockout(config: Readonly<SluiceConfig>, log: Logger, keyPrefix: string): Promise<SignInLockout> {
+export async function createSignInLockout(config: Readonly<SluiceConfig>, log: Logger, keyPrefix: string, onRefused?: () => void): Promise<SignInLockout> {
   const rule = {
     failures: config.limits.signInFailures,
     lockoutMs: config.limits.signInLockoutSeconds * 1000,
     maxLockoutMs: config.limits.signInLockoutMaxSeconds * 1000,
   };
-  if (!config.redis.url) return new SignInLockout(new BackoffLockout(rule));
+  if (!config.redis.url) return new SignInLockout(new BackoffLockout(rule), onRefused);
   const { redis, ...options } = await limiterRedis(config, log);
-  return new SignInLockout(new RedisBackoffLockout(redis, { ...rule, ...options, keyPrefix }, log));
+  return new SignInLockout(new RedisBackoffLockout(redis, { ...rule, ...options, keyPrefix }, log), onRefused);
 }
 
 /** A Redis client of one limiter, connected (or found unreachable: the limiter falls back), and how to close it. */

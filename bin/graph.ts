@@ -279,7 +279,7 @@ export class SluiceGraph {
   /** Sign-in attempts per account, for the console and the relay alike (shared through Redis when configured). */
   signInLockout(): Promise<SignInLockout> {
     return this.once('sign-in lockout', async () => {
-      const lockout = await createSignInLockout(this.config, this.log, `sluice:${this.config.nats.prefix}:sign-in-lockout:`);
+      const lockout = await createSignInLockout(this.config, this.log, `sluice:${this.config.nats.prefix}:sign-in-lockout:`, () => this.metrics.signInLockedOut.inc());
       this.onStop('sign-in lockout', () => lockout.shutdown());
       return lockout;
     });

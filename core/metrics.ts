@@ -357,6 +357,13 @@ export class SluiceMetrics {
     registers: [this.registry],
   });
 
+  /** Sign-in attempts refused because their account is locked out (gateway/sign-in-lockout.ts). */
+  readonly signInLockedOut = new Counter({
+    name: 'sluice_sign_in_locked_out_total',
+    help: 'Sign-in attempts (console and relay) refused with 429 because their account is locked out after repeated failures; their password was not checked.',
+    registers: [this.registry],
+  });
+
   readonly unhandledRejections = new Counter({
     name: 'sluice_unhandled_rejections_total',
     help: 'Promise rejections nothing handled (bugs): each is logged with its cause; the process keeps serving.',

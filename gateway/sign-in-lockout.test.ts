@@ -37,4 +37,11 @@ describe('SignInLockout', () => {
     expect((await lockout.attempt('ADA@EXAMPLE.COM')).allowed).toBe(false);
     expect((await lockout.attempt('bob@example.com')).allowed).toBe(true);
   });
+
+  it('tells of every attempt refused by a lockout (sluice_sign_in_locked_out_total)', async () => {
+    let refused = 0;
+    const lockout = new SignInLockout(new BackoffLockout({ failures: 2, lockoutMs: minute, maxLockoutMs: 15 * minute }, () => 0), () => refused++);
+    expect(await attempts(lockout, 'ada@example.com', 5)).toEqual([true, true, false, false, false]);
+    expect(refused).toBe(3);
+  });
 });

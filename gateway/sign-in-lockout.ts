@@ -14,7 +14,8 @@ import type { LimitDecision } from './limiter.ts';
 import type { Lockout } from './lockout.ts';
 
 export class SignInLockout {
-  constructor(private readonly lockout: Lockout) {}
+  /** `onRefused`: told of every attempt refused because its account is locked out (a metric). */
+  constructor(private readonly lockout: Lockout, private readonly onRefused: () => void = () => {}) {}
 
   /**
    * Counts an attempt at `email`'s password, before it is checked; refused (allowed: false,
@@ -22,7 +23,9 @@ export class SignInLockout {
    * was right.
    */
   async attempt(email: string): Promise<LimitDecision> {
-    return this.lockout.take(accountKey(email));
+    const decision = await this.lockout.take(accountKey(email));
+    if (!decision.allowed) this.onRefused();
+    return decision;
   }
 
   /** The password was right: the account's failures and backoff are forgotten. */
