@@ -165,6 +165,9 @@ describe('sign-in is locked out per account, wherever the guesses come from', ()
     expect((await consoleSignIn(lone(), target, PASSWORD)).status).toBe(429);
     const other = await account();
     expect((await relayPost(lone(), '/admin/login', { email: other, password: PASSWORD })).status).toBe(200);
+    // Operators see the refusals (at least these two; other cases of the file add theirs).
+    const metrics = await (await fetch(`${app.baseUrl}/metrics`)).text();
+    expect(Number(/^sluice_sign_in_locked_out_total (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(2);
   });
 
   it('a right password clears the count: a user who mistypes now and then is never locked out', async () => {
