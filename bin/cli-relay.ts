@@ -103,4 +103,8 @@ export function addRelayCommands(relay: SluiceCommand): void {
     .value('--channel <CHANNEL>', 'email or whatsapp', REQUIRED);
 
   tenant(relay.command('handover').description('a single-use claim token for the client, valid 72 hours'));
+  const handovers = group('handovers', "a tenant's open claim tokens");
+  tenant(handovers.command('list').description('the claims that could still be redeemed (never their tokens)'));
+  tenant(handovers.command('revoke').description('revoke a claim token'))
+    .value('--claim <ID>', 'the claim (its id, from `handovers list` or `handover`)', REQUIRED);
 }

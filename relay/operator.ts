@@ -120,6 +120,11 @@ export const OPERATOR_COMMANDS: Record<string, Operation> = {
   'users create': (admin, actor, input) => admin.createUser(actor(), { email: str(input, 'email'), role: str(input, 'role') }),
   'users list': (admin, actor) => admin.listUsers(actor()),
   handover: (admin, actor) => admin.createHandover(actor()),
+  'handovers list': (admin, actor) => admin.listHandovers(actor()),
+  'handovers revoke': async (admin, actor, input) => {
+    await admin.revokeHandover(actor(), str(input, 'claim'));
+    return { revoked: str(input, 'claim') };
+  },
 };
 
 export async function runOperatorCommand(admin: RelayAdmin, store: RelayStore, command: string, input: OperatorInput): Promise<unknown> {

@@ -233,6 +233,11 @@ describe('sluice CLI', { timeout: 240_000 }, () => {
       });
       expect(login.status).toBe(200);
       expect(logs.join('\n')).not.toContain('cli-captcha-secret');
+      // Claim tokens: made, listed (never the token), revoked.
+      const claim = await relay('handover', '--tenant', tenant);
+      expect((await relay('handovers', 'list', '--tenant', tenant)).map((c: { id: string }) => c.id)).toEqual([claim.id]);
+      expect(await relay('handovers', 'revoke', '--tenant', tenant, '--claim', claim.id)).toEqual({ revoked: claim.id });
+      expect(await relay('handovers', 'list', '--tenant', tenant)).toEqual([]);
     });
 
     it('deactivates forms and recipients, clears origins, refuses a loose --active, and lists submissions', async () => {
