@@ -54,8 +54,8 @@ export class Handovers {
 
   /** A new claim token for the tenant, shown this once (stored hashed); 409 past MAX_OPEN_CLAIMS. */
   async create(tenantId: string, createdBy: string): Promise<{ claimToken: string; id: string; expiresAt: string }> {
-    const open = await this.open(tenantId);
-    if (open.length >= MAX_OPEN_CLAIMS) {
+    const { claims, generation } = await this.open(tenantId);
+    if (claims.length >= MAX_OPEN_CLAIMS) {
       throw conflict(`A tenant has at most ${MAX_OPEN_CLAIMS} open claim tokens: revoke one first (DELETE /api/v1/admin/tenant/handover/<id>)`);
     }
     const token = `rct_${randomBytes(32).toString('base64url')}`;
@@ -65,7 +65,7 @@ export class Handovers {
       createdBy,
       createdAt: new Date(this.clock()).toISOString(),
       expiresAt: new Date(this.clock() + CLAIM_TTL_HOURS * 3600_000).toISOString(),
-      generation: await this.generation(tenantId),
+      generation,
     };
     await this.state.put(CLAIMS, sha256Hex(token), claim);
     return { claimToken: token, id: claim.id, expiresAt: claim.expiresAt };
@@ -73,12 +73,12 @@ export class Handovers {
 
   /** The tenant's claims that could still be redeemed, oldest first. */
   async list(tenantId: string): Promise<ClaimView[]> {
-    return (await this.open(tenantId)).map(([, claim]) => claimView(claim)).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+    return (await this.open(tenantId)).claims.map(([, claim]) => claimView(claim)).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
   }
 
   /** Revokes one of the tenant's claims; 404 for any other id. */
   async revoke(tenantId: string, claimId: string): Promise<void> {
-    const found = (await this.open(tenantId)).find(([, claim]) => claim.id === claimId);
+    const found = (await this.open(tenantId)).claims.find(([, claim]) => claim.id === claimId);
     if (!found) throw notFound('Claim');
     await this.state.delete(CLAIMS, found[0]);
   }
@@ -92,7 +92,7 @@ export class Handovers {
     const invalid = new RelayError(404, 'Claim token not found or expired');
     const key = sha256Hex(token);
     const claim = await this.state.get<Claim>(CLAIMS, key);
-    if (!claim || !(await this.valid(claim))) throw invalid;
+    if (!claim || !this.valid(claim, await this.generation(claim.tenantId))) throw invalid;
     if (this.accounts.emailTaken(claimant.email)) throw conflict('A user with this email already exists');
     if (!(await this.advance(claim))) throw invalid;
     await this.dropClaims(claim.tenantId);
@@ -104,17 +104,17 @@ export class Handovers {
     return user;
   }
 
-  /** The tenant's claims that are in date, of its current generation, and made by an active owner (or the operator). */
-  private async open(tenantId: string): Promise<Array<[string, Claim]>> {
-    const claims = (await this.state.list<Claim>(CLAIMS)).filter(([, claim]) => claim.tenantId === tenantId);
-    const open: Array<[string, Claim]> = [];
-    for (const entry of claims) if (await this.valid(entry[1])) open.push(entry);
-    return open;
+  /** The tenant's current generation, and its claims that are valid in it (by store key). */
+  private async open(tenantId: string): Promise<{ generation: number; claims: Array<[string, Claim]> }> {
+    const generation = await this.generation(tenantId);
+    const claims = (await this.state.list<Claim>(CLAIMS)).filter(([, claim]) => claim.tenantId === tenantId && this.valid(claim, generation));
+    return { generation, claims };
   }
 
-  private async valid(claim: Claim): Promise<boolean> {
+  /** In date, of the tenant's current `generation`, and made by an active owner (or the operator). */
+  private valid(claim: Claim, generation: number): boolean {
     if (Date.parse(claim.expiresAt) <= this.clock() || !this.accounts.tenantExists(claim.tenantId)) return false;
-    if ((claim.generation ?? 0) !== await this.generation(claim.tenantId)) return false;
+    if ((claim.generation ?? 0) !== generation) return false;
     return claim.createdBy === 'operator' || this.accounts.activeOwners(claim.tenantId).some((owner) => owner.id === claim.createdBy);
   }
 

@@ -38,6 +38,21 @@ function consoleNeeds(method: string, pattern: string): Role {
   return 'admin';
 }
 
+type Walker = Role | 'signed out';
+
+/**
+ * One answer of the walk against the policy: a line naming the route when it is not what the
+ * policy says (a 401 signed out; allowed at or above the role the route needs; 403 below it,
+ * with the right's message).
+ */
+async function judge(role: Walker, needs: Role, route: string, response: Response): Promise<string | undefined> {
+  const body = response.status === 204 ? undefined : await response.json() as { message: string };
+  const expected = role === 'signed out' ? '401' : RANK[role] >= RANK[needs] ? 'allowed' : '403';
+  const got = response.status === 401 ? '401' : response.status === 403 ? '403' : 'allowed';
+  if (got === '403') expect(body!.message).toBe(needs === 'owner' ? 'Only an owner may do this' : 'Members have read-only access');
+  return got === expected ? undefined : `${route}: ${response.status} ${body?.message ?? ''}, expected ${expected}`;
+}
+
 const concrete = (pattern: string) => pattern.replace(/:(\w+)/g, (_m, name: string) => `${name}_0000`);
 
 beforeAll(async () => {
@@ -68,7 +83,7 @@ describe('relay admin API, route by role', () => {
     ]));
   });
 
-  it.each([...ROLES, 'signed out' as const])('as %s', async (role) => {
+  it.each<Walker>([...ROLES, 'signed out'])('as %s', async (role) => {
     const token = role === 'signed out' ? undefined : await signIn(role);
     const outcomes: string[] = [];
     for (const { method, pattern } of signedIn) {
@@ -79,12 +94,8 @@ describe('relay admin API, route by role', () => {
         headers: { 'content-type': 'application/json', ...(bearer ? { authorization: `Bearer ${bearer}` } : {}) },
         ...(['POST', 'PUT', 'PATCH'].includes(method) ? { body: '{}' } : {}),
       });
-      const body = response.status === 204 ? undefined : await response.json() as { message: string };
-      const needs = relayNeeds(method, pattern);
-      const expected = role === 'signed out' ? '401' : RANK[role] >= RANK[needs] ? 'allowed' : '403';
-      const got = response.status === 401 ? '401' : response.status === 403 ? '403' : 'allowed';
-      if (got !== expected) outcomes.push(`${method} ${pattern}: ${response.status} ${body?.message ?? ''}, expected ${expected}`);
-      if (got === '403') expect(body!.message).toBe(needs === 'owner' ? 'Only an owner may do this' : 'Members have read-only access');
+      const wrong = await judge(role, relayNeeds(method, pattern), `${method} ${pattern}`, response);
+      if (wrong) outcomes.push(wrong);
     }
     expect(outcomes).toEqual([]);
   }, 60_000);
@@ -105,18 +116,14 @@ describe('console API, route by role', () => {
     expect(routes.map((r) => `${r.method} ${r.pattern}`)).toEqual(expect.arrayContaining(['POST /api/dashboards', 'PUT /api/dashboards/:id', 'DELETE /api/dashboards/:id', 'POST /api/sources']));
   });
 
-  it.each([...ROLES, 'signed out' as const])('as %s', async (role) => {
+  it.each<Walker>([...ROLES, 'signed out'])('as %s', async (role) => {
     const signed = role === 'signed out' ? new ConsoleClient(app.console!.url) : await client(role);
     const outcomes: string[] = [];
     for (const { method, pattern } of routes) {
       const caller = role !== 'signed out' && method === 'DELETE' && pattern === '/api/session' ? await client(role) : signed;
       const response = await caller.call(concrete(pattern), { method, ...(method === 'POST' || method === 'PUT' ? { body: {} } : {}) });
-      const body = response.status === 204 ? undefined : await response.json() as { message: string };
-      const needs = consoleNeeds(method, pattern);
-      const expected = role === 'signed out' ? '401' : RANK[role] >= RANK[needs] ? 'allowed' : '403';
-      const got = response.status === 401 ? '401' : response.status === 403 ? '403' : 'allowed';
-      if (got !== expected) outcomes.push(`${method} ${pattern}: ${response.status} ${body?.message ?? ''}, expected ${expected}`);
-      if (got === '403') expect(body!.message).toBe('Members have read-only access');
+      const wrong = await judge(role, consoleNeeds(method, pattern), `${method} ${pattern}`, response);
+      if (wrong) outcomes.push(wrong);
     }
     expect(outcomes).toEqual([]);
   }, 60_000);
