@@ -17,7 +17,7 @@ export interface Tenant extends Stamped {
 
 export interface User extends Stamped {
   tenantId: string;
-  /** Lower case; unique across tenants (it is the login). */
+  /** Lower case; unique within the tenant. The same email may have an account in other tenants (accounts/sign-in.ts). */
   email: string;
   name: string;
   role: Role;

@@ -15,10 +15,17 @@ import type { StateStore } from '../state/store.ts';
 import { DEFAULT_TENANT_ID, type Role, type Tenant, type User } from './model.ts';
 import { hashPassword } from './passwords.ts';
 
-/** Emails in use, reserved with an atomic create so two gateways cannot both take one. */
+/**
+ * Emails in use, one reservation per tenant and email (an atomic create, so two gateways cannot
+ * both take one). An email is unique within its tenant only: whether it has an account in
+ * another tenant is none of this tenant's business. (Before 2026-11-28 the key was the email
+ * alone; those reservations stay and are harmless, the mirror check below covers their users.)
+ */
 const EMAILS = 'relay_emails';
+const emailKey = (tenantId: string, email: string) => sha256Hex(`${tenantId}\n${email}`);
 
 const now = () => new Date().toISOString();
+const normalEmail = (email: string) => email.trim().toLowerCase();
 export const newId = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
 
 export interface NewUser {
@@ -58,9 +65,15 @@ export class AccountStore {
     return { [this.tenants.bucket]: this.tenants.status(), [this.users.bucket]: this.users.status() };
   }
 
-  userByEmail(email: string): User | undefined {
-    const wanted = email.trim().toLowerCase();
-    return this.users.find((user) => user.email === wanted);
+  /** The accounts of this email: at most one per tenant. */
+  usersByEmail(email: string): User[] {
+    const wanted = normalEmail(email);
+    return this.users.filter((user) => user.email === wanted);
+  }
+
+  userInTenant(tenantId: string, email: string): User | undefined {
+    const wanted = normalEmail(email);
+    return this.users.find((user) => user.tenantId === tenantId && user.email === wanted);
   }
 
   /** The active user and their tenant, or undefined when either is gone or the user is deactivated. */
@@ -76,11 +89,11 @@ export class AccountStore {
       ?? await this.tenants.modify(DEFAULT_TENANT_ID, (current) => current ?? { id: DEFAULT_TENANT_ID, name: 'Default', createdAt: now(), updatedAt: now() });
   }
 
-  /** Creates a user; undefined when the email is taken (reserved atomically, across gateways). */
+  /** Creates a user; undefined when the email is taken in the tenant (reserved atomically, across gateways). */
   async createUser(tenantId: string, fields: NewUser): Promise<User | undefined> {
-    const email = fields.email.trim().toLowerCase();
+    const email = normalEmail(fields.email);
     const userId = newId('usr');
-    if (this.userByEmail(email) || !(await this.state.create(EMAILS, sha256Hex(email), { userId }))) return undefined;
+    if (this.userInTenant(tenantId, email) || !(await this.state.create(EMAILS, emailKey(tenantId, email), { userId }))) return undefined;
     return this.users.put({
       id: userId,
       tenantId,

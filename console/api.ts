@@ -19,7 +19,8 @@ export interface Me {
 }
 
 /** POST /api/session: sign in. */
-export interface SignInRequest { email: string; password: string }
+/** `tenantId` only when the email and password open accounts in several tenants: the 409 lists them (`tenants`). */
+export interface SignInRequest { email: string; password: string; tenantId?: string }
 /** POST /api/first-run: the first owner claims the console with the link `npm start` printed. */
 export interface FirstRunRequest { token: string; name: string; email: string; password: string }
 

@@ -49,10 +49,10 @@ export class FirstRun {
     if (!offer || Date.parse(offer.expiresAt) <= Date.now() || !timingSafeEqual(presented, Buffer.from(offer.hash)) || !(await this.open())) {
       throw invalid;
     }
-    if (this.accounts.userByEmail(input.email)) throw new ApiError(409, 'A user with this email already exists');
+    const tenant = await this.accounts.defaultTenant();
+    if (this.accounts.userInTenant(tenant.id, input.email)) throw new ApiError(409, 'A user with this email already exists');
     if (!(await this.state.create(USES, offer.hash, { usedAt: new Date().toISOString() }))) throw invalid;
     await this.state.delete(OFFERS, OFFER_KEY);
-    const tenant = await this.accounts.defaultTenant();
     const user = await this.accounts.createUser(tenant.id, { email: input.email, name: input.name, role: 'owner', password: input.password, oneTime: false });
     if (!user) throw new ApiError(409, 'A user with this email already exists');
     return user;

@@ -14,8 +14,8 @@ import type { Limiter } from '../gateway/limiter.ts';
 import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
-import { checkPassword, mayDo, refusalMessage, RIGHTS, type AccountStore, type Right } from '../accounts/index.ts';
-import type { Me } from './api.ts';
+import { CHOOSE_TENANT_MESSAGE, mayDo, refusalMessage, RIGHTS, signIn, type AccountStore, type Right } from '../accounts/index.ts';
+import type { Me, SignInRequest } from './api.ts';
 import type { ConsoleAssets } from './ui/build.ts';
 import type { Dashboards } from './dashboards.ts';
 import type { FirstRun } from './first-run.ts';
@@ -103,18 +103,18 @@ function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
       return signedIn(await deps.firstRun.redeem(input));
     } },
     { method: 'POST', pattern: '/api/session', access: 'open', run: async ({ body }) => {
-      const { email, password } = validBody<{ email: string; password: string }>('SignIn', body);
-      const user = deps.accounts.userByEmail(email);
-      await admitAccount(deps.signInLockout, email);
-      const ok = await checkPassword(user, password);
+      const input = validBody<SignInRequest>('SignIn', body);
+      await admitAccount(deps.signInLockout, input.email);
+      const outcome = await signIn(deps.accounts, input);
       // One answer for an unknown email, a wrong password and a deactivated user or tenant.
-      if (!ok || !user || !deps.accounts.activeUser(user.id)) throw new ApiError(401, 'Invalid email or password');
-      await deps.signInLockout.succeeded(email);
+      if (outcome.kind === 'refused') throw new ApiError(401, 'Invalid email or password');
+      await deps.signInLockout.succeeded(input.email);
+      if (outcome.kind === 'choose-tenant') throw new ApiError(409, CHOOSE_TENANT_MESSAGE, { tenants: outcome.tenants.map(({ id, name }) => ({ id, name })) });
       // A one-time password (from `sluice relay onboard` or an invitation) is changed before anything else.
-      if (user.mustChangePassword) {
+      if (outcome.user.mustChangePassword) {
         throw new ApiError(403, 'This is a one-time password: set your own first (POST /api/v1/admin/me/password on the relay port), then sign in here');
       }
-      return signedIn(user);
+      return signedIn(outcome.user);
     } },
     { method: 'DELETE', pattern: '/api/session', access: 'self', status: 204, run: async ({ session }) => {
       const setCookie = await deps.sessions.end(session.sessionId);

@@ -30,7 +30,7 @@ const chart = object({
 
 export const CONSOLE_SCHEMAS = {
   FirstRun: object({ token: text(200, 1), name, email, password }, ['token', 'name', 'email', 'password']),
-  SignIn: object({ email: text(254), password: text(PASSWORD_MAX_LENGTH) }, ['email', 'password']),
+  SignIn: object({ email: text(254), password: text(PASSWORD_MAX_LENGTH), tenantId: text(64, 1) }, ['email', 'password']),
   CreateSource: object({ name }, ['name']),
   AddKey: object({ revokeKeyId: text(100, 1) }, []),
   Dashboard: object({ name, charts: { type: 'array', maxItems: 24, items: chart } }, ['name', 'charts']),

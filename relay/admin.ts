@@ -9,7 +9,7 @@
  * handover. The operator (CLI) may do anything within the tenant it names.
  */
 import { randomBytes } from 'node:crypto';
-import { checkPassword, hashPassword, newId as id, oneTimePassword, refusalMessage, type Role, type Tenant, type User } from '../accounts/index.ts';
+import { CHOOSE_TENANT_MESSAGE, checkPassword, hashPassword, newId as id, oneTimePassword, refusalMessage, signIn, type Role, type Tenant, type User } from '../accounts/index.ts';
 import type { AdminSessions } from './auth.ts';
 import { conflict, forbidden, notFound, RelayError, unauthorized, validationFailed } from './errors.ts';
 import type { CaptchaProvider, Channel, DeliverySettings, Form, RelayApiKey, Site, Template, Webhook } from './model.ts';
@@ -121,7 +121,7 @@ export class RelayAdmin {
     this.handovers = new Handovers(store.state, {
       activeOwners: (tenantId) => this.activeOwners(tenantId),
       tenantExists: (tenantId) => this.store.accounts.tenants.get(tenantId) !== undefined,
-      emailTaken: (email) => this.store.accounts.userByEmail(email) !== undefined,
+      emailTaken: (tenantId, email) => this.store.accounts.userInTenant(tenantId, email) !== undefined,
       createOwner: (tenantId, { email, name, password }) => this.putNewUser(tenantId, { email, name, role: 'owner' }, password, false),
       demoteToAdmin: async (userId) => {
         await this.change(this.store.accounts.users, userId, 'User', (current) => ({ ...current, role: current.role === 'owner' ? 'admin' : current.role }));
@@ -135,10 +135,9 @@ export class RelayAdmin {
   async onboard(body: unknown) {
     const { name, owner } = this.validateBody<OnboardBody>('OnboardTenant', body);
     const email = owner.email.toLowerCase();
-    if (this.store.accounts.userByEmail(email)) throw conflict('A user with this email already exists');
     const tenant: Tenant = { id: id('ten'), name, createdAt: now(), updatedAt: now() };
     const password = owner.password ?? oneTimePassword();
-    // The owner first: a taken email then leaves no tenant behind.
+    // The owner first, then the tenant: a tenant is never seen without its owner.
     const user = await this.putNewUser(tenant.id, { email, name: owner.name ?? '', role: 'owner' }, password, owner.password === undefined);
     await this.store.accounts.tenants.put(tenant);
     return { tenant, owner: userView(user), ...(owner.password === undefined ? { oneTimePassword: password } : {}) };
@@ -159,17 +158,17 @@ export class RelayAdmin {
   }
 
   async login(body: unknown) {
-    const { email, password } = this.validateBody<{ email: string; password: string }>('Login', body);
-    const user = this.store.accounts.userByEmail(email);
+    const input = this.validateBody<{ email: string; password: string; tenantId?: string }>('Login', body);
     // Per account, whoever guesses: counted before the password is checked, cleared by the right one.
     const lockout = await this.signInLockout();
-    const attempt = await lockout.attempt(email);
+    const attempt = await lockout.attempt(input.email);
     if (!attempt.allowed) throw new RelayError(429, 'ThrottlerException: Too Many Requests', { retryAfterSeconds: attempt.retryAfterSeconds });
-    const ok = await checkPassword(user, password);
+    const outcome = await signIn(this.store.accounts, input);
     // One answer for an unknown email, a wrong password and a deactivated user.
-    if (!ok || !user || !user.active || !this.store.accounts.tenants.get(user.tenantId)) throw unauthorized('Invalid email or password');
-    await lockout.succeeded(email);
-    return { ...(await this.sessions.issue(user)), user: userView(user) };
+    if (outcome.kind === 'refused') throw unauthorized('Invalid email or password');
+    await lockout.succeeded(input.email);
+    if (outcome.kind === 'choose-tenant') throw new RelayError(409, CHOOSE_TENANT_MESSAGE, { tenants: outcome.tenants.map(({ id, name }) => ({ id, name })) });
+    return { ...(await this.sessions.issue(outcome.user)), user: userView(outcome.user) };
   }
 
   async changePassword(user: User, body: unknown) {
@@ -554,7 +553,6 @@ export class RelayAdmin {
     const input = this.validateBody<UserBody>('CreateUser', body);
     this.requireUserRights(actor, input.role!);
     const email = input.email!.toLowerCase();
-    if (this.store.accounts.userByEmail(email)) throw conflict('A user with this email already exists');
     const password = input.password ?? oneTimePassword();
     const user = await this.putNewUser(actor.tenantId, { email, name: input.name ?? '', role: input.role! }, password, input.password === undefined);
     return { user: userView(user), ...(input.password === undefined ? { oneTimePassword: password } : {}) };
@@ -649,7 +647,7 @@ export class RelayAdmin {
 
   // ---- helpers ---------------------------------------------------------------------------
 
-  /** Creates a user; 409 if the email is taken (reserved atomically, across gateways). */
+  /** Creates a user; 409 if the email is taken in the tenant (reserved atomically, across gateways). */
   private async putNewUser(tenantId: string, fields: { email: string; name: string; role: Role }, password: string, oneTime: boolean): Promise<User> {
     const user = await this.store.accounts.createUser(tenantId, { ...fields, password, oneTime });
     if (!user) throw conflict('A user with this email already exists');

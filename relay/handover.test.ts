@@ -21,7 +21,7 @@ function accounts() {
   const doubles: HandoverAccounts = {
     activeOwners: (tenantId) => users.filter((u) => u.tenantId === tenantId && u.role === 'owner' && u.active),
     tenantExists: (tenantId) => tenantId === 'ten_1',
-    emailTaken: (email) => users.some((u) => u.email === email),
+    emailTaken: (tenantId, email) => users.some((u) => u.tenantId === tenantId && u.email === email),
     createOwner: async (tenantId, { email }) => {
       const user = { id: `usr_${users.length}`, tenantId, email, role: 'owner', active: true } as User;
       users.push(user);

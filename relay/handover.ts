@@ -40,7 +40,7 @@ export type ClaimView = Omit<Claim, 'tenantId' | 'generation'>;
 export interface HandoverAccounts {
   activeOwners(tenantId: string): User[];
   tenantExists(tenantId: string): boolean;
-  emailTaken(email: string): boolean;
+  emailTaken(tenantId: string, email: string): boolean;
   createOwner(tenantId: string, fields: { email: string; name: string; password: string }): Promise<User>;
   demoteToAdmin(userId: string): Promise<void>;
 }
@@ -93,7 +93,7 @@ export class Handovers {
     const key = sha256Hex(token);
     const claim = await this.state.get<Claim>(CLAIMS, key);
     if (!claim || !this.valid(claim, await this.generation(claim.tenantId))) throw invalid;
-    if (this.accounts.emailTaken(claimant.email)) throw conflict('A user with this email already exists');
+    if (this.accounts.emailTaken(claim.tenantId, claimant.email)) throw conflict('A user with this email already exists');
     if (!(await this.advance(claim))) throw invalid;
     await this.dropClaims(claim.tenantId);
     // The new owner first: the tenant is never left without one.

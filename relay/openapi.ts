@@ -8,6 +8,7 @@ import { DOCS_ASSET_PARAMETER, DOCS_OPERATIONS, OPENAPI_INFO, type OpenApiDocume
 import { ADMIN_SCHEMAS, PUBLIC_SCHEMAS, type AdminSchemaName } from './schemas.ts';
 import { relayRouteList } from './http.ts';
 import { refusalMessage, RIGHTS, type Right } from '../accounts/rights.ts';
+import { CHOOSE_TENANT_MESSAGE } from '../accounts/sign-in.ts';
 import { RESPONSE_SCHEMAS } from './openapi-schemas.ts';
 import { JOB_STATES } from '../delivery/job.ts';
 import { MAX_MESSAGE_CHARS } from './render.ts';
@@ -38,6 +39,7 @@ const M = {
   noSession: 'Missing session: send Authorization: Bearer <token> from POST /api/v1/admin/login',
   badSession: 'Invalid or expired session',
   passwordChange: 'Password change required: POST /api/v1/admin/me/password with the one-time password as currentPassword',
+  /** Taken in this tenant: accounts of other tenants are not looked at. */
   emailTaken: 'A user with this email already exists',
 };
 
@@ -153,9 +155,14 @@ const OPERATIONS: Record<string, Operation> = {
     summary: 'Onboard a tenant and its first owner',
     description: 'For the operator (x-operator-token). Without owner.password, a one-time password is made up and returned this once.',
     ok: ref('OnboardedTenant'),
-    refusals: { 409: [M.emailTaken] },
   },
-  'POST /api/v1/admin/login': { id: 'login', summary: 'Sign in', description: 'A session of 12 hours.', ok: ref('Session'), refusals: { 401: ['Invalid email or password'] } },
+  'POST /api/v1/admin/login': {
+    id: 'login',
+    summary: 'Sign in',
+    description: 'A session of 12 hours. An email is unique within a tenant only: when the password opens accounts in several tenants, the 409 lists them and the client signs in again with one tenantId.',
+    ok: ref('Session'),
+    refusals: { 401: ['Invalid email or password'], 409: [CHOOSE_TENANT_MESSAGE] },
+  },
   'POST /api/v1/admin/claim': {
     id: 'claimTenant',
     summary: 'Become the owner of a tenant handed over',

@@ -29,7 +29,11 @@ function object(properties: Record<string, unknown>, required: string[] = [], ex
 export const ADMIN_SCHEMAS = {
   OnboardTenant: object({ name, owner: object({ email, name, password }, ['email']) }, ['name', 'owner']),
   UpdateTenant: object({ name }, ['name']),
-  Login: object({ email: { type: 'string', maxLength: 254 }, password: { type: 'string', maxLength: 256 } }, ['email', 'password']),
+  Login: object({
+    email: { type: 'string', maxLength: 254 },
+    password: { type: 'string', maxLength: 256 },
+    tenantId: { type: 'string', maxLength: 64, description: 'Only when the email and password open accounts in several tenants (409 lists them).' },
+  }, ['email', 'password']),
   ChangePassword: object({ currentPassword: { type: 'string', maxLength: 256 }, newPassword: password }, ['currentPassword', 'newPassword']),
   CreateSite: object({ name, allowedOrigins: { type: 'array', maxItems: 50, items: origin }, active: { type: 'boolean' } }, ['name']),
   UpdateSite: object({ name, allowedOrigins: { type: 'array', maxItems: 50, items: origin }, active: { type: 'boolean' } }, [], { minProperties: 1 }),

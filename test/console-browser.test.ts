@@ -237,6 +237,29 @@ describe('a member of the tenant', () => {
   });
 });
 
+describe('a person with accounts in two tenants', () => {
+  it('chooses the tenant after the password, and is signed in to that one', async () => {
+    const otherTenant = app.relay!.store.accounts.tenants.find((tenant) => tenant.name === 'Other Co')!;
+    for (const tenantId of ['ten_default', otherTenant.id]) {
+      await app.relay!.admin.createUser({ tenantId, role: 'operator' }, { email: 'sam@example.com', name: 'Sam', role: 'member', password: PASSWORD });
+    }
+    const tab = await browser.newContext({ viewport: { width: 1366, height: 768 }, baseURL: app.console!.url });
+    const sam = await tab.newPage();
+    await sam.goto('/sign-in');
+    await sam.getByTestId('sign-in-email').fill('sam@example.com');
+    await sam.getByTestId('sign-in-password').fill(PASSWORD);
+    await sam.getByTestId('sign-in-submit').click();
+    const choice = sam.getByTestId('sign-in-tenant');
+    await choice.waitFor({ timeout: 15_000 });
+    expect(await choice.locator('option').allTextContents()).toEqual(['Default', 'Other Co']);
+    await sam.screenshot({ path: `${SCREENSHOTS}console-sign-in-tenant.png` });
+    await choice.selectOption({ label: 'Other Co' });
+    await sam.getByTestId('sign-in-submit').click();
+    await expect.poll(() => sam.getByTestId('nav-tenant').textContent(), { timeout: 15_000 }).toContain('Other Co');
+    await tab.close();
+  });
+});
+
 describe('sign-out', () => {
   it('ends the session: the page goes to sign-in, and the old cookie is refused', async () => {
     const cookie = (await page.context().cookies()).find((c) => c.name === 'sluice_session')!;

@@ -342,6 +342,37 @@ describe('users and roles', () => {
     expect((await call('GET', '/admin/sites', { token: member.token })).status).toBe(401);
     expect((await call('GET', '/admin/users', { token: owner.token })).body).toHaveLength(4);
   });
+
+  it('says nothing of other tenants when an email is added: an email is unique within its tenant, and sign-in asks which tenant', async () => {
+    const [north, south] = [await onboard('North'), await onboard('South')];
+    const email = `shared-${randomBytes(3).toString('hex')}@people.test`;
+    const add = (owner: Account, password: string) => call('POST', '/admin/users', { token: owner.token, body: { email, role: 'member', password } });
+    const login = (password: string, tenantId?: string) => call('POST', '/admin/login', { body: { email, password, ...(tenantId ? { tenantId } : {}) } });
+    expect((await add(north, 'north password 1')).status).toBe(201);
+    // South's owner adds the same address as if it were new: no 409 that would say it exists elsewhere.
+    const added = await add(south, 'south password 1');
+    expect(added.status).toBe(201);
+    expect(added.text).not.toContain(north.tenantId);
+    expect((await add(south, 'south password 2')).status).toBe(409);
+
+    // Each password opens its own tenant's account.
+    expect((await login('north password 1')).body.user).toMatchObject({ tenantId: north.tenantId });
+    const southSession = await login('south password 1');
+    expect(southSession.body.user).toMatchObject({ tenantId: south.tenantId, id: added.body.user.id });
+    expect((await call('GET', '/admin/users', { token: southSession.body.token })).text).not.toContain(north.tenantId);
+    expect((await login('no such password')).status).toBe(401);
+    expect((await login('north password 1', south.tenantId)).status).toBe(401);
+
+    // One password for both: whoever knows it is asked which tenant, and then signs in to that one.
+    const shared = await call('POST', '/admin/me/password', { token: southSession.body.token, body: { currentPassword: 'south password 1', newPassword: 'north password 1' } });
+    expect(shared.status).toBe(200);
+    const ambiguous = await login('north password 1');
+    expect(ambiguous.status).toBe(409);
+    expect(ambiguous.body.message).toBe('This email and password open accounts in several tenants: sign in again with the tenantId of one');
+    expect(ambiguous.body.tenants).toEqual([{ id: north.tenantId, name: 'North' }, { id: south.tenantId, name: 'South' }]);
+    expect((await login('north password 1', south.tenantId)).body.user).toMatchObject({ tenantId: south.tenantId });
+    expect((await login('north password 1', north.tenantId)).body.user).toMatchObject({ tenantId: north.tenantId });
+  });
 });
 
 describe('templates: limits, previews and the listing', () => {

@@ -61,7 +61,7 @@ describe('relay in cluster mode', () => {
     const url = (gateway: RunningSluice, path: string) => `http://127.0.0.1:${gateway.relay!.port}/api/v1${path}`;
     const onboarded = (await one.relay!.admin.onboard({ name: 'Cluster Co', owner: { email: 'owner@cluster.test', password: 'cluster password 1' } })) as { tenant: { id: string } };
     // The owner appears on the other gateway through the KV watch, and signs in there.
-    await until(() => two.relay!.store.accounts.userByEmail('owner@cluster.test'), Boolean);
+    await until(() => two.relay!.store.accounts.usersByEmail('owner@cluster.test')[0], Boolean);
     const login = await fetch(url(two, '/admin/login'), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'owner@cluster.test', password: 'cluster password 1' }) });
     expect(login.status).toBe(200);
     const { token } = await login.json();

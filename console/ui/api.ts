@@ -12,9 +12,12 @@ import type {
 /** An error answer of the API (or no answer at all: status 0). */
 export class ApiFailure extends Error {
   readonly status: number;
-  constructor(status: number, message: string) {
+  /** The error's JSON body, for the fields beside `message` (a 409's `tenants` at sign-in). */
+  readonly body: Record<string, unknown>;
+  constructor(status: number, message: string, body: Record<string, unknown> = {}) {
     super(message);
     this.status = status;
+    this.body = body;
   }
 }
 
@@ -63,7 +66,8 @@ async function call<T>(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, 
   }
   if (!response.ok) {
     const message = (parsed as { message?: unknown } | undefined)?.message;
-    throw new ApiFailure(response.status, typeof message === 'string' ? message : `${response.status} ${response.statusText}`);
+    const body = parsed !== null && typeof parsed === 'object' ? parsed as Record<string, unknown> : {};
+    throw new ApiFailure(response.status, typeof message === 'string' ? message : `${response.status} ${response.statusText}`, body);
   }
   return parsed as T;
 }

@@ -12,8 +12,11 @@ import type { Place } from '../router.tsx';
 
 type SignedIn = (me: Me, next: string) => void;
 
-/** A form's submit: busy while `run` runs, its failure explained on the form (then it can be sent again). */
-function useSubmit(run: () => Promise<void>, explain: (err: unknown) => string) {
+/**
+ * A form's submit: busy while `run` runs, its failure explained on the form (then it can be
+ * sent again). `run` answers 'again' when the form stays for another submit.
+ */
+function useSubmit(run: () => Promise<void | 'again'>, explain: (err: unknown) => string) {
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
   const submit = async (event: Event) => {
@@ -21,7 +24,7 @@ function useSubmit(run: () => Promise<void>, explain: (err: unknown) => string) 
     setBusy(true);
     setError('');
     try {
-      await run();
+      if ((await run()) === 'again') setBusy(false);
     } catch (err) {
       setError(explain(err));
       setBusy(false);
@@ -41,22 +44,54 @@ function signInProblem(err: unknown): string {
   return problem(err);
 }
 
+interface TenantChoice { id: string; name: string }
+
+/** The tenants a 409 offers when the email and password open accounts in several. */
+function tenantsOffered(err: unknown): TenantChoice[] | undefined {
+  if (!(err instanceof ApiFailure) || err.status !== 409 || !Array.isArray(err.body.tenants)) return undefined;
+  const tenants = err.body.tenants.filter((t): t is TenantChoice => typeof t?.id === 'string' && typeof t?.name === 'string');
+  return tenants.length > 1 ? tenants : undefined;
+}
+
 export function SignInPage({ place, onSignedIn }: { place: Place; onSignedIn: SignedIn }) {
   useTitle('Sign in');
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
-  const { error, busy, submit } = useSubmit(async () => onSignedIn(await api.signIn({ email, password }), safeNext(place.query.get('next'))), signInProblem);
+  // Filled when the email and password open accounts in several tenants: the user picks one.
+  const [tenants, setTenants] = useState<TenantChoice[]>([]);
+  const [tenantId, setTenantId] = useState('');
+  const { error, busy, submit } = useSubmit(async () => {
+    try {
+      onSignedIn(await api.signIn({ email, password, ...(tenantId ? { tenantId } : {}) }), safeNext(place.query.get('next')));
+    } catch (err) {
+      const offered = tenantsOffered(err);
+      if (!offered) throw err;
+      setTenants(offered);
+      setTenantId(offered[0]!.id);
+      return 'again';
+    }
+  }, signInProblem);
+  // A changed email or password makes the choice stale: the server offers it again if it still applies.
+  const forgetTenants = () => { setTenants([]); setTenantId(''); };
   return (
     <main class="auth">
       <form class="auth-card" onSubmit={submit} data-testid="sign-in-form">
         <h1>Sign in to Sluice</h1>
         <ErrorNote error={error} testid="sign-in-error" />
         <label class="field">Email
-          <input type="email" autoComplete="username" required value={email} onInput={(event) => setEmail(event.currentTarget.value)} data-testid="sign-in-email" autoFocus />
+          <input type="email" autoComplete="username" required value={email} onInput={(event) => { setEmail(event.currentTarget.value); forgetTenants(); }} data-testid="sign-in-email" autoFocus />
         </label>
         <label class="field">Password
-          <input type="password" autoComplete="current-password" required value={password} onInput={(event) => setPassword(event.currentTarget.value)} data-testid="sign-in-password" />
+          <input type="password" autoComplete="current-password" required value={password} onInput={(event) => { setPassword(event.currentTarget.value); forgetTenants(); }} data-testid="sign-in-password" />
         </label>
+        {tenants.length > 0 && <p role="status" data-testid="sign-in-tenant-note">Your email has accounts in several tenants. Choose the one to sign in to.</p>}
+        {tenants.length > 0 && (
+          <label class="field">Tenant
+            <select value={tenantId} onChange={(event) => setTenantId(event.currentTarget.value)} data-testid="sign-in-tenant">
+              {tenants.map((tenant) => <option key={tenant.id} value={tenant.id}>{tenant.name}</option>)}
+            </select>
+          </label>
+        )}
         <button type="submit" class="primary" disabled={busy} data-testid="sign-in-submit">{busy ? 'Signing in…' : 'Sign in'}</button>
       </form>
     </main>
