@@ -6,5 +6,5 @@ export { DEFAULT_TENANT_ID, ROLES, type Role, type Stamped, type Tenant, type Us
 export { AccountStore, newId, type NewUser } from './store.ts';
 export { checkPassword, hashPassword, oneTimePassword } from './passwords.ts';
 export { CHOOSE_TENANT_MESSAGE, signIn, type SignInOutcome } from './sign-in.ts';
-export { SESSION_HOURS, Sessions, type Session, type SessionClaims } from './sessions.ts';
+export { MAX_SESSIONS_PER_USER, SESSION_HOURS, Sessions, type Session, type SessionClaims } from './sessions.ts';
 export { mayDo, refusalMessage, RIGHTS, type Right } from './rights.ts';

@@ -9,6 +9,11 @@
  * Each front end has its own issuer (the relay's admin API: bearer tokens; the console: a
  * cookie), so a token made for one is refused by the other: a console cookie cannot be replayed
  * as a bearer token where no Origin or CSRF check applies.
+ *
+ * A user holds at most MAX_SESSIONS_PER_USER sessions per front end: each user has an index
+ * record of their session ids (changed by compare-and-set, so two gateways signing the same
+ * user in at once both count), and a sign-in past the cap ends the user's oldest session.
+ * Without it, a script signing in again and again would fill the store for 12 hours.
  */
 import { randomBytes } from 'node:crypto';
 import { jwtVerify, SignJWT } from 'jose';
@@ -17,6 +22,7 @@ import type { Tenant, User } from './model.ts';
 import type { AccountStore } from './store.ts';
 
 export const SESSION_HOURS = 12;
+export const MAX_SESSIONS_PER_USER = 20;
 /** Clocks of the gateways that issue and check a session may differ by this much. */
 const CLOCK_TOLERANCE_SECONDS = 60;
 
@@ -37,6 +43,11 @@ interface SessionRecord {
   createdAt: string;
 }
 
+/** A user's sessions by id: when each ends (ms since the epoch). */
+interface SessionIndex {
+  sessions: Record<string, number>;
+}
+
 export class Sessions {
   /** `bucket`: the front end's session records (each front end its own). */
   constructor(
@@ -47,14 +58,28 @@ export class Sessions {
     private readonly bucket: string,
   ) {
     state.expireAfter(bucket, SESSION_HOURS * 3600_000);
+    // An index outlives none of its sessions: each session is indexed by a write of the index.
+    state.expireAfter(this.indexBucket, SESSION_HOURS * 3600_000);
   }
 
-  /** A new session of `user`: its token, and its id (for sign-out). */
+  private get indexBucket(): string {
+    return `${this.bucket}_by_user`;
+  }
+
+  /** A new session of `user`: its token, and its id (for sign-out). Past the cap, the user's oldest session ends. */
   async issue(user: User): Promise<Session & { sessionId: string }> {
     const sessionId = randomBytes(18).toString('base64url');
-    const record: SessionRecord = { userId: user.id, createdAt: new Date().toISOString() };
-    await this.state.put(this.bucket, sessionId, record);
     const expires = Math.floor(Date.now() / 1000) + SESSION_HOURS * 3600;
+    const record: SessionRecord = { userId: user.id, createdAt: new Date().toISOString() };
+    const evicted = await this.index(user.id, (sessions) => {
+      sessions[sessionId] = expires * 1000;
+      const oldest = Object.entries(sessions).sort(([, a], [, b]) => a - b).map(([id]) => id);
+      const over = oldest.slice(0, Math.max(0, oldest.length - MAX_SESSIONS_PER_USER));
+      for (const id of over) delete sessions[id];
+      return over;
+    });
+    await this.state.put(this.bucket, sessionId, record);
+    for (const id of evicted) await this.state.delete(this.bucket, id);
     const token = await new SignJWT({ sid: sessionId, tid: user.tenantId, sv: user.sessionVersion })
       .setProtectedHeader({ alg: 'HS256' })
       .setIssuer(this.issuer)
@@ -67,7 +92,27 @@ export class Sessions {
 
   /** Ends a session: its token is refused from now on, wherever it is presented. */
   async end(sessionId: string): Promise<void> {
+    const record = await this.state.get<SessionRecord>(this.bucket, sessionId);
     await this.state.delete(this.bucket, sessionId);
+    if (typeof record?.userId === 'string') await this.index(record.userId, (sessions) => void delete sessions[sessionId]);
+  }
+
+  /**
+   * Changes the user's index by compare-and-set (again when another gateway got in first),
+   * its ended sessions dropped first. Returns what `change` returned.
+   */
+  private async index<R>(userId: string, change: (sessions: Record<string, number>) => R): Promise<R> {
+    for (;;) {
+      const stored = await this.state.getVersioned<SessionIndex>(this.indexBucket, userId);
+      const now = Date.now();
+      const sessions: Record<string, number> = {};
+      for (const [id, endsAt] of Object.entries(stored?.value?.sessions ?? {})) if (typeof endsAt === 'number' && endsAt > now) sessions[id] = endsAt;
+      const result = change(sessions);
+      const written = stored
+        ? await this.state.update<SessionIndex>(this.indexBucket, userId, { sessions }, stored.revision)
+        : await this.state.create<SessionIndex>(this.indexBucket, userId, { sessions });
+      if (written !== undefined) return result;
+    }
   }
 
   /** The active user a token stands for, or undefined. */

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalStateStore } from '../state/local.ts';
 import { AccountStore } from '../accounts/store.ts';
 import type { User } from '../accounts/model.ts';
+import { MAX_SESSIONS_PER_USER } from '../accounts/sessions.ts';
 import { AdminSessions } from './auth.ts';
 
 const key = randomBytes(32);
@@ -19,6 +20,8 @@ const user: User = {
   id: 'usr_1', tenantId: 'ten_1', email: 'owner@acme.example', name: 'Owner', role: 'owner', active: true,
   passwordHash: 'x', mustChangePassword: false, sessionVersion: 3, createdAt: '2026-01-01T00:00:00Z', updatedAt: '2026-01-01T00:00:00Z',
 };
+/** A user who signs in again and again. */
+const busy: User = { ...user, id: 'usr_busy', email: 'busy@acme.example' };
 let dir: string;
 let state: LocalStateStore;
 let sessions: AdminSessions;
@@ -28,6 +31,7 @@ beforeAll(async () => {
   state = new LocalStateStore(dir);
   await state.start();
   await state.put('relay_users', user.id, user);
+  await state.put('relay_users', busy.id, busy);
   await state.put('relay_tenants', 'ten_1', { id: 'ten_1', name: 'Acme', createdAt: user.createdAt, updatedAt: user.createdAt });
   const accounts = new AccountStore(state, pino({ level: 'silent' }));
   await accounts.start();
@@ -69,6 +73,26 @@ describe('relay sessions', () => {
     await sessions.end(sessionId);
     expect(await outcome(first.token)).toBe('Invalid or expired session');
     expect(await outcome(second.token)).toBe('usr_1');
+  });
+
+  it(`keeps at most ${MAX_SESSIONS_PER_USER} sessions per user: a sign-in past them ends the oldest, also when sign-ins race`, async () => {
+    const stored = async () => (await state.list<{ userId: string }>('relay_admin_sessions')).filter(([, record]) => record.userId === busy.id).length;
+    const first = [];
+    for (let i = 0; i < MAX_SESSIONS_PER_USER + 5; i++) first.push(await sessions.issue(busy));
+    const outcomes = await Promise.all(first.map(({ token }) => outcome(token)));
+    expect(outcomes.slice(0, 5)).toEqual(Array(5).fill('Invalid or expired session'));
+    expect(outcomes.slice(5)).toEqual(Array(MAX_SESSIONS_PER_USER).fill(busy.id));
+    expect(await stored()).toBe(MAX_SESSIONS_PER_USER);
+    // Thirty at once, as from many gateways: each counts the others.
+    const racing = await Promise.all(Array.from({ length: 30 }, () => sessions.issue(busy)));
+    expect(await stored()).toBe(MAX_SESSIONS_PER_USER);
+    const live = [];
+    for (const session of racing) if ((await outcome(session.token)) === busy.id) live.push(session.token);
+    expect(live).toHaveLength(MAX_SESSIONS_PER_USER);
+    // A session signed out leaves the count: the next sign-in ends no one else's.
+    await sessions.end((await sessions.authenticate(`Bearer ${live[0]}`)).sessionId);
+    await sessions.issue(busy);
+    expect(await Promise.all(live.slice(1).map(outcome))).toEqual(Array(MAX_SESSIONS_PER_USER - 1).fill(busy.id));
   });
 
   it('refuses a real-key token that names no session record', async () => {
