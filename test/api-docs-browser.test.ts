@@ -7,7 +7,7 @@
  */
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchChromium, SCREENSHOTS, watchPage } from './browser.ts';
+import { accessibilityProblems, launchChromium, SCREENSHOTS, watchPage } from './browser.ts';
 import { startTestSluice, type TestSluice } from './harness.ts';
 
 const ENGINE = process.env.SLUICE_TEST_HTTP_ENGINE ?? 'node';
@@ -34,6 +34,8 @@ interface Visit {
   statuses: string[];
   /** The status "Try it out" got from GET /api/v1/health. */
   triedHealth: string;
+  /** What axe-core found with the operation open. */
+  accessibility: string[];
 }
 
 /** Opens the docs page of `origin`, waits for Swagger UI to show `method path`, opens it and takes a screenshot. */
@@ -51,6 +53,7 @@ async function visit(origin: string, method: string, path: string, screenshot: s
   await responses.first().waitFor({ timeout: 20_000 });
   const statuses = await responses.evaluateAll((rows) => rows.map((row) => row.getAttribute('data-code') ?? ''));
   await tab.screenshot({ path: `${SCREENSHOTS}${screenshot}` });
+  const accessibility = await accessibilityProblems(tab);
   // "Try it out" calls the port the page came from (servers: "/").
   const health = tab.locator('.opblock-get').filter({ has: tab.locator('.opblock-summary-path[data-path="/api/v1/health"]') }).first();
   await health.locator('.opblock-summary-control').click();
@@ -58,7 +61,7 @@ async function visit(origin: string, method: string, path: string, screenshot: s
   await health.locator('.execute').click();
   const triedHealth = (await health.locator('.live-responses-table tbody .response-col_status').first().textContent({ timeout: 20_000 }))?.trim() ?? '';
   await context.close();
-  return { complaints, requests, summary, statuses, triedHealth };
+  return { complaints, requests, summary, statuses, triedHealth, accessibility };
 }
 
 describe.each([
@@ -74,6 +77,7 @@ describe.each([
     expect(seen.triedHealth).toBe('200');
     expect(seen.requests).toContain(`${origin()}/api/v1/health`);
     expect(seen.complaints).toEqual([]);
+    expect(seen.accessibility).toEqual([]);
     expect(seen.requests.length).toBeGreaterThan(3);
     expect(seen.requests.filter((url) => !url.startsWith(`${origin()}/`))).toEqual([]);
   });
@@ -88,7 +92,7 @@ describe.each([
     const html = await page.text();
     const assets = [...html.matchAll(/(?:src|href)="(\/api\/v1\/docs\/assets\/[^"]+)"/g)].map(([, url]) => url!);
     expect(assets.map((url) => url.replace(/\?v=[0-9a-f]{16}$/, ''))).toEqual(
-      ['favicon-32x32.png', 'swagger-ui.css', 'swagger-ui-bundle.js', 'start.js'].map((name) => `/api/v1/docs/assets/${name}`),
+      ['favicon-32x32.png', 'swagger-ui.css', 'sluice.css', 'swagger-ui-bundle.js', 'start.js'].map((name) => `/api/v1/docs/assets/${name}`),
     );
     const typeOf: Record<string, string> = { png: 'image/png', css: 'text/css; charset=utf-8', js: 'text/javascript; charset=utf-8' };
     for (const url of assets) {

@@ -5,6 +5,7 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import { AxeBuilder } from '@axe-core/playwright';
 import { chromium, type Browser, type Page } from 'playwright-core';
 
 const CHROMIUM = process.env.SLUICE_TEST_CHROMIUM ?? '/usr/bin/chromium';
@@ -31,4 +32,13 @@ export function watchPage(page: Page): { complaints: string[]; requests: string[
   page.on('pageerror', (err) => seen.complaints.push(`exception: ${err.message}`));
   page.on('request', (request) => seen.requests.push(request.url()));
   return seen;
+}
+
+/**
+ * What axe-core finds against WCAG 2.1 A and AA on the page as it is now: one line per rule
+ * broken, with the first few elements that break it. Empty when the page passes.
+ */
+export async function accessibilityProblems(page: Page): Promise<string[]> {
+  const { violations } = await new AxeBuilder({ page }).withTags(['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']).analyze();
+  return violations.map((violation) => `${violation.id} (${violation.impact}): ${violation.nodes.slice(0, 3).map((node) => node.target.join(' ')).join(', ')}`);
 }

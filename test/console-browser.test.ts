@@ -16,7 +16,7 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { LogPage, TraceSummary } from '../console/api.ts';
-import { launchChromium, SCREENSHOTS, watchPage } from './browser.ts';
+import { accessibilityProblems, launchChromium, SCREENSHOTS, watchPage } from './browser.ts';
 import { ConsoleClient } from './console-client.ts';
 import { eventually, startTestSluice, type TestSluice } from './harness.ts';
 import { exportOnce, exporterFor, ManualReader, type Target } from './otel-clients.ts';
@@ -30,7 +30,13 @@ let seen: ReturnType<typeof watchPage>;
 let apiKey = '';
 
 const consoleUrl = (path: string) => app.console!.url + path;
-const shot = (name: string) => page.screenshot({ path: `${SCREENSHOTS}console-${name}.png` });
+/** What axe found on each page shot, by the shot's name. */
+const accessibility = new Map<string, string[]>();
+/** A screenshot of the page as it is, and what axe finds on it. */
+async function shot(name: string, on: Page = page): Promise<void> {
+  await on.screenshot({ path: `${SCREENSHOTS}console-${name}.png` });
+  accessibility.set(name, await accessibilityProblems(on));
+}
 const byTestId = (id: string) => page.getByTestId(id);
 
 /** A checkout trace of three services, the payment span failed; its trace id. */
@@ -197,7 +203,7 @@ describe("another tenant's user", () => {
     await expect.poll(() => other.getByTestId('nav-tenant').textContent(), { timeout: 15_000 }).toContain('Other Co');
     await other.getByTestId('nav-logs').click();
     await other.getByTestId('empty-state').waitFor({ timeout: 15_000 });
-    await other.screenshot({ path: `${SCREENSHOTS}console-other-tenant-logs.png` });
+    await shot('other-tenant-logs', other);
     await tab.close();
 
     const api = new ConsoleClient(app.console!.url);
@@ -224,7 +230,7 @@ describe('a member of the tenant', () => {
     await member.getByTestId('source-row').first().waitFor({ timeout: 15_000 });
     await member.getByTestId('read-only').waitFor({ timeout: 15_000 });
     for (const control of ['source-create', 'key-add', 'key-rotate', 'key-revoke', 'install-token-create']) expect(await member.getByTestId(control).count()).toBe(0);
-    await member.screenshot({ path: `${SCREENSHOTS}console-member-sources.png` });
+    await shot('member-sources', member);
     await member.getByTestId('nav-dashboards').click();
     await member.getByTestId('dashboard-link').filter({ hasText: 'Payments' }).click();
     await member.getByTestId('dashboard-chart').first().waitFor({ timeout: 15_000 });
@@ -252,7 +258,7 @@ describe('a person with accounts in two tenants', () => {
     const choice = sam.getByTestId('sign-in-tenant');
     await choice.waitFor({ timeout: 15_000 });
     expect(await choice.locator('option').allTextContents()).toEqual(['Default', 'Other Co']);
-    await sam.screenshot({ path: `${SCREENSHOTS}console-sign-in-tenant.png` });
+    await shot('sign-in-tenant', sam);
     await choice.selectOption({ label: 'Other Co' });
     await sam.getByTestId('sign-in-submit').click();
     await expect.poll(() => sam.getByTestId('nav-tenant').textContent(), { timeout: 15_000 }).toContain('Other Co');
@@ -268,5 +274,12 @@ describe('sign-out', () => {
     await shot('signed-out');
     const replay = await fetch(consoleUrl('/api/me'), { headers: { cookie: `${cookie.name}=${cookie.value}`, origin: new URL(app.console!.url).origin } });
     expect(replay.status).toBe(401);
+  });
+});
+
+describe('accessibility', () => {
+  it('every page shot above meets WCAG 2.1 A and AA as axe-core checks it', () => {
+    expect(accessibility.size).toBeGreaterThanOrEqual(10);
+    expect(Object.fromEntries([...accessibility].filter(([, problems]) => problems.length > 0))).toEqual({});
   });
 });

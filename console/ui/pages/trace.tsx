@@ -20,6 +20,9 @@ function serviceColours(spans: SpanView[]): (service: string) => string {
   return (service) => colours.get(service) ?? PALETTE[0]!;
 }
 
+/** "1 span", "3 spans". */
+const counted = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
+
 type LabelPlace = 'after' | 'before' | 'inside';
 
 /** Where a bar's duration goes: after the bar when there is room, else before it, else inside its end. */
@@ -131,9 +134,9 @@ export function TracePage({ place, params }: { place: Place; params: Record<stri
         <>
           <p class="summary" data-testid="trace-summary">
             <span>{formatDuration(waterfall.totalMs)}</span>
-            <span>{spans.length} spans</span>
-            <span>{spans.filter(isError).length} errors</span>
-            <span>{services.length} services</span>
+            <span>{counted(spans.length, 'span')}</span>
+            <span>{counted(spans.filter(isError).length, 'error')}</span>
+            <span>{counted(services.length, 'service')}</span>
             {root && <span>{formatDateTime(Number(waterfall.startNs / 1_000_000n))}</span>}
             <code class="small">{traceId}</code>
           </p>
@@ -158,7 +161,7 @@ export function TracePage({ place, params }: { place: Place; params: Record<stri
                         </button>
                       ) : <span class="wf-fold-space" />}
                       <button type="button" class="link-button wf-label" onClick={(event) => { event.stopPropagation(); select(span.spanId); }} data-testid="waterfall-span">
-                        <span class="wf-service" style={{ color: serviceColour(span.service) }}>{span.service}</span> {span.name}
+                        <span class="wf-swatch" style={{ background: serviceColour(span.service) }} aria-hidden="true" /><span class="wf-service">{span.service}</span> {span.name}
                       </button>
                     </div>
                     <div class="wf-track">
