@@ -5,13 +5,15 @@
  * package would. `set -euo pipefail`, and curl fails on an HTTP error status, so any command
  * that does not work fails the test. The only change to the text: the default ports (4318, 4317,
  * 8080, and 8123 of the query endpoint, which this server has on) become the test server's, so
- * the test can run beside others. A block right under
+ * the test can run beside others. A comment line holding JSON (`# {"accepted":2}`) is what the
+ * block prints: the test finds each in the block's output (spacing aside, "…" standing for
+ * anything). A block right under
  * `<!-- not run by test/readme-examples.test.ts: why -->` is skipped (installing, the test suite
  * itself, a cluster). The server and the CLI load test/no-egress.mjs: the README's example
  * addresses (hooks.acme.example …) are never looked up or connected to.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -80,7 +82,7 @@ describe('the README examples', { timeout: 300_000 }, () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('run as written, in order, in one shell', async () => {
+  it('run as written, in order, in one shell, and print what they say they print', async () => {
     const readme = await readFile(join(ROOT, 'README.md'), 'utf8');
     const blocks = shellExamples(readme);
     expect(blocks.length).toBeGreaterThan(8);
@@ -89,7 +91,7 @@ describe('the README examples', { timeout: 300_000 }, () => {
       // An HTTP error status fails the example (curl -s alone would exit 0).
       'curl() { command curl --fail-with-body --max-time 30 "$@"; }',
       ...blocks.map(({ line, text }) =>
-        [`echo "=== README.md:${line}" >&2`, 'set -x', text.replaceAll('127.0.0.1:4318', `127.0.0.1:${ports.http}`).replaceAll('127.0.0.1:4317', `127.0.0.1:${ports.grpc}`).replaceAll('127.0.0.1:8080', `127.0.0.1:${ports.relay}`).replaceAll('127.0.0.1:8123', `127.0.0.1:${ports.query}`), 'set +x'].join('\n'),
+        [`echo "=== README.md:${line}" >&2`, `echo "${BLOCK_MARK}${line}"`, 'set -x', localPorts(text, ports), 'set +x'].join('\n'),
       ),
     ].join('\n');
     const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
@@ -99,7 +101,50 @@ describe('the README examples', { timeout: 300_000 }, () => {
     });
     if (run.code !== 0) console.log(`stdout:\n${run.stdout}\nstderr:\n${run.stderr}\nserver:\n${serverLog.join('').slice(-5000)}`);
     expect(run.code, run.stderr.split('\n').slice(-30).join('\n')).toBe(0);
+    // Each block's "# {…}" lines are what it prints: every one is found in what the block printed.
+    const printed = printedByBlock(run.stdout);
+    const unmet = blocks.flatMap(({ line, text }) => documentedOutputs(text)
+      .filter((expected) => !outputMatches(localPorts(expected, ports), printed.get(line) ?? ''))
+      .map((expected) => `README.md:${line}: ${expected}\n  printed: ${(printed.get(line) ?? '').slice(0, 600)}`));
+    expect(unmet).toEqual([]);
+    // The examples write no file (secrets above all) into the directory they run in.
+    expect((await readdir(dir)).filter((name) => name !== 'node_modules' && name !== SERVER_DATA_DIR)).toEqual([]);
     // What the quick start says its query prints: one row per service of the demo.
     expect(run.stdout).toMatch(/"ServiceName":"payment","spans":\d+,"errors":[1-9]\d*/);
   });
 });
+
+const BLOCK_MARK = '=== README block at line ';
+/** Where `sluice serve` keeps its data when started in a directory, as `npm start` is. */
+const SERVER_DATA_DIR = 'data';
+
+/** The default ports become the test server's, so the test can run beside others. */
+function localPorts(text: string, ports: { http: number; grpc: number; relay: number; query: number }): string {
+  return text.replaceAll('127.0.0.1:4318', `127.0.0.1:${ports.http}`).replaceAll('localhost:4318', `localhost:${ports.http}`).replaceAll('127.0.0.1:4317', `127.0.0.1:${ports.grpc}`)
+    .replaceAll('127.0.0.1:8080', `127.0.0.1:${ports.relay}`).replaceAll('127.0.0.1:8123', `127.0.0.1:${ports.query}`);
+}
+
+/** What each block printed on stdout, by the block's line. */
+function printedByBlock(stdout: string): Map<number, string> {
+  const printed = new Map<number, string>();
+  for (const part of stdout.split(BLOCK_MARK).slice(1)) {
+    const newline = part.indexOf('\n');
+    printed.set(Number(part.slice(0, newline)), part.slice(newline + 1));
+  }
+  return printed;
+}
+
+/** A block's documented outputs: its comment lines that hold JSON (`# {"accepted":2}`). */
+export function documentedOutputs(block: string): string[] {
+  return block.split('\n').filter((line) => /^# [{[]/.test(line)).map((line) => line.slice(2));
+}
+
+/**
+ * Whether `printed` holds `expected`, spacing aside (the CLI indents its JSON, curl's answers
+ * are compact), with each "…" standing for anything.
+ */
+export function outputMatches(expected: string, printed: string): boolean {
+  const squeeze = (text: string) => text.replace(/\s+/g, '');
+  const pattern = squeeze(expected).split('…').map((piece) => piece.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.*?');
+  return new RegExp(pattern, 's').test(squeeze(printed));
+}
