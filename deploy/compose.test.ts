@@ -17,6 +17,16 @@ import { loadConfig } from '../core/config.ts';
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const MASTER_KEY = 'x'.repeat(43) + '=';
+const CLICKHOUSE_PASSWORD = 'c0ffee'.repeat(8);
+/** This shell's environment without what the file reads, so the file's defaults show. */
+const { SLUICE_PUBLIC_URL: _url, SLUICE_BIND: _bind, SLUICE_RELAY_MASTER_KEY: _key, SLUICE_CLICKHOUSE_PASSWORD: _password, ...shellEnv } = process.env;
+const SECRETS = { SLUICE_RELAY_MASTER_KEY: MASTER_KEY, SLUICE_CLICKHOUSE_PASSWORD: CLICKHOUSE_PASSWORD };
+
+/** `docker-compose config` with `env`: the services as Compose reads them. */
+async function composed(env: Record<string, string>): Promise<Record<string, Service>> {
+  const { stdout } = await run('docker-compose', ['config'], { cwd: ROOT, env: { ...shellEnv, ...env } });
+  return (parse(stdout) as { services: Record<string, Service> }).services;
+}
 
 interface Service {
   image?: string;
@@ -25,7 +35,8 @@ interface Service {
   restart?: string;
   command?: string[];
   environment?: Record<string, string>;
-  ports?: Array<{ published: number; target: number }>;
+  /** Compose v1 prints the short form (`127.0.0.1:4318:4318/tcp`), v2 the long one: portsOf() reads both. */
+  ports?: Array<string | { published: number | string; target: number; host_ip?: string }>;
   depends_on?: Record<string, { condition: string }>;
   healthcheck?: { test?: string[]; disable?: boolean };
   ulimits?: { nofile?: { soft: number; hard: number } };
@@ -33,13 +44,19 @@ interface Service {
 
 let services: Record<string, Service>;
 
+/** A service's published ports, as `address:port` (`0.0.0.0` where Compose names no address). */
+function portsOf(service: Service): string[] {
+  return (service.ports ?? []).map((port) => {
+    if (typeof port !== 'string') return `${port.host_ip ?? '0.0.0.0'}:${port.published}`;
+    const parts = port.replace(/\/\w+$/, '').split(':');
+    return parts.length === 3 ? `${parts[0]}:${parts[1]}` : `0.0.0.0:${parts[0]}`;
+  });
+}
+
 beforeAll(async () => {
-  // The file's defaults, not whatever this shell exports.
-  const { SLUICE_PUBLIC_URL: _ignored, ...env } = process.env;
-  const { stdout } = await run('docker-compose', ['config'], { cwd: ROOT, env: { ...env, SLUICE_RELAY_MASTER_KEY: MASTER_KEY } }).catch((err) => {
+  services = await composed(SECRETS).catch((err) => {
     throw new Error(`docker-compose config failed (run deploy/services.sh to install it): ${err.stderr ?? err.message}`);
   });
-  services = (parse(stdout) as { services: Record<string, Service> }).services;
 });
 
 const SLUICE_ROLES = ['gateway-1', 'gateway-2', 'consumer-1', 'consumer-2', 'deliver-1', 'migrate'];
@@ -60,7 +77,7 @@ describe('docker-compose.yml', () => {
       expect(services[name]!.environment, name).toMatchObject({ SLUICE_NATS_REPLICAS: '3', NATS_URL: expect.stringContaining('nats-3') });
     }
     expect(services['gateway-1']!.environment!.SLUICE_RELAY_MASTER_KEY).toBe(MASTER_KEY);
-    expect(JSON.stringify(services.lb!.ports)).toMatch(/4318.*4317.*8080.*4320/);
+    expect(portsOf(services.lb!).map((port) => port.split(':')[1])).toEqual(['4318', '4317', '8080', '4320']);
   });
 
   it('builds the Sluice image once: migrate builds sluice:local, the others run it and never pull it', () => {
@@ -98,9 +115,29 @@ describe('docker-compose.yml', () => {
     expect(services.lb!.depends_on).toEqual({ 'gateway-1': healthy, 'gateway-2': healthy });
   });
 
+  it('refuses to start without its secrets, saying which and how to make one', async () => {
+    for (const missing of Object.keys(SECRETS)) {
+      const without = Object.fromEntries(Object.entries(SECRETS).filter(([name]) => name !== missing));
+      const refused = await composed(without).then(() => 'accepted', (err) => String(err.stderr));
+      expect(refused, missing).toContain(`set ${missing} (openssl rand`);
+    }
+    // No password of its own in the file: the one given is used everywhere ClickHouse is reached.
+    const file = await readFile(`${ROOT}docker-compose.yml`, 'utf8');
+    expect(file).not.toMatch(/default:sluice@|CLICKHOUSE_PASSWORD: sluice|--password", "sluice"/);
+    expect(services.clickhouse!.environment!.CLICKHOUSE_PASSWORD).toBe(CLICKHOUSE_PASSWORD);
+    for (const name of SLUICE_ROLES) expect(services[name]!.environment!.CLICKHOUSE_URL, name).toBe(`http://default:${CLICKHOUSE_PASSWORD}@clickhouse:8123`);
+  });
+
+  it('publishes its ports on loopback unless SLUICE_BIND says otherwise', async () => {
+    expect(portsOf(services.lb!)).toEqual(['127.0.0.1:4318', '127.0.0.1:4317', '127.0.0.1:8080', '127.0.0.1:4320']);
+    const everywhere = await composed({ ...SECRETS, SLUICE_BIND: '0.0.0.0' });
+    expect(portsOf(everywhere.lb!)).toEqual(['0.0.0.0:4318', '0.0.0.0:4317', '0.0.0.0:8080', '0.0.0.0:4320']);
+    for (const [name, service] of Object.entries(services)) if (name !== 'lb') expect(service.ports, name).toBeUndefined();
+  });
+
   it('tells agents the URL they reach through nginx', () => {
     for (const name of SLUICE_ROLES) expect(services[name]!.environment!.SLUICE_PUBLIC_URL, name).toBe('http://localhost:4318');
-    expect(services.lb!.ports).toContainEqual(expect.objectContaining({ published: 4318, target: 4318 }));
+    expect(portsOf(services.lb!)).toContain('127.0.0.1:4318');
   });
 
   it("checks a Sluice container's readiness with node alone: 0 when /api/v1/ready answers 200, 1 on 503 or no answer", async () => {
