@@ -4,10 +4,39 @@
  * required one must be there and non-empty, and every usage mistake is one line on stderr
  * naming the command and its help, with exit code 2.
  */
-import { Command, CommanderError, Option, type ErrorOptions } from 'commander';
+import { Command, CommanderError, Option, type ErrorOptions, type Help } from 'commander';
 
 /** The exit code of a usage mistake, as for most Unix tools (grep, diff, ls) and the shell's builtins. */
 export const USAGE_EXIT_CODE = 2;
+
+/** Help is laid out for this many columns at most, fewer on a narrower terminal. */
+export const HELP_WIDTH = 80;
+/** The term column of help lists; a longer term gets lines of its own, its description under it. */
+const TERM_COLUMN = 26;
+const INDENT = 2;
+const SPACER = 2;
+
+/** A command's synopsis after `Usage: `, its further lines under the first's start. */
+export function wrapUsage(synopsis: string, helper: Help): string {
+  const prefix = 'Usage: '.length;
+  return helper.boxWrap(synopsis, (helper.helpWidth ?? HELP_WIDTH) - prefix).replace(/\n/g, `\n${' '.repeat(prefix)}`);
+}
+
+/**
+ * One entry of a help list (a command, an option, a setting) within the help's width, where
+ * commander would put every description after the longest term (column 73 for `demo`'s options).
+ */
+export function formatHelpItem(term: string, description: string, helper: Help): string {
+  const width = helper.helpWidth ?? HELP_WIDTH;
+  const column = INDENT + TERM_COLUMN + SPACER;
+  const indent = ' '.repeat(INDENT);
+  if (!description) return indent + term;
+  const text = helper.boxWrap(description, width - column).replace(/\n/g, `\n${' '.repeat(column)}`);
+  if (helper.displayWidth(term) <= TERM_COLUMN) return indent + term.padEnd(TERM_COLUMN + SPACER) + text;
+  // A long term wraps on its own lines (continued further in), the description below it.
+  const wrappedTerm = helper.boxWrap(term, width - INDENT - 2).replace(/\n/g, `\n${indent}  `);
+  return `${indent}${wrappedTerm}\n${' '.repeat(column)}${text}`;
+}
 
 export class SluiceCommand extends Command {
   private readonly required = new Set<Option>();

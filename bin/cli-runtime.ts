@@ -13,7 +13,7 @@ import type { Role, RunningSluice } from './app.ts';
 import { controlSocketAlive, controlSocketPath, remoteAdmin } from './control.ts';
 import { sendDemo } from './demo.ts';
 import { EXIT_FAILED, EXIT_FLUSH_DEADLINE_MS, EXIT_STOPPED, EXIT_UNCAUGHT_EXCEPTION } from './exit-codes.ts';
-import { humanLogStream, reachableHost, servingSummary } from './terminal.ts';
+import { firstRunNotice, humanLogStream, reachableHost, servingSummary } from './terminal.ts';
 
 /** The work behind the commands (a fake in the parser's tests). */
 export interface CliRuntime {
@@ -129,9 +129,13 @@ async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void
   });
   const { startSluice } = await import('./app.ts');
   app = await startSluice(role, config, log);
+  const firstRunLink = app.console?.firstRunLink;
   if (terminal) {
     const cluster = role !== 'serve' || config.nats.url !== '';
-    process.stdout.write(servingSummary({ role, host: config.host, httpPort: app.httpPort, grpcPort: app.grpcPort, relayPort: app.relay?.port ?? 0, queryPort: app.queryPort, consoleUrl: app.console?.url ?? '', firstRunLink: app.console?.firstRunLink, dataDir: config.dataDir, cluster }));
+    const hasSources = (await app.sources.listSources()).length > 0;
+    process.stdout.write(servingSummary({ role, host: config.host, httpPort: app.httpPort, grpcPort: app.grpcPort, relayPort: app.relay?.port ?? 0, queryPort: app.queryPort, consoleUrl: app.console?.url ?? '', firstRunLink, dataDir: config.dataDir, cluster, hasSources }));
+  } else if (firstRunLink) {
+    process.stderr.write(firstRunNotice(firstRunLink));
   }
   let stopping = false;
   const stop = async (signal: string) => {

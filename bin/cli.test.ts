@@ -66,8 +66,19 @@ describe('help', () => {
   it.each(cases)('$argv prints the help of its command to stdout and does nothing else', async ({ argv, command }) => {
     const result = await sluice(...argv);
     expect(result).toMatchObject({ code: 0, stderr: '', loaded: false });
-    expect(result.stdout.split('\n')[0]).toBe(`Usage: ${command.synopsis()}`);
-    expect(result.stdout.replace(/\s+/g, ' ')).toContain(command.description()); // as wrapped for the terminal
+    // As wrapped for the terminal: within 80 columns, the usage line continued under itself.
+    expect(result.stdout.split('\n').filter((line) => line.length > 80)).toEqual([]);
+    expect(result.stdout.split('\n\n')[0]!.replace(/\s+/g, ' ')).toBe(`Usage: ${command.synopsis()}`);
+    expect(result.stdout.replace(/\s+/g, ' ')).toContain(command.description());
+  });
+
+  it.each(['serve', 'gateway', 'consume', 'deliver'])('%s --help lists its ports and the settings it needs, with their defaults', async (role) => {
+    const { stdout } = await sluice(role, '--help');
+    const settings = stdout.slice(stdout.indexOf('Settings'));
+    expect(settings).toMatch(/^ {2}SLUICE_OTLP_HTTP_PORT=4318 +OTLP\/HTTP and agent API port/m);
+    if (role === 'serve') expect(settings).toMatch(/SLUICE_OTLP_GRPC_PORT=4317[\s\S]*SLUICE_RELAY_PORT=8080[\s\S]*SLUICE_CONSOLE_PORT=4320[\s\S]*SLUICE_DATA_DIR=.\/data/);
+    if (role !== 'serve') expect(settings).toContain('NATS_URL');
+    expect(settings).not.toMatch(/\]\(#/); // no Markdown link in a terminal
   });
 
   it('asks for help even where a value was expected: `--name --help` names nothing "--help"', async () => {

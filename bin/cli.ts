@@ -6,12 +6,13 @@
  */
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { CommanderError, type OutputConfiguration } from 'commander';
+import { CommanderError, type Help, type OutputConfiguration } from 'commander';
+import { OPTIONS } from '../core/config.ts';
 import { parseTimestamp } from '../pipeline/agent/time.ts';
 import type { Admin, DeployFilter } from './admin.ts';
 import type { Role } from './app.ts';
 import { addRelayCommands } from './cli-relay.ts';
-import { commanderExitCode, SluiceCommand } from './cli-command.ts';
+import { commanderExitCode, formatHelpItem, HELP_WIDTH, SluiceCommand, wrapUsage } from './cli-command.ts';
 import type { CliRuntime } from './cli-runtime.ts';
 import type { OperatorInput } from '../relay/operator.ts';
 
@@ -34,7 +35,15 @@ export function sluiceProgram({ load = loadRuntime, output = {} }: ProgramOption
     .version(VERSION)
     .exitOverride()
     .configureOutput(output)
-    .configureHelp({ commandUsage: (command) => (command as SluiceCommand).synopsis(), subcommandTerm: (command) => (command as SluiceCommand).usageTerm() })
+    .configureHelp({
+      helpWidth: Math.min(HELP_WIDTH, process.stdout.columns || HELP_WIDTH),
+      // A method, not an arrow: commander calls it on the help, which knows the width.
+      commandUsage(this: Help, command) {
+        return wrapUsage((command as SluiceCommand).synopsis(), this);
+      },
+      subcommandTerm: (command) => (command as SluiceCommand).usageTerm(),
+      formatItem: (term, _termWidth, description, helper) => formatHelpItem(term, description, helper),
+    })
     .helpCommand('help [command...]', 'show the help of a command')
     .addHelpText('after', '\nConfiguration comes from SLUICE_* environment variables (see README.md).');
   program.hook('preAction', (_program, command) => (command as SluiceCommand).checkRequired());
@@ -46,7 +55,8 @@ export function sluiceProgram({ load = loadRuntime, output = {} }: ProgramOption
     ['deliver', 'cluster: a relay delivery worker, delivery stream → email, WhatsApp, webhooks (needs NATS_URL and SLUICE_RELAY_MASTER_KEY); serves health and /metrics'],
   ];
   for (const [role, description] of roles) {
-    program.command(role).description(description).action(async () => (await load()).serve(role));
+    const command = program.command(role).description(description).action(async () => (await load()).serve(role));
+    command.addHelpText('after', () => roleSettingsHelp(role, command.createHelp()));
   }
   program.command('migrate')
     .description('create or upgrade the storage schema (also done at start); opens the storage only: in a cluster it needs CLICKHOUSE_URL, not NATS')
@@ -191,6 +201,27 @@ async function relayInput(command: SluiceCommand): Promise<OperatorInput> {
  * mistake (and for no command at all: the help goes to stderr). `sluice help a b` is `sluice a b --help`.
  * A server role resolves once it serves, and runs until a signal stops it.
  */
+/** The settings each role's --help lists: its ports first, then what it cannot run without. */
+const ROLE_SETTINGS: Record<Role, string[]> = {
+  serve: ['SLUICE_OTLP_HTTP_PORT', 'SLUICE_OTLP_GRPC_PORT', 'SLUICE_RELAY_PORT', 'SLUICE_CONSOLE_PORT', 'SLUICE_QUERY_PORT', 'SLUICE_DATA_DIR', 'SLUICE_RELAY_MASTER_KEY', 'SLUICE_PUBLIC_URL', 'SLUICE_LOG_LEVEL'],
+  gateway: ['SLUICE_OTLP_HTTP_PORT', 'SLUICE_OTLP_GRPC_PORT', 'SLUICE_RELAY_PORT', 'SLUICE_CONSOLE_PORT', 'NATS_URL', 'REDIS_URL', 'SLUICE_RELAY_MASTER_KEY', 'SLUICE_PUBLIC_URL', 'SLUICE_LOG_LEVEL'],
+  consume: ['SLUICE_OTLP_HTTP_PORT', 'NATS_URL', 'CLICKHOUSE_URL', 'SLUICE_LOG_LEVEL'],
+  deliver: ['SLUICE_OTLP_HTTP_PORT', 'NATS_URL', 'SLUICE_RELAY_MASTER_KEY', 'SLUICE_LOG_LEVEL'],
+};
+
+/** A role's settings from the one config table: name and default, and the first sentence of its description. */
+function roleSettingsHelp(role: Role, helper: Help): string {
+  const items = ROLE_SETTINGS[role].map((env) => {
+    const option = OPTIONS.find((candidate) => candidate.env === env)!;
+    const term = option.default === '' || option.default === 0 && env === 'SLUICE_QUERY_PORT' ? env : `${env}=${String(option.default)}`;
+    return formatHelpItem(term, firstSentence(option.doc), helper);
+  });
+  return `\nSettings (environment variables; all of them: README, Configuration):\n${items.join('\n')}\n`;
+}
+
+/** A description's first sentence, its README links as plain words. */
+const firstSentence = (text: string) => (/^.*?\.(?=\s|$)/.exec(text)?.[0] ?? text).replace(/\[([^\]]+)\]\([^)]*\)/g, 'README, $1');
+
 export async function main(argv: string[], program = sluiceProgram()): Promise<number> {
   const args = argv[0] === 'help' ? [...argv.slice(1), '--help'] : argv;
   try {

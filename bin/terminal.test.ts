@@ -1,6 +1,6 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { humanLogLine, humanLogStream, servingSummary } from './terminal.ts';
+import { firstRunNotice, humanLogLine, humanLogStream, servingSummary } from './terminal.ts';
 
 const SERVE = { role: 'serve', host: '127.0.0.1', httpPort: 4318, grpcPort: 4317, relayPort: 8080, queryPort: 0, consoleUrl: 'http://localhost:4320', dataDir: './data', cluster: false };
 
@@ -16,6 +16,18 @@ describe('servingSummary', () => {
     expect(servingSummary({ ...SERVE, queryPort: 8123 })).toMatch(/ClickHouse\s+http:\/\/127\.0\.0\.1:8123\s+read-only SQL for Grafana/);
     expect(text).toMatch(/Console\s+http:\/\/localhost:4320\s+web UI/);
     expect(text).not.toContain('one-time link');
+  });
+
+  it('suggests a first source on a new data dir, and reading what is there on one with sources', () => {
+    expect(servingSummary(SERVE)).toContain('npx sluice sources create --name my-app');
+    const again = servingSummary({ ...SERVE, hasSources: true });
+    expect(again).not.toContain('sources create');
+    expect(again).not.toContain('sluice demo');
+    expect(again).toContain('npx sluice sources list');
+  });
+
+  it('gives the first-run link a plain line of its own where there is no terminal', () => {
+    expect(firstRunNotice('http://localhost:4320/first-run#token=frt_abc')).toMatch(/^Sign in to the console the first time[^\n]*: http:\/\/localhost:4320\/first-run#token=frt_abc\n$/);
   });
 
   it('prints the first owner\'s one-time console link while there is none', () => {

@@ -20,12 +20,33 @@ export interface Serving {
   firstRunLink?: string | undefined;
   dataDir: string;
   cluster: boolean;
+  /** The data dir has sources already: next steps read what is there rather than make a first source. */
+  hasSources?: boolean;
 }
 
 /** The listening address as a URL's host: a wildcard address is not one to type into a browser or an exporter. */
 export function reachableHost(host: string): string {
   if (host === '0.0.0.0' || host === '::') return '127.0.0.1';
   return host.includes(':') ? `[${host}]` : host;
+}
+
+const QUERY_SERVICES = '  npx sluice query "SELECT ServiceName, count() FROM otel.otel_traces GROUP BY ServiceName"';
+/** On a new data dir: a first source, sample data, a first query. */
+const NEXT_FIRST = [
+  '  npx sluice sources create --name my-app   # a source and its API key',
+  '  npx sluice demo                           # sample traces, logs and metrics',
+  QUERY_SERVICES,
+];
+/** On a data dir with sources: what is there. */
+const NEXT_WITH_SOURCES = [
+  '  npx sluice sources list                   # the sources and their keys',
+  '  npx sluice agents list                    # agents and their last heartbeat',
+  QUERY_SERVICES,
+];
+
+/** Where there is no terminal: the first-run link as a line of its own on stderr, not only inside a JSON log line. */
+export function firstRunNotice(link: string): string {
+  return `Sign in to the console the first time with this one-time link (24 hours; it makes you its owner): ${link}\n`;
 }
 
 /** The block printed once a role is serving. */
@@ -47,15 +68,7 @@ export function servingSummary(s: Serving): string {
   }
   const width = (i: 0 | 1) => Math.max(...rows.map((row) => row[i].length));
   const table = rows.map(([what, url, note]) => `  ${what.padEnd(width(0))}  ${url.padEnd(width(1))}  ${note}`.trimEnd());
-  const next = s.httpPort && !s.cluster
-    ? [
-        '',
-        'Next, in another terminal:',
-        '  npx sluice sources create --name my-app   # a source and its API key',
-        '  npx sluice demo                           # sample traces, logs and metrics',
-        '  npx sluice query "SELECT ServiceName, count() FROM otel.otel_traces GROUP BY ServiceName"',
-      ]
-    : [];
+  const next = s.httpPort && !s.cluster ? ['', 'Next, in another terminal:', ...(s.hasSources ? NEXT_WITH_SOURCES : NEXT_FIRST)] : [];
   const firstRun = s.firstRunLink ? ['', 'Sign in to the console the first time with this one-time link (24 hours; it makes you its owner):', `  ${s.firstRunLink}`] : [];
   return [`Sluice ${s.role} is serving (${where})`, '', ...table, ...firstRun, ...next, '', 'Ctrl-C stops it. Logs follow.', ''].join('\n');
 }

@@ -107,6 +107,8 @@ describe('the README examples', { timeout: 300_000 }, () => {
       .filter((expected) => !outputMatches(localPorts(expected, ports), printed.get(line) ?? ''))
       .map((expected) => `README.md:${line}: ${expected}\n  printed: ${(printed.get(line) ?? '').slice(0, 600)}`));
     expect(unmet).toEqual([]);
+    // Without a terminal, the console's first-run link is a plain line of its own, not only in a JSON log line.
+    expect(serverLog.join('')).toMatch(/^Sign in to the console the first time[^\n]*: http:\/\/\S+\/first-run#token=frt_\S+$/m);
     // The examples write no file (secrets above all) into the directory they run in.
     expect((await readdir(dir)).filter((name) => name !== 'node_modules' && name !== SERVER_DATA_DIR)).toEqual([]);
     // What the quick start says its query prints: one row per service of the demo.
