@@ -2,32 +2,12 @@
  * Scenario relay-webhooks: submissions to delivered webhooks, end to end, on the embedded
  * default; the webhooks go to a receiver in the runner process (bench/webhook-receiver.ts).
  */
-import { load, type Options, type Row } from './measure.ts';
+import { load, type Options, type Row, type WebhookFigures } from './measure.ts';
 import { quantile } from './open-loop.ts';
 import type { Scenario } from './scenarios.ts';
 import { cpuSeconds, machineBusySeconds, startTarget, type EmbeddedTarget, type RunningTarget } from './target.ts';
 import { startBenchWebhookReceiver } from './webhook-receiver.ts';
 
-export interface WebhookFigures {
-  /** Submissions answered 201 per second of load. */
-  acceptedPerSec: number;
-  /** Webhooks of the measured run received per second, from the load's start to the last one. */
-  deliveredPerSec: number;
-  /** Seconds from the end of the load to the last webhook. */
-  tailSeconds: number;
-  /** Submission (its receivedAt) to webhook received, over the measured run's submissions. */
-  p50Ms: number;
-  p99Ms: number;
-  /** Accepted submissions (warm-up included) whose webhook did not arrive by the deadline, and a few of their ids. */
-  missing: number;
-  missingIds: string[];
-  /** Webhooks for submissions never answered (requests cut off when a load ended). */
-  unacknowledged: number;
-  /** Calls repeating a webhook-id already received. */
-  repeats: number;
-  signaturesChecked: number;
-  badSignatures: number;
-}
 
 /** The latest state of every delivery job, as the server's history has it (queued = no attempt yet). */
 async function jobStates(target: RunningTarget): Promise<unknown> {

@@ -9,7 +9,27 @@ import autocannon, { type Result } from 'autocannon';
 import { openLoop, openLoopPool, type OpenLoopResult } from './open-loop.ts';
 import type { Scenario } from './scenarios.ts';
 import { cpuWindow, startTarget, type BenchProcess, type CpuFigures, type EmbeddedTarget, type RunningTarget, type TargetName } from './target.ts';
-import type { WebhookFigures } from './measure-webhooks.ts';
+
+export interface WebhookFigures {
+  /** Submissions answered 201 per second of load. */
+  acceptedPerSec: number;
+  /** Webhooks of the measured run received per second, from the load's start to the last one. */
+  deliveredPerSec: number;
+  /** Seconds from the end of the load to the last webhook. */
+  tailSeconds: number;
+  /** Submission (its receivedAt) to webhook received, over the measured run's submissions. */
+  p50Ms: number;
+  p99Ms: number;
+  /** Accepted submissions (warm-up included) whose webhook did not arrive by the deadline, and a few of their ids. */
+  missing: number;
+  missingIds: string[];
+  /** Webhooks for submissions never answered (requests cut off when a load ended). */
+  unacknowledged: number;
+  /** Calls repeating a webhook-id already received. */
+  repeats: number;
+  signaturesChecked: number;
+  badSignatures: number;
+}
 
 export interface Options {
   scenario: string;

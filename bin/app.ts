@@ -15,7 +15,7 @@ import type { SluiceMetrics } from '../core/metrics.ts';
 import type { Readiness } from '../core/readiness.ts';
 import { IngestService } from '../pipeline/ingest.ts';
 import { PipelinePool } from '../pipeline/pool.ts';
-import { storageSink } from '../storage/sink.ts';
+import { storageSink } from '../bus/storage-sink.ts';
 import type { Storage } from '../storage/storage.ts';
 import type { StateStore } from '../state/store.ts';
 import { clientIpResolver } from '../gateway/client-ip.ts';

@@ -14,7 +14,7 @@ import { createLogger, type Logger } from '../core/log.ts';
 import { testConfig } from '../test/harness.ts';
 import { startNatsServer } from '../test/sluice-processes.ts';
 import { descriptorUse } from '../core/descriptors.ts';
-import { TestRedisServer } from '../gateway/redis-test-server.ts';
+import { TestRedisServer } from '../test/redis-test-server.ts';
 import { connectNats, createLimiter, defaultMaxConnections, grpcLimits } from './components.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';

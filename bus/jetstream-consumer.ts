@@ -31,7 +31,7 @@
  * payload copied once from the socket, into memory handed back once its batch is stored), and a
  * message's payload goes to the sink as it came, a batch's messages as the chunks of one
  * insert; nothing is decoded per row. The sink must be done with a batch's chunks when it
- * resolves (storage/sink.ts: the insert's body written and answered).
+ * resolves (bus/storage-sink.ts: the insert's body written and answered).
  * Each table's loop runs under a Supervisor: a loop that fails (NATS away at start, a bug) is
  * restarted with backoff, counted, and shown in readiness.
  */

@@ -15,7 +15,7 @@ import { SluiceError } from '../core/errors.ts';
 import { SluiceMetrics } from '../core/metrics.ts';
 import { transcodeOtlp } from '../pipeline/otlp/index.ts';
 import { ChdbStorage } from '../storage/chdb.ts';
-import { storageSink } from '../storage/sink.ts';
+import { storageSink } from './storage-sink.ts';
 import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
 import type { ChunkSink, TableChunk } from './bus.ts';
 import { JetStreamBus } from './jetstream.ts';

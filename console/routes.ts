@@ -5,7 +5,7 @@
 import { ApiError } from '../gateway/http/json-api.ts';
 import type { ApiKeyRecord, Source } from '../gateway/sources.ts';
 import type { InstallTokenView, IssuedKeyView, SourceView } from './api.ts';
-import type { Call, ConsoleHttpDeps, Route } from './http.ts';
+import type { Call, ConsoleHttpDeps, Route } from './route.ts';
 import { validBody } from './schemas.ts';
 
 const ms = (iso: string) => Date.parse(iso);

@@ -6,7 +6,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../test/harness.ts';
 import { RedisTokenBucketLimiter } from './redis-limiter.ts';
-import { TestRedisServer } from './redis-test-server.ts';
+import { TestRedisServer } from '../test/redis-test-server.ts';
 
 const redis = new TestRedisServer();
 const log = pino({ level: 'silent' });

@@ -9,7 +9,7 @@ import { eventually } from '../test/harness.ts';
 import type { Lockout } from './lockout.ts';
 import { describeLockout } from './lockout.suite.ts';
 import { RedisBackoffLockout, type RedisLockoutOptions } from './redis-lockout.ts';
-import { TestRedisServer } from './redis-test-server.ts';
+import { TestRedisServer } from '../test/redis-test-server.ts';
 
 const server = new TestRedisServer();
 const silent = pino({ level: 'silent' });

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../test/harness.ts';
 import type { Limiter } from './limiter.ts';
 import { RedisSlidingWindowLimiter, type RedisWindowLimiterOptions } from './redis-window-limiter.ts';
-import { TestRedisServer } from './redis-test-server.ts';
+import { TestRedisServer } from '../test/redis-test-server.ts';
 import { describeSlidingWindowLimiter } from './window-limiter.suite.ts';
 
 const server = new TestRedisServer();

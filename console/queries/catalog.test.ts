@@ -3,7 +3,7 @@ import { STALE_AFTER_MS } from './config.ts';
 import { ConsoleQueries } from './queries.ts';
 import {
   hexId, ingestAgent, ingestOtlp, logsRequest, metricsRequest, ms, openQueries, pointTimes, tracesRequest, type QueriesFixture,
-} from './testing.ts';
+} from '../../test/console-queries-fixture.ts';
 
 let fixture: QueriesFixture;
 let queries: ConsoleQueries;

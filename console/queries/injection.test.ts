@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConsoleQueries } from './queries.ts';
 import {
   attrs, hexId, ingestAgent, ingestOtlp, logsRequest, metricsRequest, ms, openQueries, pointTimes, tracesRequest, type QueriesFixture,
-} from './testing.ts';
+} from '../../test/console-queries-fixture.ts';
 
 const NASTY = [
   "it's", 'back\\slash', "') OR 1=1 --", '{x:String}', '{p0:String}', '"; DROP TABLE otel.otel_logs; --',

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueryLimitError } from './errors.ts';
 import { ConsoleQueries } from './queries.ts';
-import { openQueries, type QueriesFixture } from './testing.ts';
+import { openQueries, type QueriesFixture } from '../../test/console-queries-fixture.ts';
 
 let fixture: QueriesFixture;
 const now = Math.floor(Date.now() / 1000) * 1000;

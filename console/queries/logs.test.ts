@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LogEntry, LogQuery } from '../api.ts';
 import { QueryValidationError } from './errors.ts';
 import { ConsoleQueries } from './queries.ts';
-import { hexId, ingestAgent, ingestOtlp, logsRequest, ms, openQueries, type QueriesFixture } from './testing.ts';
+import { hexId, ingestAgent, ingestOtlp, logsRequest, ms, openQueries, type QueriesFixture } from '../../test/console-queries-fixture.ts';
 
 let fixture: QueriesFixture;
 let queries: ConsoleQueries;

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MetricQuery, MetricResult } from '../api.ts';
 import { ConsoleQueries } from './queries.ts';
-import { attrs, ingestAgent, ingestOtlp, metricsRequest, openQueries, pointTimes, type QueriesFixture } from './testing.ts';
+import { attrs, ingestAgent, ingestOtlp, metricsRequest, openQueries, pointTimes, type QueriesFixture } from '../../test/console-queries-fixture.ts';
 
 let fixture: QueriesFixture;
 let queries: ConsoleQueries;

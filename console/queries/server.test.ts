@@ -13,7 +13,7 @@ import { ClickhouseServerStorage } from '../../storage/clickhouse.ts';
 import { startClickhouseFacade, type ClickhouseFacade } from '../../test/clickhouse-facade.ts';
 import { QueryLimitError } from './errors.ts';
 import { ConsoleQueries } from './queries.ts';
-import { hexId, ingestAgent, ingestOtlp, logsRequest, metricsRequest, ms, pointTimes, tracesRequest } from './testing.ts';
+import { hexId, ingestAgent, ingestOtlp, logsRequest, metricsRequest, ms, pointTimes, tracesRequest } from '../../test/console-queries-fixture.ts';
 
 const NASTY = ["it's", 'back\\slash', "') OR 1=1 --", '{x:String}', 'tab\there', 'line\nbreak', '\\N', "\\'", 'ünïcödé'];
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TraceQuery } from '../api.ts';
 import { MAX_TRACE_SPANS } from './config.ts';
 import { ConsoleQueries } from './queries.ts';
-import { hexId, ingestOtlp, ms, openQueries, tracesRequest, type QueriesFixture, type SpanSpec } from './testing.ts';
+import { hexId, ingestOtlp, ms, openQueries, tracesRequest, type QueriesFixture, type SpanSpec } from '../../test/console-queries-fixture.ts';
 
 let fixture: QueriesFixture;
 let queries: ConsoleQueries;

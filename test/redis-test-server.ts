@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createClient } from 'redis';
-import { freePort } from '../test/free-port.ts';
+import { freePort } from './free-port.ts';
 
 /** A client set up as the gateway sets up its limiter client. */
 function limiterClient(url: string) {

@@ -3,9 +3,9 @@
  * rows in one statement. Throws if any insert fails, so the bus refuses (memory) or does not
  * ack (JetStream) the whole batch.
  */
-import type { ChunkSink, TableChunk } from '../bus/bus.ts';
+import type { ChunkSink, TableChunk } from './bus.ts';
 import type { SluiceMetrics } from '../core/metrics.ts';
-import type { InsertBatch, Storage } from './storage.ts';
+import type { InsertBatch, Storage } from '../storage/storage.ts';
 
 export function groupByTable(chunks: readonly TableChunk[]): Array<InsertBatch & { rows: number }> {
   // Few groups (one per table), many chunks: a scan without building keys per chunk.

@@ -5,14 +5,14 @@
  * pipeline's transcoders, the RowBinary inserted with ChdbStorage.
  */
 import { randomBytes } from 'node:crypto';
-import { transcodeAgent } from '../../pipeline/agent/rows.ts';
-import type { AgentKind, AgentPayloads } from '../../pipeline/agent/schemas.ts';
-import { transcodeOtlp, type Signal } from '../../pipeline/otlp/index.ts';
-import { attrs, encodeRequest } from '../../pipeline/otlp/testing.ts';
-import type { Storage } from '../../storage/storage.ts';
-import { openTestEngine, type TestEngine } from '../../test/chdb-engine.ts';
-import type { ConsoleQueryLimits } from './config.ts';
-import { ConsoleQueries } from './queries.ts';
+import { transcodeAgent } from '../pipeline/agent/rows.ts';
+import type { AgentKind, AgentPayloads } from '../pipeline/agent/schemas.ts';
+import { transcodeOtlp, type Signal } from '../pipeline/otlp/index.ts';
+import { attrs, encodeRequest } from '../pipeline/otlp/testing.ts';
+import type { Storage } from '../storage/storage.ts';
+import { openTestEngine, type TestEngine } from './chdb-engine.ts';
+import type { ConsoleQueryLimits } from '../console/queries/config.ts';
+import { ConsoleQueries } from '../console/queries/queries.ts';
 
 export { attrs };
 
