@@ -1,0 +1,12 @@
+/** Migration 6: ingest counts per source. */
+import { ingestCountsTable, tableEngine, tableSql } from './ddl.ts';
+import type { Migration } from './migration.ts';
+
+export const migration6: Migration = {
+  version: 6,
+  name: 'ingest counts per source',
+  statements(db, options) {
+    const ttl = { column: 'Timestamp', days: options.ttlDays?.ingest_counts };
+    return [ingestCountsTable(tableSql(db, 'ingest_counts', options, ttl, tableEngine(options, 'SummingMergeTree', '(Requests, Items)')))];
+  },
+};
