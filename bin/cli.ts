@@ -77,7 +77,7 @@ export function sluiceProgram({ load = loadRuntime, output = {} }: ProgramOption
     .value('--key <KEY_ID>', "the key's id, or the key itself", { required: true })
     .action(({ key }) => admin((a) => a.revokeKey(key)));
 
-  program.command('demo').description('send sample telemetry of a small shop (traces, logs tied to them, metrics, a deploy marker) through the OTLP/HTTP endpoint of a running Sluice; prints what was sent')
+  program.command('demo').description('send sample telemetry of a small shop (traces, logs tied to them, metrics, two deploy markers) through the OTLP/HTTP endpoint of a running Sluice; prints what was sent')
     .value('--key <API_KEY>', "the source's API key to send with (default: create a source named demo and print its key)")
     .value('--url <URL>', "the ingest port's base URL (default: http://127.0.0.1:$SLUICE_OTLP_HTTP_PORT)")
     .value('--minutes <N>', 'how far back the sample reaches (default 15)')

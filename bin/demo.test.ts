@@ -36,7 +36,7 @@ describe('sluice demo', () => {
   });
   afterAll(() => sluice?.stop());
 
-  it('lands traces, logs, metrics and a deploy marker through the OTLP/HTTP and agent endpoints', async () => {
+  it('lands traces, logs, metrics and deploy markers through the OTLP/HTTP and agent endpoints', async () => {
     const sent = await sendDemo({ url: sluice.baseUrl, apiKey: sluice.apiKey, minutes: 15, requests: 300 });
     const count = async (table: string) => Number((await sluice.rows<{ n: string }>(`SELECT count() AS n FROM otel.${table} WHERE SourceId = '${sluice.sourceId}'`))[0]!.n);
     await eventually(async () => (await count('otel_traces')) === sent.spans && (await count('otel_logs')) === sent.logs, 30_000, 200);
@@ -44,7 +44,8 @@ describe('sluice demo', () => {
     expect(await count('otel_metrics_histogram')).toBe(4 * 15);
     expect(await count('otel_metrics_sum')).toBe(15);
     expect(sent.metricPoints).toBe(5 * 15);
-    expect(await count('deploy_markers')).toBe(1);
+    expect(await count('deploy_markers')).toBe(2);
+    expect(sent.deploys).toBe(2);
     const services = await sluice.rows<{ ServiceName: string; errors: string }>(
       "SELECT ServiceName, countIf(StatusCode = 'Error') AS errors FROM otel.otel_traces GROUP BY ServiceName ORDER BY ServiceName",
     );

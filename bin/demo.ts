@@ -2,10 +2,10 @@
  * `sluice demo`: realistic sample telemetry sent through the real OTLP/HTTP path, so a new user
  * sees data before instrumenting anything. A small shop — frontend → checkout → payment,
  * inventory — over the last `minutes`: traces with errors and slow calls, logs tied to their
- * spans, request-duration histograms and order counters, and the deploy marker of the release
- * that made payment slow. OTLP/JSON, as any SDK may send it; nothing bypasses the front door.
+ * spans, request-duration histograms and order counters, and two deploy markers: the release
+ * that made payment slow, and a harmless one of inventory. OTLP/JSON, as any SDK may send it;
+ * nothing bypasses the front door.
  */
-import { randomBytes } from 'node:crypto';
 
 export interface DemoOptions {
   /** The ingest port's base URL, e.g. http://127.0.0.1:4318. */
@@ -33,6 +33,8 @@ type Service = (typeof SERVICES)[number];
 const VERSIONS: Record<Service, string> = { frontend: '3.1.4', checkout: '2.4.0', payment: '1.9.2', inventory: '5.0.1' };
 /** payment 1.9.2 went out halfway through the sample: its calls got slower and failed more. */
 const SLOW_RELEASE_AT = 0.5;
+/** inventory 5.0.1 went out earlier and changed nothing its users could see. */
+const HARMLESS_RELEASE_AT = 0.3;
 
 type Attr = { key: string; value: Record<string, unknown> };
 const attr = (key: string, value: string | number | boolean): Attr => ({
@@ -132,7 +134,8 @@ export function demoTelemetry({ minutes, requests, now = Date.now(), random = Ma
       logs.push({ service: 'checkout', at: checkout.end, severity: 'INFO', body: `order placed: ${items} items, ${amount.toFixed(2)} EUR`, traceId, spanId: checkout.spanId, attributes: [attr('app.cart.items', items), attr('app.payment.amount', amount)] });
     }
   }
-  return { spans, logs, durations, orders, from, now, releaseAt: from + SLOW_RELEASE_AT * minutes * 60_000 };
+  const at = (share: number) => from + share * minutes * 60_000;
+  return { spans, logs, durations, orders, from, now, releaseAt: at(SLOW_RELEASE_AT), harmlessReleaseAt: at(HARMLESS_RELEASE_AT) };
 }
 
 function tracesBody(spans: Span[]) {
@@ -209,9 +212,34 @@ function metricsBody(durations: Map<Service, Observation[]>, orders: number[], f
   };
 }
 
+/** What the demo sends, request by request: the OTLP/JSON bodies and the deploy markers. */
+export interface DemoRequests {
+  traces: object[];
+  logs: object[];
+  metrics: ReturnType<typeof metricsBody>;
+  deploys: Array<{ service: Service; version: string; environment: string; commit: string; deployedBy: string; description: string; timestamp: string }>;
+}
+
+export function demoRequests(options: Omit<DemoOptions, 'url' | 'apiKey'>): DemoRequests {
+  const sample = demoTelemetry(options);
+  const random = options.random ?? Math.random;
+  const commit = () => Math.floor(random() * 2 ** 32).toString(16).padStart(8, '0');
+  const batches = <T>(items: T[]) => Array.from({ length: Math.ceil(items.length / 500) }, (_, i) => items.slice(i * 500, i * 500 + 500));
+  return {
+    // A few hundred spans per request, as an SDK's batch processor sends them.
+    traces: batches(sample.spans).map(tracesBody),
+    logs: batches(sample.logs).map(logsBody),
+    metrics: metricsBody(sample.durations, sample.orders, sample.from, sample.now),
+    deploys: [
+      { service: 'inventory', version: VERSIONS.inventory, environment: 'demo', commit: commit(), deployedBy: 'sluice demo', description: 'inventory 5.0.1: dependency updates', timestamp: new Date(sample.harmlessReleaseAt).toISOString() },
+      { service: 'payment', version: VERSIONS.payment, environment: 'demo', commit: commit(), deployedBy: 'sluice demo', description: 'payment 1.9.2: new card processor client', timestamp: new Date(sample.releaseAt).toISOString() },
+    ],
+  };
+}
+
 /** Sends the sample; throws with the gateway's answer when a request is refused. */
 export async function sendDemo(options: DemoOptions): Promise<DemoSent> {
-  const sample = demoTelemetry(options);
+  const requests = demoRequests(options);
   const post = async (path: string, body: unknown) => {
     const response = await fetch(new URL(path, options.url), {
       method: 'POST',
@@ -221,19 +249,15 @@ export async function sendDemo(options: DemoOptions): Promise<DemoSent> {
     });
     if (!response.ok) throw new Error(`POST ${path}: ${response.status} ${(await response.text()).slice(0, 300)}`);
   };
-  // A few hundred spans per request, as an SDK's batch processor sends them.
-  for (let i = 0; i < sample.spans.length; i += 500) await post('/v1/traces', tracesBody(sample.spans.slice(i, i + 500)));
-  for (let i = 0; i < sample.logs.length; i += 500) await post('/v1/logs', logsBody(sample.logs.slice(i, i + 500)));
-  const metrics = metricsBody(sample.durations, sample.orders, sample.from, sample.now);
-  await post('/v1/metrics', metrics);
-  await post('/api/v1/webhooks/deploy', {
-    service: 'payment', version: VERSIONS.payment, environment: 'demo', commit: randomBytes(4).toString('hex'), deployedBy: 'sluice demo',
-    description: 'payment 1.9.2: new card processor client', timestamp: new Date(sample.releaseAt).toISOString(),
-  });
+  for (const body of requests.traces) await post('/v1/traces', body);
+  for (const body of requests.logs) await post('/v1/logs', body);
+  await post('/v1/metrics', requests.metrics);
+  for (const deploy of requests.deploys) await post('/api/v1/webhooks/deploy', deploy);
+  const count = <T>(bodies: T[], items: (body: T) => number) => bodies.reduce((n, body) => n + items(body), 0);
   return {
-    spans: sample.spans.length,
-    logs: sample.logs.length,
-    metricPoints: metrics.resourceMetrics.reduce((n, r) => n + r.scopeMetrics[0]!.metrics.reduce((m, metric) => m + (metric.histogram ?? metric.sum)!.dataPoints.length, 0), 0),
-    deploys: 1,
+    spans: count(requests.traces as Array<ReturnType<typeof tracesBody>>, (b) => count(b.resourceSpans, (r) => r.scopeSpans[0]!.spans.length)),
+    logs: count(requests.logs as Array<ReturnType<typeof logsBody>>, (b) => count(b.resourceLogs, (r) => r.scopeLogs[0]!.logRecords.length)),
+    metricPoints: requests.metrics.resourceMetrics.reduce((n, r) => n + r.scopeMetrics[0]!.metrics.reduce((m, metric) => m + (metric.histogram ?? metric.sum)!.dataPoints.length, 0), 0),
+    deploys: requests.deploys.length,
   };
 }

@@ -7,6 +7,10 @@
  * to the millisecond, except `startNs`/`durationNs` of spans, which stay exact as strings.
  */
 
+import type { SignalChange, Verdict } from './deploy-verdict.ts';
+
+export type { SignalChange, Verdict } from './deploy-verdict.ts';
+
 // ---- session -------------------------------------------------------------------------------
 
 export interface Me {
@@ -123,6 +127,21 @@ export interface MetricResult {
 export interface DeployMarker {
   time: number; sourceId: string; service: string; version: string; environment: string;
   commit: string; deployedBy: string; description: string; url: string;
+}
+
+/** One side of a deploy: its window (ms), the service's requests in it, errors and durations (ms). */
+export interface VerdictWindow {
+  from: number; to: number; requests: number; errors: number; errorRate: number; p50: number; p95: number; p99: number;
+}
+/** A deploy marker judged (console/deploy-verdict.ts): the windows before and after it, what changed, the verdict. */
+export interface DeployVerdictView {
+  marker: DeployMarker;
+  verdict: Verdict;
+  reason: string;
+  errors?: SignalChange;
+  latency?: SignalChange;
+  before: VerdictWindow;
+  after: VerdictWindow;
 }
 
 export interface OverviewSeries {

@@ -5,7 +5,7 @@
  * reads check them first (a 400 naming the field otherwise).
  */
 import type {
-  AgentView, DeployMarker, LogPage, LogQuery, MetricInfo, MetricQuery, MetricResult, Overview, TimeRange, TraceQuery, TraceSummary, TraceView,
+  AgentView, DeployMarker, DeployVerdictView, LogPage, LogQuery, MetricInfo, MetricQuery, MetricResult, Overview, TimeRange, TraceQuery, TraceSummary, TraceView,
 } from './api.ts';
 
 export type Scope = readonly string[];
@@ -19,5 +19,7 @@ export interface ConsoleReads {
   metricNames(sources: Scope, range: TimeRange): Promise<MetricInfo[]>;
   metric(sources: Scope, query: MetricQuery): Promise<MetricResult>;
   deploys(sources: Scope, query: TimeRange & { services?: string[] }): Promise<DeployMarker[]>;
+  /** The newest deploy markers in the range, each judged against the service's requests before and after it. */
+  deployVerdicts(sources: Scope, query: TimeRange & { services?: string[] }): Promise<DeployVerdictView[]>;
   agents(sources: Scope): Promise<AgentView[]>;
 }

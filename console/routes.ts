@@ -93,6 +93,7 @@ export function queryRoutes(deps: ConsoleHttpDeps): Route[] {
     query('metric-names', async (sources, body) => ({ metrics: await reads.metricNames(sources, body) })),
     query('metrics', (sources, body) => reads.metric(sources, body)),
     query('deploys', async (sources, body) => ({ deploys: await reads.deploys(sources, body) })),
+    query('deploy-verdicts', async (sources, body) => ({ verdicts: await reads.deployVerdicts(sources, body) })),
     { method: 'GET', pattern: '/api/traces/:traceId', access: 'read', run: async (call) => {
       const sources = await call.sourceIds();
       const traceId = call.params.traceId!.toLowerCase();

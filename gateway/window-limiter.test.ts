@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { TokenBucketLimiter, type LimitDecision } from './limiter.ts';
 import { SlidingWindowLimiter } from './window-limiter.ts';
 import { burstsHalfAWindowApart, describeSlidingWindowLimiter, manualClock, overfullWindows } from './window-limiter.suite.ts';
+import { seededRandom } from '../test/seeded-random.ts';
 
 const shared = manualClock();
 describeSlidingWindowLimiter('in-process', {
@@ -21,16 +22,6 @@ function definition(limit: number, windowMs: number): (key: string, now: number)
       return { allowed: true, retryAfterSeconds: 0 };
     }
     return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil((inWindow[0]! + windowMs - now) / 1000)) };
-  };
-}
-
-/** Seeded, so a failure is reproducible (mulberry32). */
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
 
@@ -73,7 +64,7 @@ describe('SlidingWindowLimiter', () => {
   });
 
   it('decides exactly as the definition does, over random traffic', async () => {
-    const next = random(20240611);
+    const next = seededRandom(20240611);
     for (const limit of [1, 2, 3, 5, 8, 40]) {
       const clock = manualClock();
       const windowMs = 10_000;

@@ -20,6 +20,7 @@ import { accessibilityProblems, launchChromium, SCREENSHOTS, watchPage } from '.
 import { ConsoleClient } from './console-client.ts';
 import { eventually, startTestSluice, type TestSluice } from './harness.ts';
 import { exportOnce, exporterFor, ManualReader, type Target } from './otel-clients.ts';
+import { sendDemo } from '../bin/demo.ts';
 
 const run = promisify(execFile);
 const PASSWORD = 'correct horse battery staple';
@@ -182,6 +183,33 @@ describe('the console, as its first owner uses it', () => {
     await byTestId('nav-overview').click();
     await byTestId('overview-chart').first().waitFor({ timeout: 30_000 });
     await shot('overview');
+  });
+
+  it("judges the demo's deploys: payment 1.9.2 a regression, inventory 5.0.1 no change, on the Deploys page and on a chart's marker", async () => {
+    await sendDemo({ url: app.baseUrl, apiKey, minutes: 15, requests: 300 });
+    await byTestId('nav-deploys').click();
+    const rows = (service: string) => page.locator(`[data-testid="deploy-row"][data-service="${service}"]`);
+    await eventually(async () => (await rows('inventory').count()) > 0 || (await page.reload(), false), 30_000, 1000);
+    // Two payment markers: the demo's, and this test's own a minute ago (too few requests after it to judge).
+    const verdicts = async (service: string) => (await rows(service).getByTestId('verdict').allTextContents()).sort();
+    expect(await verdicts('payment')).toEqual(['Not enough data', 'Regression']);
+    expect(await rows('payment').filter({ has: page.getByText('Regression') }).getByTestId('verdict-reason').textContent()).toContain('latency');
+    expect(await verdicts('inventory')).toEqual(['No change']);
+    await shot('deploys');
+
+    await byTestId('nav-metrics').click();
+    await byTestId('metric-link').filter({ hasText: 'http.server.request.duration' }).first().click({ timeout: 15_000 });
+    const markers = page.locator('[data-testid="deploy-marker"][data-service="payment"]');
+    await markers.first().waitFor({ timeout: 15_000 });
+    let seen = '';
+    for (let i = 0; i < await markers.count(); i++) {
+      await markers.nth(i).hover();
+      const verdict = markers.nth(i).getByTestId('deploy-marker-verdict');
+      await expect.poll(() => verdict.textContent(), { timeout: 15_000 }).toMatch(/^Verdict: [A-Z]/);
+      seen += `${await verdict.textContent()}\n`;
+    }
+    expect(seen).toMatch(/Verdict: Regression — .*latency worse/);
+    await shot('metrics-verdict');
   });
 
   it('loads nothing from anywhere but the console itself, and logs no error', () => {

@@ -36,7 +36,15 @@ export async function openQueries(): Promise<QueriesFixture> {
 
 /** Transcodes an OTLP request (a protobufjs object) for `sourceId` and inserts its rows. */
 export async function ingestOtlp(storage: Storage, signal: Signal, request: object, sourceId: string): Promise<void> {
-  const result = transcodeOtlp(signal, 'protobuf', encodeRequest(signal, request), sourceId);
+  await insertTranscoded(storage, transcodeOtlp(signal, 'protobuf', encodeRequest(signal, request), sourceId));
+}
+
+/** The same for an OTLP/JSON body, as an SDK sends it over http/json (the demo's). */
+export async function ingestOtlpJson(storage: Storage, signal: Signal, body: object, sourceId: string): Promise<void> {
+  await insertTranscoded(storage, transcodeOtlp(signal, 'json', Buffer.from(JSON.stringify(body)), sourceId));
+}
+
+async function insertTranscoded(storage: Storage, result: ReturnType<typeof transcodeOtlp>): Promise<void> {
   if (result.rejected > 0) throw new Error(`the transcoder refused ${result.rejected} items of the fixture`);
   for (const table of result.tables) await storage.insert({ table: table.table, columns: table.columns, chunks: [table.data] });
 }

@@ -11,7 +11,7 @@
  */
 import type { StatementRunner } from '../../storage/chdb-reader.ts';
 import type {
-  AgentView, DeployMarker, LogPage, LogQuery, MetricInfo, MetricQuery, MetricResult, Overview, TimeRange, TraceQuery, TraceSummary, TraceView,
+  AgentView, DeployMarker, DeployVerdictView, LogPage, LogQuery, MetricInfo, MetricQuery, MetricResult, Overview, TimeRange, TraceQuery, TraceSummary, TraceView,
 } from '../api.ts';
 import { agents, deploys, services } from './catalog.ts';
 import { resolveLimits, type ConsoleQueryLimits } from './config.ts';
@@ -23,6 +23,7 @@ import {
 } from './schemas.ts';
 import { StatementExecutor } from './statement.ts';
 import { trace, traces } from './traces.ts';
+import { deployVerdicts } from './verdicts.ts';
 
 export class ConsoleQueries {
   private readonly db: StatementExecutor;
@@ -80,6 +81,12 @@ export class ConsoleQueries {
   async deploys(sources: readonly string[], query: TimeRange & { services?: string[] }): Promise<DeployMarker[]> {
     const valid = validateDeployQuery(query);
     return sources.length === 0 ? [] : deploys(this.db, sources, valid);
+  }
+
+  /** The newest deploy markers in the range (at most MAX_VERDICTS), each with its verdict (console/deploy-verdict.ts). */
+  async deployVerdicts(sources: readonly string[], query: TimeRange & { services?: string[] }, now = Date.now()): Promise<DeployVerdictView[]> {
+    const valid = validateDeployQuery(query);
+    return sources.length === 0 ? [] : deployVerdicts(this.db, sources, valid, now);
   }
 
   /** Each agent's latest heartbeat; stale when it is older than 5 minutes. */

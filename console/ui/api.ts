@@ -4,7 +4,7 @@
  * sign-in and first-run means the session is gone: the app is told, and shows the sign-in page.
  */
 import type {
-  AgentView, Dashboard, DeployMarker, FirstRunRequest, InstallTokenView, IssuedKeyView, LogPage, LogQuery, Me,
+  AgentView, Dashboard, DeployMarker, DeployVerdictView, FirstRunRequest, InstallTokenView, IssuedKeyView, LogPage, LogQuery, Me,
   MetricInfo, MetricQuery, MetricResult, Overview, SignInRequest, SourceKey, SourceView, TimeRange, TraceQuery,
   TraceSummary, TraceView,
 } from '../api.ts';
@@ -96,6 +96,7 @@ export const api = {
   metricNames: (range: TimeRange, signal?: AbortSignal) => call<{ metrics: MetricInfo[] }>('POST', '/api/query/metric-names', range, signal),
   metrics: (query: MetricQuery, signal?: AbortSignal) => call<MetricResult>('POST', '/api/query/metrics', query, signal),
   deploys: (range: TimeRange & { services?: string[] }, signal?: AbortSignal) => call<{ deploys: DeployMarker[] }>('POST', '/api/query/deploys', range, signal),
+  deployVerdicts: (range: TimeRange & { services?: string[] }, signal?: AbortSignal) => call<{ verdicts: DeployVerdictView[] }>('POST', '/api/query/deploy-verdicts', range, signal),
 
   dashboards: () => call<{ dashboards: Dashboard[] }>('GET', '/api/dashboards'),
   createDashboard: (body: Pick<Dashboard, 'name' | 'charts'>) => call<Dashboard>('POST', '/api/dashboards', body),

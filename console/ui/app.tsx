@@ -9,6 +9,7 @@ import type { Me } from '../api.ts';
 import { api, problem, rememberSession, whenSignedOut } from './api.ts';
 import { SessionContext } from './hooks.ts';
 import { DashboardPage, DashboardsPage } from './pages/dashboards.tsx';
+import { DeploysPage } from './pages/deploys.tsx';
 import { FirstRunPage, SignInPage } from './pages/sign-in.tsx';
 import { LogsPage } from './pages/logs.tsx';
 import { MetricsPage } from './pages/metrics.tsx';
@@ -28,6 +29,7 @@ const PAGES: Array<[pattern: string, page: Page]> = [
   ['/traces', TracesPage],
   ['/traces/:traceId', TracePage],
   ['/metrics', MetricsPage],
+  ['/deploys', DeploysPage],
   ['/dashboards', DashboardsPage],
   ['/dashboards/:id', DashboardPage],
 ];
@@ -38,6 +40,7 @@ const NAV: Array<[path: string, label: string, testid: string]> = [
   ['/logs', 'Logs', 'nav-logs'],
   ['/traces', 'Traces', 'nav-traces'],
   ['/metrics', 'Metrics', 'nav-metrics'],
+  ['/deploys', 'Deploys', 'nav-deploys'],
   ['/dashboards', 'Dashboards', 'nav-dashboards'],
 ];
 

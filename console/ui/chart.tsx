@@ -7,6 +7,7 @@ import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import type { DeployMarker, TimeRange } from '../api.ts';
 import { deployMarkersPlugin } from './deploy-markers.ts';
+import { api } from './api.ts';
 import { formatAxisTime, formatDateTime } from './time.ts';
 
 export interface ChartLine {
@@ -60,6 +61,12 @@ interface TimeChartProps {
   colours?: string[];
 }
 
+/** One deploy's verdict: the verdicts of the millisecond it happened at, its service only (one marker, one statement). */
+async function judgeDeploy(deploy: DeployMarker) {
+  const { verdicts } = await api.deployVerdicts({ from: deploy.time, to: deploy.time + 1, services: [deploy.service] });
+  return verdicts[0];
+}
+
 export function TimeChart({ lines, range, deploys = [], unit = '', height = 220, testid, colours }: TimeChartProps) {
   const holder = useRef<HTMLDivElement>(null);
 
@@ -93,7 +100,7 @@ export function TimeChart({ lines, range, deploys = [], unit = '', height = 220,
       ],
       legend: { live: true },
       cursor: { drag: { x: false, y: false } },
-      plugins: [deployMarkersPlugin(deploys)],
+      plugins: [deployMarkersPlugin(deploys, judgeDeploy)],
     };
     const chart = new uPlot(options, data, target);
     const resize = new ResizeObserver(() => {

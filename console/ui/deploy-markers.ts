@@ -1,18 +1,27 @@
 /**
  * A uPlot plugin that marks deploys on a time chart: a dashed vertical line drawn on the canvas in
  * the draw hook, and a label over the plot (an element, so it can be focused and hovered) whose
- * tip shows the version, commit and who deployed. Labels close together take the next row down.
+ * tip shows the version, commit and who deployed, and the deploy's verdict (did the service get
+ * worse?), asked for when the tip is first opened: a chart with many markers costs nothing until
+ * one is looked at. Labels close together take the next row down.
  */
 import type uPlot from 'uplot';
-import type { DeployMarker } from '../api.ts';
+import type { DeployMarker, DeployVerdictView } from '../api.ts';
 import { formatDateTime } from './time.ts';
+
+/** The verdict of one deploy, or undefined when it has none (the marker is gone). */
+export type JudgeDeploy = (deploy: DeployMarker) => Promise<DeployVerdictView | undefined>;
+
+const VERDICT_TEXT: Record<DeployVerdictView['verdict'], string> = {
+  regression: 'Regression', improvement: 'Improvement', 'no change': 'No change', 'not enough data': 'Not enough data',
+};
 
 const LINE_COLOUR = '#b45309';
 /** Room one label takes, in CSS pixels, before the next one in the same row. */
 const LABEL_ROOM = 96;
 const ROWS = 3;
 
-function labelOf(deploy: DeployMarker): HTMLElement {
+function labelOf(deploy: DeployMarker, judge: JudgeDeploy | undefined): HTMLElement {
   const marker = document.createElement('div');
   marker.className = 'deploy-marker';
   marker.tabIndex = 0;
@@ -48,10 +57,27 @@ function labelOf(deploy: DeployMarker): HTMLElement {
     tip.append(line);
   }
   marker.append(label, tip);
+  if (judge) {
+    const verdict = document.createElement('div');
+    verdict.dataset.testid = 'deploy-marker-verdict';
+    tip.append(verdict);
+    let asked = false;
+    const ask = () => {
+      if (asked) return;
+      asked = true;
+      verdict.textContent = 'Verdict: judging…';
+      judge(deploy).then(
+        (judged) => { verdict.textContent = judged ? `Verdict: ${VERDICT_TEXT[judged.verdict]} — ${judged.reason}` : ''; },
+        () => { verdict.textContent = 'Verdict: could not be read'; },
+      );
+    };
+    marker.addEventListener('mouseenter', ask);
+    marker.addEventListener('focus', ask);
+  }
   return marker;
 }
 
-export function deployMarkersPlugin(deploys: DeployMarker[]): uPlot.Plugin {
+export function deployMarkersPlugin(deploys: DeployMarker[], judge?: JudgeDeploy): uPlot.Plugin {
   const sorted = [...deploys].sort((a, b) => a.time - b.time);
   let labels: HTMLElement[] | undefined;
   return {
@@ -61,7 +87,7 @@ export function deployMarkersPlugin(deploys: DeployMarker[]): uPlot.Plugin {
         if (!labels) {
           const layer = document.createElement('div');
           layer.className = 'deploy-layer';
-          labels = sorted.map(labelOf);
+          labels = sorted.map((deploy) => labelOf(deploy, judge));
           layer.append(...labels);
           u.over.append(layer);
         }
