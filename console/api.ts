@@ -129,6 +129,20 @@ export interface DeployMarker {
   commit: string; deployedBy: string; description: string; url: string;
 }
 
+/** A service's requests (server and consumer spans) over a range: rate, errors, latency (ms). */
+export interface ServiceHealth {
+  service: string;
+  requests: number; errors: number; errorRate: number; perSecond: number; p50: number; p95: number; p99: number;
+  /** Per step: its start, requests per second, error rate, p95 (ms). */
+  series: Array<[time: number, perSecond: number, errorRate: number, p95: number]>;
+}
+export interface ServicesHealth { stepSeconds: number; services: ServiceHealth[] }
+/** One operation (span name) of a service's requests. */
+export interface OperationHealth {
+  name: string;
+  requests: number; errors: number; errorRate: number; perSecond: number; p50: number; p95: number; p99: number;
+}
+
 /** One side of a deploy: its window (ms), the service's requests in it, errors and durations (ms). */
 export interface VerdictWindow {
   from: number; to: number; requests: number; errors: number; errorRate: number; p50: number; p95: number; p99: number;

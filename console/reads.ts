@@ -5,7 +5,7 @@
  * reads check them first (a 400 naming the field otherwise).
  */
 import type {
-  AgentView, DeployMarker, DeployVerdictView, LogPage, LogQuery, MetricInfo, MetricQuery, MetricResult, Overview, TimeRange, TraceQuery, TraceSummary, TraceView,
+  AgentView, DeployMarker, DeployVerdictView, LogPage, OperationHealth, ServicesHealth, LogQuery, MetricInfo, MetricQuery, MetricResult, Overview, TimeRange, TraceQuery, TraceSummary, TraceView,
 } from './api.ts';
 
 export type Scope = readonly string[];
@@ -13,6 +13,8 @@ export type Scope = readonly string[];
 export interface ConsoleReads {
   overview(sources: Scope, range: TimeRange): Promise<Overview>;
   services(sources: Scope, range: TimeRange): Promise<string[]>;
+  servicesHealth(sources: Scope, query: TimeRange & { services?: string[] }): Promise<ServicesHealth>;
+  serviceOperations(sources: Scope, query: TimeRange & { service: string }): Promise<{ operations: OperationHealth[] }>;
   logs(sources: Scope, query: LogQuery): Promise<LogPage>;
   traces(sources: Scope, query: TraceQuery): Promise<TraceSummary[]>;
   trace(sources: Scope, traceId: string): Promise<TraceView | undefined>;

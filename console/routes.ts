@@ -88,6 +88,8 @@ export function queryRoutes(deps: ConsoleHttpDeps): Route[] {
   return [
     query('overview', (sources, body) => reads.overview(sources, body)),
     query('services', async (sources, body) => ({ services: await reads.services(sources, body) })),
+    query('service-health', (sources, body) => reads.servicesHealth(sources, body)),
+    query('service-operations', (sources, body) => reads.serviceOperations(sources, body)),
     query('logs', (sources, body) => reads.logs(sources, body)),
     query('traces', async (sources, body) => ({ traces: await reads.traces(sources, body) })),
     query('metric-names', async (sources, body) => ({ metrics: await reads.metricNames(sources, body) })),

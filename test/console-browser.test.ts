@@ -180,7 +180,7 @@ describe('the console, as its first owner uses it', () => {
     await byTestId('deploy-marker').first().waitFor({ timeout: 15_000 });
     await shot('dashboard');
 
-    await byTestId('nav-overview').click();
+    await byTestId('nav-ingest').click();
     await byTestId('overview-chart').first().waitFor({ timeout: 30_000 });
     await shot('overview');
   });
@@ -210,6 +210,31 @@ describe('the console, as its first owner uses it', () => {
     }
     expect(seen).toMatch(/Verdict: Regression — .*latency worse/);
     await shot('metrics-verdict');
+  });
+
+  it("lands on Services: each service's requests as SQL over the spans counts them, and a service's page with its operations and charts", async () => {
+    await byTestId('nav-services').click();
+    const table = byTestId('services-table');
+    await table.waitFor({ timeout: 15_000 });
+    const counted = await app.rows<{ service: string; requests: string; errors: string }>(
+      `SELECT ServiceName AS service, count() AS requests, countIf(StatusCode = 'Error') AS errors FROM otel.otel_traces
+       WHERE SpanKind IN ('Server', 'Consumer') AND Timestamp >= now() - INTERVAL 1 HOUR GROUP BY service ORDER BY service`,
+    );
+    expect(counted.map((row) => row.service)).toContain('payment');
+    for (const { service, requests } of counted) {
+      const row = page.locator(`[data-testid="service-row"][data-service="${service}"]`);
+      expect(await row.getByTestId('service-requests').textContent(), service).toBe(Number(requests).toLocaleString('en-US'));
+    }
+    await shot('services');
+    await page.locator('[data-testid="service-row"][data-service="payment"]').getByTestId('service-link').click();
+    await byTestId('operations-table').waitFor({ timeout: 15_000 });
+    expect(await byTestId('operation-row').allTextContents()).toEqual(expect.arrayContaining([expect.stringContaining('Charge')]));
+    await byTestId('service-p95-chart').waitFor({ timeout: 15_000 });
+    await page.locator('[data-testid="deploy-marker"][data-service="payment"]').first().waitFor({ timeout: 15_000 });
+    await shot('service');
+    await byTestId('service-traces').click();
+    await byTestId('trace-row').first().waitFor({ timeout: 15_000 });
+    expect(new URL(page.url()).searchParams.get('service')).toBe('payment');
   });
 
   it('loads nothing from anywhere but the console itself, and logs no error', () => {

@@ -11,7 +11,7 @@
  */
 import type { StatementRunner } from '../../storage/chdb-reader.ts';
 import type {
-  AgentView, DeployMarker, DeployVerdictView, LogPage, LogQuery, MetricInfo, MetricQuery, MetricResult, Overview, TimeRange, TraceQuery, TraceSummary, TraceView,
+  AgentView, DeployMarker, DeployVerdictView, LogPage, OperationHealth, ServicesHealth, LogQuery, MetricInfo, MetricQuery, MetricResult, Overview, TimeRange, TraceQuery, TraceSummary, TraceView,
 } from '../api.ts';
 import { agents, deploys, services } from './catalog.ts';
 import { resolveLimits, type ConsoleQueryLimits } from './config.ts';
@@ -19,11 +19,12 @@ import { logs } from './logs.ts';
 import { overview } from './overview.ts';
 import { chooseStep, metric, metricNames } from './metrics.ts';
 import {
-  validateDeployQuery, validateLogQuery, validateMetricQuery, validateTimeRange, validateTraceId, validateTraceQuery,
+  validateDeployQuery, validateLogQuery, validateServiceQuery, validateMetricQuery, validateTimeRange, validateTraceId, validateTraceQuery,
 } from './schemas.ts';
 import { StatementExecutor } from './statement.ts';
 import { trace, traces } from './traces.ts';
 import { deployVerdicts } from './verdicts.ts';
+import { serviceOperations, servicesHealth } from './service-health.ts';
 
 export class ConsoleQueries {
   private readonly db: StatementExecutor;
@@ -45,6 +46,18 @@ export class ConsoleQueries {
   async services(sources: readonly string[], range: TimeRange): Promise<string[]> {
     const valid = validateTimeRange(range);
     return sources.length === 0 ? [] : services(this.db, sources, valid);
+  }
+
+  /** Each service's requests over the range: rate, errors, latency, and per step (server and consumer spans). */
+  async servicesHealth(sources: readonly string[], query: TimeRange & { services?: string[] }): Promise<ServicesHealth> {
+    const valid = validateDeployQuery(query);
+    return sources.length === 0 ? { stepSeconds: 0, services: [] } : servicesHealth(this.db, sources, valid);
+  }
+
+  /** One service's operations over the range, busiest first. */
+  async serviceOperations(sources: readonly string[], query: TimeRange & { service: string }): Promise<{ operations: OperationHealth[] }> {
+    const valid = validateServiceQuery(query);
+    return sources.length === 0 ? { operations: [] } : serviceOperations(this.db, sources, valid);
   }
 
   /** OTLP and agent log entries, newest first, a page at a time (`cursor`). */

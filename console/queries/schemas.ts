@@ -45,6 +45,8 @@ export const timeRangeSchema = rangeBody('ConsoleTimeRange', {});
 
 export const deployQuerySchema = rangeBody('ConsoleDeployQuery', { services: names });
 
+export const serviceQuerySchema = rangeBody('ConsoleServiceQuery', { service: name }, ['service']);
+
 export const logQuerySchema = rangeBody('ConsoleLogQuery', {
   services: names,
   minSeverity: { type: 'integer', minimum: 0, maximum: 24 },
@@ -84,8 +86,8 @@ export const metricQuerySchema = rangeBody('ConsoleMetricQuery', {
   stepSeconds: { type: 'integer', minimum: 1, maximum: MAX_RANGE_DAYS * 86_400 },
 }, ['name', 'kind', 'aggregation']);
 
-type Kind = 'timeRange' | 'deploys' | 'logs' | 'traces' | 'metric';
-const SCHEMAS = { timeRange: timeRangeSchema, deploys: deployQuerySchema, logs: logQuerySchema, traces: traceQuerySchema, metric: metricQuerySchema };
+type Kind = 'timeRange' | 'deploys' | 'service' | 'logs' | 'traces' | 'metric';
+const SCHEMAS = { timeRange: timeRangeSchema, deploys: deployQuerySchema, service: serviceQuerySchema, logs: logQuerySchema, traces: traceQuerySchema, metric: metricQuerySchema };
 let validators: Record<Kind, ValidateFunction> | undefined;
 
 function validate<T extends TimeRange>(kind: Kind, body: unknown): T {
@@ -114,6 +116,11 @@ export function validateTimeRange(body: unknown): TimeRange {
 
 export function validateDeployQuery(body: unknown): TimeRange & { services?: string[] } {
   return validate<TimeRange & { services?: string[] }>('deploys', body);
+}
+
+/** A range and one service (the service page). */
+export function validateServiceQuery(body: unknown): TimeRange & { service: string } {
+  return validate<TimeRange & { service: string }>('service', body);
 }
 
 /** A LogQuery, checked, with `limit` filled in. (The cursor is read by the logs query itself.) */

@@ -5,7 +5,7 @@
  */
 import type {
   AgentView, Dashboard, DeployMarker, DeployVerdictView, FirstRunRequest, InstallTokenView, IssuedKeyView, LogPage, LogQuery, Me,
-  MetricInfo, MetricQuery, MetricResult, Overview, SignInRequest, SourceKey, SourceView, TimeRange, TraceQuery,
+  MetricInfo, MetricQuery, MetricResult, OperationHealth, Overview, ServicesHealth, SignInRequest, SourceKey, SourceView, TimeRange, TraceQuery,
   TraceSummary, TraceView,
 } from '../api.ts';
 
@@ -90,6 +90,8 @@ export const api = {
 
   overview: (range: TimeRange, signal?: AbortSignal) => call<Overview>('POST', '/api/query/overview', range, signal),
   services: (range: TimeRange, signal?: AbortSignal) => call<{ services: string[] }>('POST', '/api/query/services', range, signal),
+  servicesHealth: (query: TimeRange & { services?: string[] }, signal?: AbortSignal) => call<ServicesHealth>('POST', '/api/query/service-health', query, signal),
+  serviceOperations: (query: TimeRange & { service: string }, signal?: AbortSignal) => call<{ operations: OperationHealth[] }>('POST', '/api/query/service-operations', query, signal),
   logs: (query: LogQuery, signal?: AbortSignal) => call<LogPage>('POST', '/api/query/logs', query, signal),
   traces: (query: TraceQuery, signal?: AbortSignal) => call<{ traces: TraceSummary[] }>('POST', '/api/query/traces', query, signal),
   trace: (traceId: string, signal?: AbortSignal) => call<TraceView>('GET', `/api/traces/${enc(traceId)}`, undefined, signal),

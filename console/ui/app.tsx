@@ -14,6 +14,7 @@ import { FirstRunPage, SignInPage } from './pages/sign-in.tsx';
 import { LogsPage } from './pages/logs.tsx';
 import { MetricsPage } from './pages/metrics.tsx';
 import { OverviewPage } from './pages/overview.tsx';
+import { ServicePage, ServicesPage } from './pages/services.tsx';
 import { SourcesPage } from './pages/sources.tsx';
 import { TracePage } from './pages/trace.tsx';
 import { TracesPage } from './pages/traces.tsx';
@@ -23,7 +24,9 @@ import { rangeQuery } from './time-range.tsx';
 type Page = (props: { place: Place; params: Record<string, string> }) => JSX.Element;
 
 const PAGES: Array<[pattern: string, page: Page]> = [
-  ['/', OverviewPage],
+  ['/', ServicesPage],
+  ['/services/:service', ServicePage],
+  ['/ingest', OverviewPage],
   ['/sources', SourcesPage],
   ['/logs', LogsPage],
   ['/traces', TracesPage],
@@ -35,13 +38,14 @@ const PAGES: Array<[pattern: string, page: Page]> = [
 ];
 
 const NAV: Array<[path: string, label: string, testid: string]> = [
-  ['/', 'Overview', 'nav-overview'],
+  ['/', 'Services', 'nav-services'],
   ['/sources', 'Sources', 'nav-sources'],
   ['/logs', 'Logs', 'nav-logs'],
   ['/traces', 'Traces', 'nav-traces'],
   ['/metrics', 'Metrics', 'nav-metrics'],
   ['/deploys', 'Deploys', 'nav-deploys'],
   ['/dashboards', 'Dashboards', 'nav-dashboards'],
+  ['/ingest', 'Ingest', 'nav-ingest'],
 ];
 
 /** The sign-in page, with the page to return to. */
@@ -53,7 +57,8 @@ function signInUrl(): string {
 function NavBar({ me, place, onSignOut }: { me: Me; place: Place; onSignOut: () => void }) {
   // The nav links carry the time range along: from Logs of the last 6 h to Traces of the last 6 h.
   const range = rangeQuery(place);
-  const active = (path: string) => (path === '/' ? place.path === '/' : place.path === path || place.path.startsWith(`${path}/`));
+  // Services is the landing page, and a service's page is under it.
+  const active = (path: string) => (path === '/' ? place.path === '/' || place.path.startsWith('/services/') : place.path === path || place.path.startsWith(`${path}/`));
   return (
     <header class="topbar">
       <nav aria-label="Console">

@@ -95,8 +95,8 @@ export function TimeChart({ lines, range, deploys = [], unit = '', height = 220,
       ],
       axes: [
         { stroke: '#475569', grid: { stroke: '#eef1f5' }, ticks: { stroke: '#e2e8f0' }, size: 34, space: span > 36 * 3600_000 ? 110 : 70, values: (_u, values) => values.map((value) => formatAxisTime(value * 1000, span)) },
-        // As wide as the longest label (about 7 px a character at 12 px), so none is cut.
-        { stroke: '#475569', grid: { stroke: '#eef1f5' }, ticks: { stroke: '#e2e8f0' }, size: (_u, values) => 16 + 7 * Math.max(4, ...(values ?? []).map((v) => v.length)), values: (_u, values) => values.map((value) => `${compactNumber(value)}${unit}`) },
+        // As wide as the longest label (up to 8 px a character at 12 px: "m" is wide), so none is cut.
+        { stroke: '#475569', grid: { stroke: '#eef1f5' }, ticks: { stroke: '#e2e8f0' }, size: (_u, values) => 18 + 8 * Math.max(4, ...(values ?? []).map((v) => v.length)), values: (_u, values) => values.map((value) => `${compactNumber(value)}${unit}`) },
       ],
       legend: { live: true },
       cursor: { drag: { x: false, y: false } },

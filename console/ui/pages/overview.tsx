@@ -1,7 +1,7 @@
 /**
- * The overview: per source and signal, what arrived, what was accepted and what was refused, per
- * second over the time range (the last hour unless the URL says otherwise), then the refusals by
- * reason. Deploy markers sit on every chart.
+ * Ingest, the operator's page: per source and signal, what arrived, what was accepted and what
+ * was refused, per second over the time range (the last hour unless the URL says otherwise),
+ * then the refusals by reason. Deploy markers sit on every chart.
  */
 import { useMemo } from 'preact/hooks';
 import type { OverviewSeries } from '../../api.ts';
@@ -56,7 +56,7 @@ function panels(series: OverviewSeries[], stepSeconds: number): Panel[] {
 }
 
 export function OverviewPage({ place }: { place: Place }) {
-  useTitle('Overview');
+  useTitle('Ingest');
   const page = useTimeRange(place, '1h');
   // The counts land every 10 seconds: the page follows them.
   useFollowNow(page, 10_000);
@@ -79,7 +79,7 @@ export function OverviewPage({ place }: { place: Place }) {
 
   return (
     <>
-      <RangePageHead title="Overview" page={page} />
+      <RangePageHead title="Ingest" page={page} />
       <ErrorNote error={overview.error || deploys.error} />
       {overview.loading && !overview.data && <Loading />}
       {overview.data && shown.length === 0 && <Onboarding signal="telemetry" />}
