@@ -1,0 +1,238 @@
+/**
+ * Hostile OTLP protobuf requests, for fuzzing the two transcoders against each other
+ * (pipeline/wasm/transcoder.fuzz.test.ts). The valid requests of arbitraries.ts are encoded
+ * again by a protobuf writer of our own, guided by the message types of proto/, which can at
+ * random: pad varints (non-minimal encodings, up to ten bytes and past them), give a field the
+ * wrong wire type, put invalid UTF-8 into a string, get a length wrong, write repeated numbers
+ * packed or one by one; the result may then be cut short. And requests hostile by their shape:
+ * attribute values nested around the depth limit, more than 10,000 attributes, doubles of every
+ * bit pattern (NaNs with payloads, subnormals, infinities).
+ */
+import fc from 'fast-check';
+import type protobuf from 'protobufjs';
+import { MAX_ANYVALUE_DEPTH } from './anyvalue-json.ts';
+import { validRequest } from './arbitraries.ts';
+import type { Signal } from './index.ts';
+import { requestType } from './testing.ts';
+
+/** A double given by its bits, where the request object has a number (any NaN, not only JavaScript's). */
+export class DoubleBits {
+  constructor(readonly bits: bigint) {}
+}
+
+/** How often each kind of damage is done, per occasion (0: never). */
+export interface Damage {
+  /** Extra bytes on a varint (non-minimal; past ten bytes, the reader refuses it). */
+  padVarint: number;
+  /** A tag with another wire type than its field's. */
+  wrongWireType: number;
+  /** Invalid UTF-8 spliced into a string. */
+  invalidUtf8: number;
+  /** A length a few bytes off. */
+  wrongLength: number;
+}
+
+export const NO_DAMAGE: Damage = { padVarint: 0, wrongWireType: 0, invalidUtf8: 0, wrongLength: 0 };
+
+const INVALID_UTF8 = [[0xff], [0x80], [0xc0, 0x80], [0xc3], [0xed, 0xa0, 0x80], [0xe0, 0x80, 0x80], [0xf4, 0x90, 0x80, 0x80], [0xf0, 0x80, 0x80, 0x80], [0xe2, 0x82]];
+const VARINT_TYPES = new Set(['int32', 'int64', 'uint32', 'uint64', 'bool', 'sint32', 'sint64']);
+const FIXED64_TYPES = new Set(['fixed64', 'sfixed64', 'double']);
+const FIXED32_TYPES = new Set(['fixed32', 'sfixed32', 'float']);
+
+/** A protobuf writer that damages what it writes as `damage` says, drawing from `random`. */
+class DamagingWriter {
+  readonly bytes: number[] = [];
+
+  constructor(readonly damage: Damage, readonly random: () => number) {}
+
+  private chance(p: number): boolean {
+    return p > 0 && this.random() < p;
+  }
+
+  varint(value: bigint): void {
+    let v = BigInt.asUintN(64, value);
+    const out: number[] = [];
+    do {
+      out.push(Number(v & 0x7fn));
+      v >>= 7n;
+    } while (v > 0n);
+    if (this.chance(this.damage.padVarint)) {
+      // Continuation bytes of zeros: the same value, written longer (past 10 bytes: refused).
+      const extra = 1 + Math.floor(this.random() * (this.random() < 0.01 ? 12 : 10 - out.length));
+      for (let i = 0; i < extra; i++) out.push(0);
+    }
+    for (let i = 0; i < out.length; i++) this.bytes.push(i < out.length - 1 ? out[i]! | 0x80 : out[i]!);
+  }
+
+  tag(field: number, wireType: number): void {
+    let type = wireType;
+    if (this.chance(this.damage.wrongWireType)) type = (wireType + 1 + Math.floor(this.random() * 7)) % 8;
+    this.varint(BigInt((field << 3) | type));
+  }
+
+  fixed(value: bigint, bytes: number): void {
+    for (let i = 0; i < bytes; i++) this.bytes.push(Number((BigInt.asUintN(64, value) >> BigInt(8 * i)) & 0xffn));
+  }
+
+  /** A length-delimited payload, its length maybe a few bytes off. */
+  lengthDelimited(payload: number[]): void {
+    let length = payload.length;
+    if (this.chance(this.damage.wrongLength)) length = Math.max(0, length + Math.floor(this.random() * 7) - 3);
+    this.varint(BigInt(length));
+    for (const byte of payload) this.bytes.push(byte);
+  }
+
+  utf8(text: string): number[] {
+    const bytes = [...Buffer.from(text, 'utf8')];
+    if (this.chance(this.damage.invalidUtf8)) {
+      const bad = INVALID_UTF8[Math.floor(this.random() * INVALID_UTF8.length)]!;
+      bytes.splice(Math.floor(this.random() * (bytes.length + 1)), 0, ...bad);
+    }
+    return bytes;
+  }
+}
+
+function doubleBits(value: unknown): bigint {
+  if (value instanceof DoubleBits) return value.bits;
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, Number(value), true);
+  return view.getBigUint64(0, true);
+}
+
+function scalar(w: DamagingWriter, type: string, value: unknown): void {
+  if (type === 'double' || FIXED64_TYPES.has(type)) w.fixed(type === 'double' ? doubleBits(value) : BigInt(value as string), 8);
+  else if (type === 'float') w.fixed(BigInt(new Uint32Array(new Float32Array([Number(value)]).buffer)[0]!), 4);
+  else if (FIXED32_TYPES.has(type)) w.fixed(BigInt.asUintN(32, BigInt(value as number)), 4);
+  else if (type === 'sint32' || type === 'sint64') {
+    const v = BigInt(value as string);
+    w.varint(v >= 0n ? v * 2n : -v * 2n - 1n);
+  } else if (type === 'bool') w.varint(value ? 1n : 0n);
+  else w.varint(BigInt(value as string)); // int32, int64, uint32, uint64, enums
+}
+
+function wireTypeOf(type: string): number {
+  if (FIXED64_TYPES.has(type)) return 1;
+  if (FIXED32_TYPES.has(type)) return 5;
+  if (VARINT_TYPES.has(type)) return 0;
+  return 2;
+}
+
+/** Writes `message` (shaped as protobufjs takes it: camelCase names, numbers or decimal strings, Uint8Arrays) as a `type`. */
+function writeMessage(w: DamagingWriter, type: protobuf.Type, message: Record<string, unknown>): void {
+  for (const field of type.fieldsArray) {
+    const value = message[field.name];
+    if (value === undefined || value === null) continue;
+    const values = field.repeated ? (value as unknown[]) : [value];
+    const resolved = field.resolvedType as protobuf.Type | protobuf.Enum | null;
+    const isMessage = resolved !== null && 'fieldsArray' in resolved;
+    if (field.repeated && !isMessage && field.type !== 'string' && field.type !== 'bytes' && values.length > 0 && w.random() < 0.7) {
+      // Packed, as proto3 writes repeated numbers by default.
+      const packed = new DamagingWriter(w.damage, w.random);
+      for (const item of values) scalar(packed, field.type, item);
+      w.tag(field.id, 2);
+      w.lengthDelimited(packed.bytes);
+      continue;
+    }
+    for (const item of values) {
+      if (isMessage) {
+        const inner = new DamagingWriter(w.damage, w.random);
+        writeMessage(inner, resolved as protobuf.Type, item as Record<string, unknown>);
+        w.tag(field.id, 2);
+        w.lengthDelimited(inner.bytes);
+      } else if (field.type === 'string') {
+        w.tag(field.id, 2);
+        w.lengthDelimited(w.utf8(item as string));
+      } else if (field.type === 'bytes') {
+        w.tag(field.id, 2);
+        w.lengthDelimited([...(item as Uint8Array)]);
+      } else {
+        w.tag(field.id, wireTypeOf(resolved ? 'int32' : field.type));
+        scalar(w, resolved ? 'int32' : field.type, item);
+      }
+    }
+  }
+}
+
+/** A small seeded PRNG (a failure replays from the fast-check seed). */
+function prng(seed: number): () => number {
+  let state = seed >>> 0 || 1;
+  return () => {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    return (state >>> 0) / 4294967296;
+  };
+}
+
+/** `request` of `signal` encoded with `damage` done at random (from `seed`). */
+export function encodeDamaged(signal: Signal, request: object, damage: Damage, seed: number): Uint8Array {
+  const w = new DamagingWriter(damage, prng(seed));
+  writeMessage(w, requestType(signal), request as Record<string, unknown>);
+  return Uint8Array.from(w.bytes);
+}
+
+// One kind of damage per request, mostly, and rarely: a request is refused at its first fault
+// and nothing after it is read, so a request with many faults tests little.
+const rare = fc.constantFrom(0.0005, 0.002, 0.01);
+const damage: fc.Arbitrary<Damage> = fc.oneof(
+  fc.constant(NO_DAMAGE),
+  fc.constantFrom(0.05, 0.3, 1).map((padVarint) => ({ ...NO_DAMAGE, padVarint })),
+  rare.map((wrongWireType) => ({ ...NO_DAMAGE, wrongWireType })),
+  rare.map((invalidUtf8) => ({ ...NO_DAMAGE, invalidUtf8 })),
+  rare.map((wrongLength) => ({ ...NO_DAMAGE, wrongLength })),
+  fc.record({ padVarint: rare, wrongWireType: rare, invalidUtf8: rare, wrongLength: rare }),
+);
+
+/** A valid request of `signal` written with damage (or none), maybe cut short. */
+export function damagedRequest(signal: Signal): fc.Arbitrary<Uint8Array> {
+  return fc.tuple(validRequest(signal), damage, fc.integer(), fc.oneof({ weight: 4, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.nat() })).map(([{ request }, d, seed, cut]) => {
+    const body = encodeDamaged(signal, request, d, seed);
+    return cut === undefined ? body : body.subarray(0, cut % (body.length + 1));
+  });
+}
+
+/** One span with `attributes`, in a request. */
+export function spanRequest(attributes: object[], extra: object = {}): object {
+  return {
+    resourceSpans: [{ resource: { attributes: [{ key: 'service.name', value: { stringValue: 'hostile' } }] }, scopeSpans: [{ spans: [{
+      traceId: new Uint8Array(16).fill(1), spanId: new Uint8Array(8).fill(2), name: 's', startTimeUnixNano: '1700000000000000000', attributes, ...extra,
+    }] }] }],
+  };
+}
+
+/** An attribute value `depth` levels of arrays and kvlists deep (alternating as `kinds` says), with a string at the bottom. */
+export function nestedValue(depth: number, kinds: boolean[]): object {
+  let value: object = { stringValue: 'bottom' };
+  for (let level = depth - 1; level >= 0; level--) {
+    value = kinds[level % kinds.length] ? { arrayValue: { values: [value, { intValue: String(level) }] } } : { kvlistValue: { values: [{ key: `k${level}`, value }, { key: 'a', value: { boolValue: true } }] } };
+  }
+  return value;
+}
+
+/** Spans with attribute values nested from 1 to 20 levels past the limit. */
+export const deeplyNested: fc.Arbitrary<Uint8Array> = fc.tuple(fc.integer({ min: 1, max: MAX_ANYVALUE_DEPTH + 20 }), fc.array(fc.boolean(), { minLength: 1, maxLength: 4 }))
+  .map(([depth, kinds]) => encodeDamaged('traces', spanRequest([{ key: 'deep', value: nestedValue(depth, kinds) }]), NO_DAMAGE, 1));
+
+/** A span with more than 10,000 attributes, one of them a kvlist of more than 10,000 entries (keys repeated). */
+export const manyAttributes: fc.Arbitrary<Uint8Array> = fc.tuple(fc.integer({ min: 10_001, max: 12_000 }), fc.integer({ min: 10_001, max: 11_000 }), fc.integer({ min: 1, max: 5000 }))
+  .map(([attributes, entries, keys]) => {
+    const values = [(i: number) => ({ stringValue: `v${i}` }), (i: number) => ({ intValue: String(i * 7919) }), (i: number) => ({ doubleValue: i / 7 }), (i: number) => ({ boolValue: i % 2 === 0 })];
+    const list = Array.from({ length: attributes }, (_, i) => ({ key: `attribute.${i}`, value: values[i % values.length]!(i) }));
+    list.push({ key: 'map', value: { kvlistValue: { values: Array.from({ length: entries }, (_, i) => ({ key: `k${(i * 31) % keys}`, value: values[i % values.length]!(i) })) } } as never });
+    return encodeDamaged('traces', spanRequest(list), NO_DAMAGE, 1);
+  });
+
+/** Any 64-bit pattern as a double, with the edges made likely. */
+export const anyDoubleBits: fc.Arbitrary<DoubleBits> = fc.oneof(
+  fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
+  fc.constantFrom(0x7ff8000000000000n, 0x7ff0000000000001n, 0xfff4000000000abcn, 0x7ff0000000000000n, 0xfff0000000000000n, 0x8000000000000000n, 1n, 0x000fffffffffffffn, 0x0010000000000000n, 0x7fefffffffffffffn),
+  fc.double().map((d) => doubleBits(d)),
+).map((bits) => new DoubleBits(bits));
+
+/** Spans whose attribute values (and values inside arrays and kvlists) are doubles of any bits. */
+export const doubleAttributes: fc.Arbitrary<Uint8Array> = fc.array(anyDoubleBits, { minLength: 1, maxLength: 40 }).map((doubles) => {
+  const attributes = doubles.map((d, i) => ({ key: `d${i}`, value: { doubleValue: d } }));
+  attributes.push({ key: 'list', value: { arrayValue: { values: doubles.map((d) => ({ doubleValue: d })) } } as never });
+  return encodeDamaged('traces', spanRequest(attributes), NO_DAMAGE, 1);
+});
+
