@@ -200,6 +200,22 @@ export function spanRequest(attributes: object[], extra: object = {}): object {
   };
 }
 
+/** A request of `signal` carrying `value` in each place an AnyValue goes: attributes at every level, a log's body. */
+function carrying(signal: Signal, value: object): object {
+  const attributes = [{ key: 'v', value }];
+  if (signal === 'traces') return spanRequest(attributes, { events: [{ name: 'e', attributes }], links: [{ attributes }] });
+  const resource = { attributes: [{ key: 'service.name', value }, ...attributes] };
+  const scope = { name: 'hostile', attributes };
+  if (signal === 'logs') return { resourceLogs: [{ resource, scopeLogs: [{ scope, logRecords: [{ timeUnixNano: '1700000000000000000', body: value, attributes }] }] }] };
+  const point = { timeUnixNano: '1700000000000000000', asDouble: 1, attributes, exemplars: [{ filteredAttributes: attributes }] };
+  return { resourceMetrics: [{ resource, scopeMetrics: [{ scope, metrics: [{ name: 'm', gauge: { dataPoints: [point] } }] }] }] };
+}
+
+/** A signal's request carrying each of the values of `values`, written without damage. */
+function requestsCarrying(signals: readonly Signal[], values: fc.Arbitrary<object>): fc.Arbitrary<{ signal: Signal; body: Uint8Array }> {
+  return fc.tuple(fc.constantFrom(...signals), values).map(([signal, value]) => ({ signal, body: encodeDamaged(signal, carrying(signal, value), NO_DAMAGE, 1) }));
+}
+
 /** An attribute value `depth` levels of arrays and kvlists deep (alternating as `kinds` says), with a string at the bottom. */
 export function nestedValue(depth: number, kinds: boolean[]): object {
   let value: object = { stringValue: 'bottom' };
@@ -209,9 +225,11 @@ export function nestedValue(depth: number, kinds: boolean[]): object {
   return value;
 }
 
-/** Spans with attribute values nested from 1 to 20 levels past the limit. */
-export const deeplyNested: fc.Arbitrary<Uint8Array> = fc.tuple(fc.integer({ min: 1, max: MAX_ANYVALUE_DEPTH + 20 }), fc.array(fc.boolean(), { minLength: 1, maxLength: 4 }))
-  .map(([depth, kinds]) => encodeDamaged('traces', spanRequest([{ key: 'deep', value: nestedValue(depth, kinds) }]), NO_DAMAGE, 1));
+/** Requests with values nested from 1 to 20 levels past the limit (attributes of every level, log bodies). */
+export function deeplyNested(signals: readonly Signal[]): fc.Arbitrary<{ signal: Signal; body: Uint8Array }> {
+  const values = fc.tuple(fc.integer({ min: 1, max: MAX_ANYVALUE_DEPTH + 20 }), fc.array(fc.boolean(), { minLength: 1, maxLength: 4 })).map(([depth, kinds]) => nestedValue(depth, kinds));
+  return requestsCarrying(signals, values);
+}
 
 /** A span with more than 10,000 attributes, one of them a kvlist of more than 10,000 entries (keys repeated). */
 export const manyAttributes: fc.Arbitrary<Uint8Array> = fc.tuple(fc.integer({ min: 10_001, max: 12_000 }), fc.integer({ min: 10_001, max: 11_000 }), fc.integer({ min: 1, max: 5000 }))
@@ -229,10 +247,12 @@ export const anyDoubleBits: fc.Arbitrary<DoubleBits> = fc.oneof(
   fc.double().map((d) => doubleBits(d)),
 ).map((bits) => new DoubleBits(bits));
 
-/** Spans whose attribute values (and values inside arrays and kvlists) are doubles of any bits. */
-export const doubleAttributes: fc.Arbitrary<Uint8Array> = fc.array(anyDoubleBits, { minLength: 1, maxLength: 40 }).map((doubles) => {
-  const attributes = doubles.map((d, i) => ({ key: `d${i}`, value: { doubleValue: d } }));
-  attributes.push({ key: 'list', value: { arrayValue: { values: doubles.map((d) => ({ doubleValue: d })) } } as never });
-  return encodeDamaged('traces', spanRequest(attributes), NO_DAMAGE, 1);
-});
-
+/** Requests whose values (and values inside arrays and kvlists) are doubles of any bits. */
+export function doubleValues(signals: readonly Signal[]): fc.Arbitrary<{ signal: Signal; body: Uint8Array }> {
+  const values = fc.oneof(
+    anyDoubleBits.map((doubleValue) => ({ doubleValue })),
+    fc.array(anyDoubleBits, { minLength: 1, maxLength: 20 }).map((doubles) => ({ arrayValue: { values: doubles.map((doubleValue) => ({ doubleValue })) } })),
+    fc.array(anyDoubleBits, { minLength: 1, maxLength: 20 }).map((doubles) => ({ kvlistValue: { values: doubles.map((doubleValue, i) => ({ key: `d${i}`, value: { doubleValue } })) } })),
+  );
+  return requestsCarrying(signals, values);
+}

@@ -14,13 +14,13 @@ import { describe, expect, it } from 'vitest';
 import { SluiceError } from '../../core/errors.ts';
 import { FUZZ_TEST_TIMEOUT_MS, fuzzParameters, mutated } from '../../test/fuzz.ts';
 import { validRequest } from '../otlp/arbitraries.ts';
-import { damagedRequest, deeplyNested, doubleAttributes, manyAttributes } from '../otlp/hostile.ts';
+import { damagedRequest, deeplyNested, doubleValues, manyAttributes } from '../otlp/hostile.ts';
 import { transcodeOtlp, type Signal } from '../otlp/index.ts';
 import type { TranscodeResult } from '../otlp/output.ts';
 import { encodeRequest } from '../otlp/testing.ts';
 import { isFallback, WasmTranscoder } from './transcoder.ts';
 
-const SIGNALS: Signal[] = ['traces'];
+const SIGNALS: Signal[] = ['traces', 'logs'];
 
 const wasm = new WasmTranscoder();
 
@@ -79,15 +79,15 @@ describe('the WebAssembly transcoder writes what the JavaScript one writes', () 
     }, FUZZ_TEST_TIMEOUT_MS);
   }
 
-  it('attribute values nested around the depth limit: the same value, or the same refusal past it', () => {
-    fc.assert(fc.property(deeplyNested, (body) => {
-      same('traces', body);
+  it('values nested around the depth limit: the same value, or the same refusal past it', () => {
+    fc.assert(fc.property(deeplyNested(SIGNALS), ({ signal, body }) => {
+      same(signal, body);
     }), fuzzParameters());
   }, FUZZ_TEST_TIMEOUT_MS);
 
-  it('doubles of every bit pattern, as attributes and inside arrays', () => {
-    fc.assert(fc.property(doubleAttributes, (body) => {
-      same('traces', body);
+  it('doubles of every bit pattern, alone and inside arrays and kvlists', () => {
+    fc.assert(fc.property(doubleValues(SIGNALS), ({ signal, body }) => {
+      same(signal, body);
     }), fuzzParameters());
   }, FUZZ_TEST_TIMEOUT_MS);
 

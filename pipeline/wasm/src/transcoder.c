@@ -39,9 +39,12 @@ u32 transcode(u32 signal, double max_chunk_bytes) {
   P = 0;
   const u8 *source_id = R + body_length;
   output_reset(max_chunk_bytes);
-  /* Logs and metrics are not here yet: the loader sends them to the JavaScript transcoder. */
-  if (signal != TRACES) __builtin_trap();
-  transcode_traces(source_id, source_length);
+  /* Metrics are not here yet: the loader sends them to the JavaScript transcoder. */
+  switch (signal) {
+    case TRACES: transcode_traces(source_id, source_length); break;
+    case LOGS: transcode_logs(source_id, source_length); break;
+    default: __builtin_trap();
+  }
   return (u32)(uintptr_t)&result;
 }
 
