@@ -256,3 +256,70 @@ export function doubleValues(signals: readonly Signal[]): fc.Arbitrary<{ signal:
   );
   return requestsCarrying(signals, values);
 }
+
+/** A valid request of `signal` whose items are each, at random, made one the transcoder refuses on its own. */
+export function refusedItems(signal: Signal): fc.Arbitrary<Uint8Array> {
+  return fc.tuple(validRequest(signal), fc.integer()).map(([{ request }, seed]) => {
+    const random = prng(seed);
+    const wrongLength = (lengths: number[]) => new Uint8Array(lengths[Math.floor(random() * lengths.length)]!).fill(3);
+    const spoil = (item: any) => {
+      if (random() < 0.6) return;
+      const pick = random();
+      if (signal === 'traces') {
+        if (pick < 0.25) item.traceId = wrongLength([0, 1, 15, 17]);
+        else if (pick < 0.5) item.spanId = wrongLength([0, 7, 9, 16]);
+        else if (pick < 0.75) item.parentSpanId = wrongLength([1, 7, 9]);
+        else item.links = [...(item.links ?? []), { [random() < 0.5 ? 'traceId' : 'spanId']: wrongLength([1, 8, 15, 17]) }];
+      } else if (signal === 'logs') {
+        if (pick < 0.5) item.traceId = wrongLength([1, 8, 15, 17]);
+        else item.spanId = wrongLength([1, 7, 9, 16]);
+      } else {
+        const data = item.gauge ?? item.sum ?? item.histogram ?? item.exponentialHistogram ?? item.summary;
+        for (const point of data.dataPoints) {
+          if (random() < 0.5) continue;
+          if (item.histogram && random() < 0.5) point.bucketCounts = Array.from({ length: (point.explicitBounds?.length ?? 0) + 2 }, () => '1');
+          else if (!item.summary) point.exemplars = [...(point.exemplars ?? []), { [random() < 0.5 ? 'traceId' : 'spanId']: wrongLength([1, 8, 15, 17]) }];
+        }
+      }
+    };
+    const [resources, scopes, items] = {
+      traces: ['resourceSpans', 'scopeSpans', 'spans'],
+      logs: ['resourceLogs', 'scopeLogs', 'logRecords'],
+      metrics: ['resourceMetrics', 'scopeMetrics', 'metrics'],
+    }[signal] as [string, string, string];
+    for (const resource of (request as any)[resources]) for (const scope of resource[scopes]) for (const item of scope[items]) spoil(item);
+    return encodeDamaged(signal, request, NO_DAMAGE, seed);
+  });
+}
+
+const DAY_NS = 86_400_000_000_000n;
+
+/** A request of `signal` whose items fall on 90 to 120 different days: refused past 100, for the whole request. */
+export function manyDays(signal: Signal): fc.Arbitrary<Uint8Array> {
+  return fc.tuple(fc.integer({ min: 90, max: 120 }), fc.bigInt({ min: 0n, max: 100_000n })).map(([days, first]) => {
+    const times = Array.from({ length: days + 5 }, (_, i) => String((first + BigInt(i % days)) * DAY_NS + BigInt(i)));
+    const ids = { traceId: new Uint8Array(16).fill(1), spanId: new Uint8Array(8).fill(2) };
+    const request = signal === 'traces'
+      ? { resourceSpans: [{ scopeSpans: [{ spans: times.map((startTimeUnixNano) => ({ ...ids, startTimeUnixNano })) }] }] }
+      : signal === 'logs'
+        ? { resourceLogs: [{ scopeLogs: [{ logRecords: times.map((timeUnixNano) => ({ timeUnixNano })) }] }] }
+        : { resourceMetrics: [{ scopeMetrics: [{ metrics: [
+          { name: 'g', gauge: { dataPoints: times.map((timeUnixNano) => ({ timeUnixNano, asInt: '1' })) } },
+          { name: 's', summary: { dataPoints: times.slice(0, 3).map((timeUnixNano) => ({ timeUnixNano })) } },
+        ] }] }] };
+    return encodeDamaged(signal, request, NO_DAMAGE, 1);
+  });
+}
+
+/** Metric points whose doubles (values, sums, bounds, exemplars) have any bits, and int values of any size. */
+export const metricNumbers: fc.Arbitrary<Uint8Array> = fc.tuple(fc.array(anyDoubleBits, { minLength: 8, maxLength: 8 }), fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n })).map(([d, int]) => {
+  const exemplars = [{ asDouble: d[0] }, { asInt: String(int), timeUnixNano: '1' }, {}];
+  const request = { resourceMetrics: [{ scopeMetrics: [{ metrics: [
+    { name: 'g', gauge: { dataPoints: [{ asDouble: d[1], exemplars }, { asInt: String(int) }] } },
+    { name: 's', sum: { dataPoints: [{ asDouble: d[2], exemplars }], isMonotonic: true, aggregationTemporality: 2 } },
+    { name: 'h', histogram: { dataPoints: [{ count: '3', sum: d[3], min: d[4], max: d[5], bucketCounts: ['1', '2'], explicitBounds: [d[6]], exemplars }] } },
+    { name: 'e', exponentialHistogram: { dataPoints: [{ sum: d[7], zeroThreshold: d[0], exemplars }] } },
+    { name: 'q', summary: { dataPoints: [{ sum: d[1], quantileValues: [{ quantile: d[2], value: d[3] }] }] } },
+  ] }] }] };
+  return encodeDamaged('metrics', request, NO_DAMAGE, 1);
+});

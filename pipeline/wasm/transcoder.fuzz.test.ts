@@ -14,13 +14,13 @@ import { describe, expect, it } from 'vitest';
 import { SluiceError } from '../../core/errors.ts';
 import { FUZZ_TEST_TIMEOUT_MS, fuzzParameters, mutated } from '../../test/fuzz.ts';
 import { validRequest } from '../otlp/arbitraries.ts';
-import { damagedRequest, deeplyNested, doubleValues, manyAttributes } from '../otlp/hostile.ts';
+import { damagedRequest, deeplyNested, doubleValues, manyAttributes, manyDays, metricNumbers, refusedItems } from '../otlp/hostile.ts';
 import { transcodeOtlp, type Signal } from '../otlp/index.ts';
 import type { TranscodeResult } from '../otlp/output.ts';
 import { encodeRequest } from '../otlp/testing.ts';
 import { isFallback, WasmTranscoder } from './transcoder.ts';
 
-const SIGNALS: Signal[] = ['traces', 'logs'];
+const SIGNALS: Signal[] = ['traces', 'logs', 'metrics'];
 
 const wasm = new WasmTranscoder();
 
@@ -72,6 +72,18 @@ describe('the WebAssembly transcoder writes what the JavaScript one writes', () 
       }), fuzzParameters());
     }, FUZZ_TEST_TIMEOUT_MS);
 
+    it(`${signal}: items refused one by one (ids of the wrong length, histogram buckets that do not fit their bounds)`, () => {
+      fc.assert(fc.property(refusedItems(signal), fc.option(fc.integer({ min: 1, max: 2048 }), { nil: undefined }), (body, maxChunkBytes) => {
+        same(signal, body, maxChunkBytes);
+      }), fuzzParameters());
+    }, FUZZ_TEST_TIMEOUT_MS);
+
+    it(`${signal}: items over about 100 days: the same rows up to 100, the same refusal past it`, () => {
+      fc.assert(fc.property(manyDays(signal), (body) => {
+        same(signal, body);
+      }), { ...fuzzParameters(), numRuns: Math.min(fuzzParameters().numRuns ?? 50, 50) });
+    }, FUZZ_TEST_TIMEOUT_MS);
+
     it(`${signal}: random bytes`, () => {
       fc.assert(fc.property(fc.uint8Array({ maxLength: 512 }), (body) => {
         same(signal, body);
@@ -88,6 +100,12 @@ describe('the WebAssembly transcoder writes what the JavaScript one writes', () 
   it('doubles of every bit pattern, alone and inside arrays and kvlists', () => {
     fc.assert(fc.property(doubleValues(SIGNALS), ({ signal, body }) => {
       same(signal, body);
+    }), fuzzParameters());
+  }, FUZZ_TEST_TIMEOUT_MS);
+
+  it('metric values, sums, bounds and exemplars of any bits', () => {
+    fc.assert(fc.property(metricNumbers, (body) => {
+      same('metrics', body);
     }), fuzzParameters());
   }, FUZZ_TEST_TIMEOUT_MS);
 

@@ -231,6 +231,7 @@ void walk_request(RowPrefix *prefix, ItemVisitor visit);
 
 void transcode_traces(const u8 *source_id, u32 source_length);
 void transcode_logs(const u8 *source_id, u32 source_length);
+void transcode_metrics(const u8 *source_id, u32 source_length);
 
 /* ---- buf_reserve, inline: it is on every column ---- */
 
