@@ -131,7 +131,7 @@ async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void
   app = await startSluice(role, config, log);
   if (terminal) {
     const cluster = role !== 'serve' || config.nats.url !== '';
-    process.stdout.write(servingSummary({ role, host: config.host, httpPort: app.httpPort, grpcPort: app.grpcPort, relayPort: app.relay?.port ?? 0, queryPort: app.queryPort, consoleUrl: app.console?.url ?? '', firstRunLink: app.console?.firstRunLink, dataDir: config.dataDir, cluster }));
+    process.stdout.write(servingSummary({ role, host: config.host, httpPort: app.httpPort, grpcPort: app.grpcPort, relayPort: app.relay?.port ?? 0, queryPort: app.queryPort, consoleUrl: app.console?.url ?? '', firstRunLink: app.console?.firstRunLink, dataDir: config.dataDir, cluster, transcoder: app.transcoder && { setting: config.pipeline.transcoder, ...app.transcoder } }));
   }
   let stopping = false;
   const stop = async (signal: string) => {

@@ -55,12 +55,16 @@ const REFUSED = 2;
 const OUT_OF_MEMORY = 3;
 const TOO_MANY_PARTITIONS = 4;
 
-/** Why a request went to the JavaScript transcoder instead. */
-export type FallbackReason = 'trap' | 'out_of_memory';
+/**
+ * Why a request went to the JavaScript transcoder instead: the module trapped (a bug), needed
+ * more memory than its maximum, or did not load in this thread though SLUICE_TRANSCODER=wasm
+ * asked for it (select.ts).
+ */
+export type FallbackReason = 'trap' | 'out_of_memory' | 'not_loaded';
 
 export interface Fallback {
   fallback: FallbackReason;
-  /** What happened, for the log: the trap's message. */
+  /** What happened, for the log (the trap's message). */
   detail: string;
 }
 
@@ -111,11 +115,17 @@ export class WasmTranscoder {
   private sourceId = '';
   private sourceBytes: Uint8Array = new Uint8Array(0);
 
+  private readonly maxMemoryBytes: number;
+  private readonly keepMemoryBytes: number;
+
   /**
-   * Instantiates `module` (default: the committed one) with a memory of at most
-   * `maxMemoryBytes`; throws if it cannot be instantiated or was built for another schema.
+   * Instantiates `module` (default: the committed one); throws if it cannot be instantiated or
+   * was built for another schema. Options (tests): the memory's maximum (MAX_MEMORY_BYTES, at
+   * most that) and the size past which an instance is replaced after a call (KEEP_MEMORY_BYTES).
    */
-  constructor(private readonly module: WebAssembly.Module = transcoderModule(), private readonly maxMemoryBytes = MAX_MEMORY_BYTES) {
+  constructor(private readonly module: WebAssembly.Module = transcoderModule(), options: { maxMemoryBytes?: number; keepMemoryBytes?: number } = {}) {
+    this.maxMemoryBytes = options.maxMemoryBytes ?? MAX_MEMORY_BYTES;
+    this.keepMemoryBytes = options.keepMemoryBytes ?? KEEP_MEMORY_BYTES;
     this.instance = this.instantiate();
     const contract = this.readContract();
     if (contract !== expectedContract()) {
@@ -178,7 +188,7 @@ export class WasmTranscoder {
       return this.result(resultAt);
     } finally {
       this.chunks = [];
-      if (this.memoryBytes > KEEP_MEMORY_BYTES) this.replace();
+      if (this.memoryBytes > this.keepMemoryBytes) this.replace();
     }
   }
 
