@@ -11,13 +11,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../core/config.ts';
 import { otlpJson, validRequest } from '../otlp/arbitraries.ts';
 import { transcodeOtlp } from '../otlp/index.ts';
 import { attrs, encodeRequest } from '../otlp/testing.ts';
 import { PipelinePool } from '../pool.ts';
-import fc from 'fast-check';
 import { OtlpTranscoder, wasmTrapsAreExceptions, WASM_TRAP_FLAG } from './select.ts';
 import { WasmTranscoder } from './transcoder.ts';
 
