@@ -15,5 +15,5 @@ RUN mkdir -p /data && chown node:node /data && chmod 0700 /data
 VOLUME /data
 USER node
 EXPOSE 4317 4318 8080
-ENTRYPOINT ["node", "--no-memory-reducer", "bin/sluice.mjs"]
+ENTRYPOINT ["node", "--no-memory-reducer", "--disable-wasm-trap-handler", "bin/sluice.mjs"]
 CMD ["serve"]

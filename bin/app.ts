@@ -16,6 +16,7 @@ import type { Readiness } from '../core/readiness.ts';
 import { IngestService } from '../pipeline/ingest.ts';
 import { PipelinePool } from '../pipeline/pool.ts';
 import { storageSink } from '../bus/storage-sink.ts';
+import type { TranscoderStatus } from '../pipeline/wasm/select.ts';
 import type { Storage } from '../storage/storage.ts';
 import type { StateStore } from '../state/store.ts';
 import { clientIpResolver } from '../gateway/client-ip.ts';
@@ -52,6 +53,8 @@ export interface RunningSluice {
   grpcPort: number;
   /** The read-only ClickHouse endpoint of `serve` on the embedded default (SLUICE_QUERY_PORT); 0 when off. */
   queryPort: number;
+  /** The OTLP transcoder the worker threads run (SLUICE_TRANSCODER); undefined in a role without them. */
+  transcoder: TranscoderStatus | undefined;
   /** The notification relay, on roles with a front end (cluster: when SLUICE_RELAY_MASTER_KEY is set). */
   relay: RunningRelay | undefined;
   /** The web console, where this role serves it (config console.enabled). */
@@ -83,7 +86,14 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     if (ownsDataDir) await graph.lockDataDir();
     // The worker threads start while the rest is built, and are waited for before the first port opens.
     const pool = withFrontEnd
-      ? new PipelinePool({ workers: config.pipeline.workers, retryAfterSeconds: config.storage.retryAfterSeconds, maxHeapMb: config.pipeline.workerHeapMb, onOutOfMemory: graph.workerOutOfMemory('pool') })
+      ? new PipelinePool({
+        workers: config.pipeline.workers,
+        retryAfterSeconds: config.storage.retryAfterSeconds,
+        maxHeapMb: config.pipeline.workerHeapMb,
+        onOutOfMemory: graph.workerOutOfMemory('pool'),
+        transcoder: config.pipeline.transcoder,
+        onTranscoderFallback: graph.transcoderFallback(),
+      })
       : undefined;
     if (pool) {
       void pool.start().catch(() => {}); // its failure is thrown where it is waited for
@@ -119,6 +129,8 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
       metrics.byteBudgetSource = () => budget.figures;
       readiness.register('inflight', () => budget.status());
       await pool.start();
+      const { transcoder, problem } = pool.transcoder!;
+      if (problem) log.warn({ setting: config.pipeline.transcoder, transcoder, problem }, 'the worker threads transcode OTLP with JavaScript');
       const ingest = new IngestService(
         pool,
         bus,
@@ -216,7 +228,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     // Every role answers health, readiness and /metrics; the front end also takes ingestion.
     const http = createHttpServer(config.http.engine, handler, httpServerOptions(config, config.limits.maxBodyBytes), log);
     httpPort = await listenOn(http, config.host, config.http.port, 'HTTP port (SLUICE_OTLP_HTTP_PORT)');
-    metrics.recordBuild(http.engine);
+    metrics.recordBuild(http.engine, pool?.transcoder?.transcoder ?? 'none');
     servers.push(http);
     graph.onStop('HTTP server', (deadline) => http.close(serverGraceMs(deadline)));
     // Stopping, every port stops taking connections at once and their requests in flight share
@@ -237,8 +249,8 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
       graph.onStop('control socket', () => control.shutdown());
     }
 
-    log.info({ role, host: config.host, httpPort, grpcPort, relayPort: relay?.port ?? 0, queryPort, consolePort: consoleServing?.port ?? 0, dataDir: config.dataDir, cluster: !!nc, engine: http.engine }, 'sluice is serving');
-    return { httpPort, grpcPort, queryPort, relay, console: consoleServing, storage, state, sources, configs, installTokens, metrics, readiness, shutdown: (deadline) => graph.shutdown(deadline), stopping: () => graph.stopping };
+    log.info({ role, host: config.host, httpPort, grpcPort, relayPort: relay?.port ?? 0, queryPort, consolePort: consoleServing?.port ?? 0, dataDir: config.dataDir, cluster: !!nc, engine: http.engine, transcoder: pool?.transcoder?.transcoder ?? 'none' }, 'sluice is serving');
+    return { httpPort, grpcPort, queryPort, transcoder: pool?.transcoder, relay, console: consoleServing, storage, state, sources, configs, installTokens, metrics, readiness, shutdown: (deadline) => graph.shutdown(deadline), stopping: () => graph.stopping };
   } catch (err) {
     await graph.shutdown();
     throw err;

@@ -133,7 +133,8 @@ async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void
   if (terminal) {
     const cluster = role !== 'serve' || config.nats.url !== '';
     const hasSources = (await app.sources.listSources()).length > 0;
-    process.stdout.write(servingSummary({ role, host: config.host, httpPort: app.httpPort, grpcPort: app.grpcPort, relayPort: app.relay?.port ?? 0, queryPort: app.queryPort, consoleUrl: app.console?.url ?? '', firstRunLink, dataDir: config.dataDir, cluster, hasSources }));
+    const transcoder = app.transcoder && { setting: config.pipeline.transcoder, ...app.transcoder };
+    process.stdout.write(servingSummary({ role, host: config.host, httpPort: app.httpPort, grpcPort: app.grpcPort, relayPort: app.relay?.port ?? 0, queryPort: app.queryPort, consoleUrl: app.console?.url ?? '', firstRunLink, dataDir: config.dataDir, cluster, hasSources, transcoder }));
   } else if (firstRunLink) {
     process.stderr.write(firstRunNotice(firstRunLink));
   }

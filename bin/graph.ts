@@ -33,6 +33,7 @@ import { ConsoleQueries } from '../console/queries/index.ts';
 import { buildConsoleAssets } from '../console/ui/build.ts';
 import { ClickhouseReader } from '../storage/clickhouse-reader.ts';
 import { IngestTally } from '../pipeline/ingest-tally.ts';
+import type { Fallback } from '../pipeline/wasm/transcoder.ts';
 import { openRelay, type Relay } from '../relay/index.ts';
 import { RelayJobResolver } from '../relay/delivery-resolver.ts';
 import { RenderPool } from '../relay/render-pool.ts';
@@ -308,6 +309,16 @@ export class SluiceGraph {
     return () => {
       this.metrics.workerOutOfMemory.inc({ pool });
       this.log.error({ pool, heapLimitMb: this.config.pipeline.workerHeapMb }, 'a worker thread reached its heap limit (SLUICE_WORKER_HEAP_MB) and was replaced; the requests it held got 503');
+    };
+  }
+
+  /** What the worker pool calls for a request the WebAssembly transcoder could not serve (the JavaScript one did): a count and a log line. */
+  transcoderFallback(): (fallback: Fallback) => void {
+    return ({ fallback, detail }) => {
+      this.metrics.transcoderFallbacks.inc({ reason: fallback });
+      const message = 'the WebAssembly transcoder could not serve a request; the JavaScript transcoder did';
+      if (fallback === 'trap') this.log.error({ reason: fallback, detail }, `${message} (a bug in the module; its instance was replaced)`);
+      else this.log.warn({ reason: fallback, detail }, message);
     };
   }
 

@@ -10,5 +10,13 @@
  * twice its CPU per span and fell seconds behind; a gateway that had not idled took the same
  * load at its usual cost (bench/README.md, *Results*, 2026-11-25). A server's load comes back:
  * its heap keeps the size its last busy minute needed.
+ *
+ * --disable-wasm-trap-handler: V8 checks the WebAssembly transcoder's memory accesses itself
+ * rather than catching the SIGSEGV of an access out of bounds. Its signal handler does not
+ * survive chDB, which takes the process's signal handlers as it opens and whose dispositions
+ * storage/chdb-session.ts puts back to the default: a trap in the module would end the process
+ * (pipeline/wasm/traps.test.ts shows both). With it a trap is an exception, the request
+ * is served by JavaScript and the instance replaced; the checks cost a few per cent of the
+ * module's time. Without it the worker threads transcode with JavaScript (pipeline/wasm/select.ts).
  */
-export const SLUICE_NODE_FLAGS: readonly string[] = ['--no-memory-reducer'];
+export const SLUICE_NODE_FLAGS: readonly string[] = ['--no-memory-reducer', '--disable-wasm-trap-handler'];

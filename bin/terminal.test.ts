@@ -30,6 +30,13 @@ describe('servingSummary', () => {
     expect(firstRunNotice('http://localhost:4320/first-run#token=frt_abc')).toMatch(/^Sign in to the console the first time[^\n]*: http:\/\/localhost:4320\/first-run#token=frt_abc\n$/);
   });
 
+  it('says which OTLP transcoder the worker threads run, and why not WebAssembly when they do not', () => {
+    expect(servingSummary({ ...SERVE, transcoder: { setting: 'auto', transcoder: 'wasm' } })).toMatch(/Transcoder\s+WebAssembly\s+SLUICE_TRANSCODER=auto\n/);
+    const js = servingSummary({ ...SERVE, transcoder: { setting: 'auto', transcoder: 'js', problem: 'Node runs without --disable-wasm-trap-handler' } });
+    expect(js).toMatch(/Transcoder\s+JavaScript\s+SLUICE_TRANSCODER=auto \(Node runs without --disable-wasm-trap-handler\)\n/);
+    expect(servingSummary(SERVE)).not.toContain('Transcoder');
+  });
+
   it('prints the first owner\'s one-time console link while there is none', () => {
     const text = servingSummary({ ...SERVE, firstRunLink: 'http://localhost:4320/first-run#token=frt_abc' });
     expect(text).toMatch(/one-time link[^\n]*\n {2}http:\/\/localhost:4320\/first-run#token=frt_abc\n/);

@@ -22,6 +22,8 @@ export interface Serving {
   cluster: boolean;
   /** The data dir has sources already: next steps read what is there rather than make a first source. */
   hasSources?: boolean;
+  /** The OTLP transcoder the worker threads run, and the setting that chose it; absent in a role without them. */
+  transcoder?: { setting: string; transcoder: 'wasm' | 'js'; problem?: string | undefined } | undefined;
 }
 
 /** The listening address as a URL's host: a wildcard address is not one to type into a browser or an exporter. */
@@ -65,6 +67,10 @@ export function servingSummary(s: Serving): string {
   if (s.httpPort) {
     rows.push(['API docs', `${http}/api/v1/docs`, '']);
     rows.push(['Metrics', `${http}/metrics`, 'Prometheus']);
+  }
+  if (s.transcoder) {
+    const { setting, transcoder, problem } = s.transcoder;
+    rows.push(['Transcoder', transcoder === 'wasm' ? 'WebAssembly' : 'JavaScript', `SLUICE_TRANSCODER=${setting}${problem ? ` (${problem})` : ''}`]);
   }
   const width = (i: 0 | 1) => Math.max(...rows.map((row) => row[i].length));
   const table = rows.map(([what, url, note]) => `  ${what.padEnd(width(0))}  ${url.padEnd(width(1))}  ${note}`.trimEnd());

@@ -29,7 +29,7 @@ export interface SluiceConfig {
     signInLockoutSeconds: number;
     signInLockoutMaxSeconds: number;
   };
-  pipeline: { workers: number; workerHeapMb: number };
+  pipeline: { workers: number; workerHeapMb: number; transcoder: 'auto' | 'wasm' | 'js' };
   storage: {
     database: string;
     maxPendingBytes: number;
@@ -137,6 +137,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'limits.signInLockoutMaxSeconds', env: 'SLUICE_SIGN_IN_LOCKOUT_MAX_SECONDS', type: 'integer', default: 900, doc: 'The longest lockout of an account, in seconds (15 minutes): a lockout always ends, so nobody can lock an account for good by guessing at it.', schema: { minimum: 1, maximum: 86_400 } },
   { path: 'pipeline.workers', env: 'SLUICE_WORKERS', type: 'integer', default: Math.max(1, availableParallelism()), doc: 'Worker threads that decompress, decode and build rows (default: one per core).', schema: { minimum: 1, maximum: 256 } },
   { path: 'pipeline.workerHeapMb', env: 'SLUICE_WORKER_HEAP_MB', type: 'integer', default: 512, doc: 'Heap limit of each worker thread (the worker pool\'s and the relay\'s render threads), in MiB (V8\'s old generation): a request that needs more fails with 503 and its thread is replaced, the process keeps serving. An OTLP/JSON body of 10 MiB of tiny records needs about 96; raise it with SLUICE_MAX_BODY_BYTES.', schema: { minimum: 32, maximum: 65_536 } },
+  { path: 'pipeline.transcoder', env: 'SLUICE_TRANSCODER', type: 'string', default: 'auto', doc: 'The worker threads\' OTLP transcoder (protobuf to rows): auto (WebAssembly, compiled from C, where it loads and Node runs with --disable-wasm-trap-handler, as every way of starting Sluice does; else JavaScript), wasm (WebAssembly, or Sluice does not start) or js (JavaScript, the reference). Both write the same rows and refusals; a request the module cannot serve (a trap, more than its 256 MiB of memory) is served by JavaScript, logged and counted (sluice_transcoder_fallbacks_total). See [Transcoder](#transcoder).', schema: { enum: ['auto', 'wasm', 'js'] } },
   { path: 'storage.database', env: 'SLUICE_CLICKHOUSE_DATABASE', type: 'string', default: 'otel', doc: 'ClickHouse database holding the tables.', schema: { pattern: '^[A-Za-z_][A-Za-z0-9_]*$' } },
   { path: 'storage.maxPendingBytes', env: 'SLUICE_STORAGE_MAX_PENDING_BYTES', type: 'integer', default: GiB, doc: 'Embedded: bytes of rows in the local log (<dataDir>/log) not yet inserted into chDB; past it requests get 503 (bounds the disk the log takes while storage is slow or down).', schema: { minimum: MiB } },
   { path: 'storage.flushIntervalMs', env: 'SLUICE_STORAGE_FLUSH_INTERVAL_MS', type: 'integer', default: 1000, doc: 'Embedded: the longest rows wait in the local log before they are inserted into chDB (sooner when 32 MiB are waiting); larger batches make fewer parts to merge. Reads through Sluice wait for rows acknowledged before them.', schema: { minimum: 10, maximum: 60_000 } },

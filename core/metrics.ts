@@ -69,15 +69,15 @@ export class SluiceMetrics {
 
   private readonly buildInfo = new Gauge({
     name: 'sluice_build_info',
-    help: 'Always 1: the Sluice version, the Node.js version and the HTTP engine this process runs (uws or node).',
-    labelNames: ['version', 'node_version', 'http_engine'] as const,
+    help: 'Always 1: the Sluice version, the Node.js version, the HTTP engine this process runs (uws or node) and the OTLP transcoder of its worker threads (wasm, js, or none in a role without them).',
+    labelNames: ['version', 'node_version', 'http_engine', 'transcoder'] as const,
     registers: [this.registry],
   });
 
-  /** Records what this process runs, once its HTTP engine is known (the composition root calls it). */
-  recordBuild(httpEngine: string): void {
+  /** Records what this process runs, once its HTTP engine and transcoder are known (the composition root calls it). */
+  recordBuild(httpEngine: string, transcoder: 'wasm' | 'js' | 'none'): void {
     this.buildInfo.reset();
-    this.buildInfo.set({ version: SLUICE_VERSION, node_version: process.version, http_engine: httpEngine }, 1);
+    this.buildInfo.set({ version: SLUICE_VERSION, node_version: process.version, http_engine: httpEngine, transcoder }, 1);
   }
 
   readonly requests = new Counter({
@@ -354,6 +354,14 @@ export class SluiceMetrics {
     name: 'sluice_worker_out_of_memory_total',
     help: 'Worker threads that reached their heap limit (SLUICE_WORKER_HEAP_MB) and were replaced, by pool; the requests they held got 503.',
     labelNames: ['pool'] as const,
+    registers: [this.registry],
+  });
+
+  /** Requests the WebAssembly transcoder could not serve, served by the JavaScript one (pipeline/wasm/select.ts). */
+  readonly transcoderFallbacks = new Counter({
+    name: 'sluice_transcoder_fallbacks_total',
+    help: 'OTLP requests the WebAssembly transcoder could not serve, served by the JavaScript one instead, by reason: trap (a bug in the module; its instance was replaced), out_of_memory (the request needed more than the module\'s memory maximum), not_loaded (SLUICE_TRANSCODER=wasm, and a thread could not load the module).',
+    labelNames: ['reason'] as const,
     registers: [this.registry],
   });
 

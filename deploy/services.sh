@@ -9,6 +9,8 @@
 #   Chromium: installed only; the browser tests (test/relay-browser.test.ts) drive it with
 #   playwright-core (playwright's own browser download cannot work offline).
 #   jq: installed only; the README's shell examples use it (test/readme-examples.test.ts).
+#   clang and lld (Debian 12: clang 14): installed only; pipeline/wasm/build.test.ts rebuilds the
+#   committed WebAssembly transcoder with them and checks the bytes are the same.
 #   promtool (Debian package prometheus): installed only; test/metrics.test.ts lints /metrics and
 #   the example alert rules with it. On a host run by systemd the package also starts a
 #   Prometheus server on :9090, which the tests do not use (`systemctl disable --now prometheus`).
@@ -49,9 +51,15 @@ binary() (
 )
 
 # --- Packages: install what is missing, if this may ------------------------------------
-# package_of BINARY: the Debian package that installs it (the binary's own name, but for promtool).
-package_of() { if [[ "$1" == promtool ]]; then printf prometheus; else printf '%s' "$1"; fi; }
-binaries=(nats-server redis-server clickhouse-server docker-compose chromium openssl promtool jq)
+# package_of BINARY: the Debian package that installs it (the binary's own name, but for promtool and wasm-ld).
+package_of() {
+  case "$1" in
+    promtool) printf prometheus ;;
+    wasm-ld) printf lld ;;
+    *) printf '%s' "$1" ;;
+  esac
+}
+binaries=(nats-server redis-server clickhouse-server docker-compose chromium openssl promtool jq clang wasm-ld)
 missing=() missing_binaries=()
 for name in "${binaries[@]}"; do
   [[ -n "$(binary "$name")" ]] || { missing+=("$(package_of "$name")"); missing_binaries+=("$name"); }
@@ -73,7 +81,7 @@ if (( ${#missing[@]} > 0 )); then
     [[ -n "$(binary "$name")" ]] || fail "$name was installed but is not in $SEARCH_PATH"
   done
 fi
-say "installed: nats-server, redis-server, clickhouse-server, docker-compose, chromium, openssl, promtool, jq"
+say "installed: nats-server, redis-server, clickhouse-server, docker-compose, chromium, openssl, promtool, jq, clang, wasm-ld"
 
 # Where a started service keeps its state and log.
 if [[ $EUID -eq 0 ]]; then

@@ -128,10 +128,11 @@ describe('deploy/services.sh', () => {
     expect([await owner('nats/nats-server.pid'), await owner('redis/redis-server.pid')]).toEqual([uid, uid]);
   });
 
-  // promtool comes with the prometheus package: the package is what the line names.
+  // promtool comes with the prometheus package, wasm-ld with lld: the package is what the line names.
   it.each([
     ['clickhouse-server', 'clickhouse-server'],
     ['promtool', 'prometheus'],
+    ['wasm-ld', 'lld'],
   ])('as an unprivileged user without sudo, names what is missing (%s: package %s) and the command to run as root, in one line', async (absent, pkg) => {
     // Every binary but one, as if its package were not installed.
     const bin = await directoryFor('sluice-services-bin-', false);
@@ -145,6 +146,8 @@ describe('deploy/services.sh', () => {
       openssl: '/usr/bin/openssl',
       promtool: '/usr/bin/promtool',
       jq: '/usr/bin/jq',
+      clang: '/usr/bin/clang',
+      'wasm-ld': '/usr/bin/wasm-ld',
     };
     for (const [name, path] of Object.entries(binaries)) if (name !== absent) await symlink(path, join(bin, name));
     const outcome = await runUnprivileged({ SERVICES_PATH: bin, SERVICES_NATS_PORT: '1', SERVICES_REDIS_PORT: '1' });

@@ -37,6 +37,8 @@ export interface BundledPoolOptions {
   name: string;
   /** Called when a thread ran out of memory (after it was replaced): the owner logs and counts it. */
   onOutOfMemory?: () => void;
+  /** What each thread's `warm` task is given (default null). */
+  warmTask?: unknown;
 }
 
 /** A piscina pool of one bundled entry, with start(), shutdown() and status() for the composition root. */
@@ -48,6 +50,8 @@ export class BundledPool {
   private outOfMemory = 0;
   /** Their errors: piscina fails every task a thread held with the same one, counted once. */
   private readonly outOfMemoryErrors = new WeakSet<object>();
+  /** What the `warm` task answered in each thread started with the pool. */
+  warmAnswers: unknown[] = [];
 
   constructor(private readonly options: BundledPoolOptions) {}
 
@@ -81,7 +85,7 @@ export class BundledPool {
       recordTiming: false,
     });
     // Warm the threads so the first tasks do not wait for one to start.
-    await Promise.all(Array.from({ length: minThreads }, () => this.pool!.run(null, { name: 'warm' })));
+    this.warmAnswers = await Promise.all(Array.from({ length: minThreads }, () => this.pool!.run(this.options.warmTask ?? null, { name: 'warm' })));
   }
 
   /**

@@ -16,6 +16,8 @@ import { SluiceError } from '../core/errors.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { BundledPool } from './bundled-pool.ts';
 import type { PipelineTask, TaskResult } from './tasks.ts';
+import type { TranscoderSetting, TranscoderStatus } from './wasm/select.ts';
+import type { Fallback } from './wasm/transcoder.ts';
 
 export interface PipelinePoolOptions {
   workers: number;
@@ -24,6 +26,10 @@ export interface PipelinePoolOptions {
   maxHeapMb?: number;
   /** Called when a thread ran out of memory (it is replaced; its tasks got 503). */
   onOutOfMemory?: () => void;
+  /** The OTLP transcoder the threads run (SLUICE_TRANSCODER, wasm/select.ts); default js. */
+  transcoder?: TranscoderSetting;
+  /** Called for each request the WebAssembly transcoder could not serve (JavaScript did): the owner logs and counts it. */
+  onTranscoderFallback?: (fallback: Fallback) => void;
 }
 
 /**
@@ -45,11 +51,16 @@ const MAX_SPARE_BYTES = 4 * 1024 * 1024;
 
 export class PipelinePool {
   private readonly threads: BundledPool;
+  private readonly transcoderSetting: TranscoderSetting;
+  private starting: Promise<void> | undefined;
   /** Buffers of rows the bus is done with, waiting for a task to carry them to a worker. */
   private spares: ArrayBuffer[] = [];
+  /** The OTLP transcoder the threads run, once they started. */
+  transcoder: TranscoderStatus | undefined;
 
   constructor(private readonly options: PipelinePoolOptions) {
     const { workers, maxHeapMb, onOutOfMemory } = options;
+    this.transcoderSetting = options.transcoder ?? 'js';
     this.threads = new BundledPool({
       entry: fileURLToPath(new URL('./worker.ts', import.meta.url)),
       name: 'the worker pool',
@@ -58,17 +69,35 @@ export class PipelinePool {
       concurrentTasksPerWorker: TASKS_PER_WORKER,
       maxHeapMb,
       onOutOfMemory,
+      warmTask: this.transcoderSetting,
     });
   }
 
-  /** Starts the worker threads; resolves once each has loaded the code. */
+  /**
+   * Starts the worker threads; resolves once each has loaded the code and its OTLP transcoder.
+   * Fails when SLUICE_TRANSCODER=wasm and a thread cannot run the WebAssembly transcoder.
+   */
   start(): Promise<void> {
-    return this.threads.start();
+    this.starting ??= this.startThreads();
+    return this.starting;
+  }
+
+  private async startThreads(): Promise<void> {
+    await this.threads.start();
+    const statuses = this.threads.warmAnswers as TranscoderStatus[];
+    // The threads load the same module the same way; one that could not says why.
+    this.transcoder = statuses.find((status) => status.transcoder === 'js') ?? statuses[0] ?? { transcoder: 'js' };
+    if (this.transcoderSetting === 'wasm' && this.transcoder.transcoder !== 'wasm') {
+      await this.threads.shutdown();
+      throw new Error(`SLUICE_TRANSCODER=wasm, and ${this.transcoder.problem}`);
+    }
   }
 
   /** Stops the threads, once a start under way has finished (or failed). */
-  shutdown(): Promise<void> {
-    return this.threads.shutdown();
+  async shutdown(): Promise<void> {
+    await this.starting?.catch(() => {});
+    this.starting = undefined;
+    await this.threads.shutdown();
   }
 
   /** Ready while its threads run (piscina replaces a thread that died); figures for operators. */
@@ -86,7 +115,10 @@ export class PipelinePool {
     // Transfer only a buffer the body owns whole; a view into a shared buffer is copied.
     const owned = task.body.byteOffset === 0 && task.body.byteLength === task.body.buffer.byteLength;
     if (owned) transferList.push(task.body.buffer as ArrayBuffer);
-    return this.threads.run(task, { transferList });
+    if (task.kind === 'otlp') task.transcoder = this.transcoderSetting;
+    const result = await this.threads.run<TaskResult>(task, { transferList });
+    if (result.fallback) this.options.onTranscoderFallback?.(result.fallback);
+    return result;
   }
 
   /**

@@ -7,8 +7,10 @@ import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { toSluiceError, type ErrorCode } from '../core/errors.ts';
 import { decompress, decompressSync, type ContentEncoding } from './decompress.ts';
 import { GzipInflater } from './gunzip.ts';
-import { transcodeOtlp, type Signal, type TableRows } from './otlp/index.ts';
+import type { Signal, TableRows } from './otlp/index.ts';
 import { offerSpares } from './otlp/output.ts';
+import { otlpTranscoder, type TranscoderSetting } from './wasm/select.ts';
+import type { Fallback } from './wasm/transcoder.ts';
 import { transcodeAgent } from './agent/rows.ts';
 import type { AgentKind } from './agent/schemas.ts';
 
@@ -23,6 +25,8 @@ export interface OtlpTask {
   maxBytes: number;
   /** Cut each table's rows into chunks of about this many bytes (a bus message each). */
   maxChunkBytes: number;
+  /** Which transcoder (SLUICE_TRANSCODER; the pool sets it); JavaScript when absent. */
+  transcoder?: TranscoderSetting;
 }
 
 /** An agent API request: JSON of one of the agent payload kinds. */
@@ -49,6 +53,8 @@ export interface TaskSuccess {
   accepted: number;
   rejected: number;
   rejectMessage?: string;
+  /** The WebAssembly transcoder could not serve the request; JavaScript did (select.ts). */
+  fallback?: Fallback;
 }
 
 export interface TaskFailure {
@@ -57,6 +63,7 @@ export interface TaskFailure {
   message: string;
   /** For logs only: what went wrong inside an internal error. */
   detail?: string;
+  fallback?: Fallback;
 }
 
 export type TaskResult = TaskSuccess | TaskFailure;
@@ -72,15 +79,18 @@ const inflater = new GzipInflater();
 
 export async function runTask(task: PipelineTask): Promise<unknown> {
   if (task.spares) offerSpares(task.spares);
+  const otlp = task.kind === 'otlp' ? otlpTranscoder(task.transcoder ?? 'js') : undefined;
   try {
     // zstd is decompressed on libuv's pool (awaited); identity and gzip here, synchronously.
     const body = task.encoding === 'zstd'
       ? await decompress(task.encoding, task.body, task.maxBytes)
       : decompressSync(task.encoding, task.body, task.maxBytes, inflater);
     const rows = task.kind === 'otlp'
-      ? transcodeOtlp(task.signal, task.format, body, task.sourceId, task.maxChunkBytes)
+      ? otlp!.transcode(task.signal, task.format, body, task.sourceId, task.maxChunkBytes)
       : transcodeAgent(task.payload, body, task.sourceId, task.maxChunkBytes, BigInt(task.receivedAt));
     const result: TaskSuccess = { ok: true, ...rows };
+    const fallback = otlp?.takeFallback();
+    if (fallback) result.fallback = fallback;
     // The row buffers move back to the main thread without a copy.
     return move({
       get [transferableSymbol]() { return result.tables.map((t) => t.data.buffer); },
@@ -90,6 +100,8 @@ export async function runTask(task: PipelineTask): Promise<unknown> {
     const error = toSluiceError(err);
     const failure: TaskFailure = { ok: false, code: error.code, message: error.message };
     if (error.code === 'internal') failure.detail = String((error.cause as Error)?.stack ?? error.cause);
+    const fallback = otlp?.takeFallback();
+    if (fallback) failure.fallback = fallback;
     return failure;
   }
 }

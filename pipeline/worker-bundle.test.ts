@@ -30,15 +30,17 @@ describe('bundleWorker', () => {
   it('is plain JavaScript: Node without tsx runs its tasks, and its modules read the files beside their sources', async () => {
     bundle = await bundleWorker(PIPELINE_WORKER);
     // A child process with no loader hooks (vitest's own are not inherited by a plain `node`).
+    // The .proto files beside pipeline/otlp/json.ts decode the JSON; the module beside
+    // pipeline/wasm/transcoder.ts turns it into rows.
     const script = `
       const worker = await import(process.argv[1]);
       const body = Buffer.from(process.argv[2]);
-      const result = await worker.default({ kind: 'otlp', signal: 'traces', format: 'json', encoding: 'identity', body, sourceId: 'src', maxBytes: 1 << 20, maxChunkBytes: Infinity });
+      const result = await worker.default({ kind: 'otlp', signal: 'traces', format: 'json', encoding: 'identity', body, sourceId: 'src', maxBytes: 1 << 20, maxChunkBytes: Infinity, transcoder: 'wasm' });
       const value = result[Symbol.for('Piscina.valueOf')] ?? result;
-      console.log(JSON.stringify({ warm: worker.warm(), ok: value.ok, accepted: value.accepted, message: value.message }));
+      console.log(JSON.stringify({ warm: worker.warm('wasm'), ok: value.ok, accepted: value.accepted, message: value.message, fallback: value.fallback }));
     `;
-    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script, bundle.url, jsonTraces], { env: { PATH: process.env.PATH } });
-    expect(JSON.parse(stdout)).toEqual({ warm: true, ok: true, accepted: 1 });
+    const { stdout } = await run(process.execPath, ['--disable-wasm-trap-handler', '--input-type=module', '-e', script, bundle.url, jsonTraces], { env: { PATH: process.env.PATH } });
+    expect(JSON.parse(stdout)).toEqual({ warm: { transcoder: 'wasm' }, ok: true, accepted: 1 });
   });
 
   it('is written where only this user can read it, and removed', async () => {

@@ -85,7 +85,8 @@ describe('GET /metrics', () => {
   it('shows what runs: sluice_build_info, and the process and Node.js runtime figures', async () => {
     const text = await ingestMetrics();
     const { version } = JSON.parse(await readFile(`${ROOT}/package.json`, 'utf8')) as { version: string };
-    expect(sample(text, `sluice_build_info{version="${version}",node_version="${process.version}",http_engine="${sluice.config.http.engine}"}`)).toBe(1);
+    // The tests run with Node's --disable-wasm-trap-handler (vitest.config.ts), as Sluice does: the WebAssembly transcoder.
+    expect(sample(text, `sluice_build_info{version="${version}",node_version="${process.version}",http_engine="${sluice.config.http.engine}",transcoder="wasm"}`)).toBe(1);
     for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'process_open_fds', 'nodejs_heap_size_used_bytes', 'nodejs_eventloop_lag_p99_seconds']) {
       expect(text, name).toMatch(new RegExp(`^${name} [0-9.e+-]+$`, 'm'));
     }

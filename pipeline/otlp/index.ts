@@ -38,5 +38,10 @@ export function transcodeOtlp(
   maxChunkBytes = Infinity,
 ): TranscodeResult {
   const protobuf = format === 'json' ? otlpJsonToProtobuf(signal, body) : body;
-  return TRANSCODERS[signal](protobuf, sourceId, maxChunkBytes);
+  return transcodeProtobuf(signal, protobuf, sourceId, maxChunkBytes);
+}
+
+/** transcodeOtlp of a protobuf request. */
+export function transcodeProtobuf(signal: Signal, body: Uint8Array, sourceId: string, maxChunkBytes = Infinity): TranscodeResult {
+  return TRANSCODERS[signal](body, sourceId, maxChunkBytes);
 }

@@ -8,7 +8,7 @@
  * spare one if this thread has one that fits (buffers of earlier rows that the main thread
  * sent back once the bus was done with them, see pool.ts), else a new right-sized one.
  */
-import { badRequest } from '../../core/errors.ts';
+import { badRequest, type SluiceError } from '../../core/errors.ts';
 import { MAX_REQUEST_PARTITIONS, PARTITIONS, TABLE_COLUMNS, type Partitioning, type TableName } from '../../storage/schema.ts';
 import { RowBinaryWriter } from './rowbinary.ts';
 
@@ -92,6 +92,26 @@ function rowsOf(writer: RowBinaryWriter): Uint8Array {
   return data;
 }
 
+/**
+ * Rows written elsewhere (the WebAssembly transcoder's memory, pipeline/wasm) copied into a
+ * buffer of their own, as rowsOf() does: a spare that fits, else a new one.
+ */
+export function ownRows(bytes: Uint8Array): Uint8Array {
+  const spare = spareFor(bytes.length);
+  const data = spare ? new Uint8Array(spare, 0, bytes.length) : Buffer.allocUnsafeSlow(bytes.length);
+  data.set(bytes);
+  return data;
+}
+
+/** The refusal of a request whose rows for `table` fall into `count` partitions, more than MAX_REQUEST_PARTITIONS. */
+export function tooManyPartitions(table: TableName, count: number): SluiceError {
+  const { column, by } = PARTITIONS[table]!;
+  return badRequest(
+    `rows span ${count} ${by}s; one request may span at most ${MAX_REQUEST_PARTITIONS} ${by}s per table ` +
+      `(the storage partitions ${table} by the ${by} of ${column}, UTC): send them in several requests`,
+  );
+}
+
 /** One table's rows under construction. */
 export class TableOutput {
   readonly writer = borrowWriter();
@@ -137,12 +157,7 @@ export class TableOutput {
   /** Refuses the request if its rows fall into more partitions than MAX_REQUEST_PARTITIONS. */
   checkPartitions(): void {
     const count = this.partitions?.size ?? 1;
-    if (count <= MAX_REQUEST_PARTITIONS) return;
-    const { column, by } = this.partitioning!;
-    throw badRequest(
-      `rows span ${count} ${by}s; one request may span at most ${MAX_REQUEST_PARTITIONS} ${by}s per table ` +
-        `(the storage partitions ${this.table} by the ${by} of ${column}, UTC): send them in several requests`,
-    );
+    if (count > MAX_REQUEST_PARTITIONS) throw tooManyPartitions(this.table, count);
   }
 
   private seal(): void {

@@ -24,14 +24,20 @@ const REQUEST_TYPES: Record<Signal, string> = {
 
 let root: protobuf.Root | undefined;
 
-/** Encodes a request given as a protobufjs object (camelCase keys, Buffers for bytes). */
-export function encodeRequest(signal: Signal, request: object): Uint8Array {
+/** The protobufjs type of a signal's export request, from our proto/ files. */
+export function requestType(signal: Signal): protobuf.Type {
   if (!root) {
     root = new protobuf.Root();
     root.resolvePath = (_origin, target) => join(PROTO_DIR, target);
     root.loadSync(['trace', 'logs', 'metrics'].map((s) => `opentelemetry/proto/collector/${s}/v1/${s}_service.proto`));
+    root.resolveAll();
   }
-  const type = root.lookupType(REQUEST_TYPES[signal]);
+  return root.lookupType(REQUEST_TYPES[signal]);
+}
+
+/** Encodes a request given as a protobufjs object (camelCase keys, Buffers for bytes). */
+export function encodeRequest(signal: Signal, request: object): Uint8Array {
+  const type = requestType(signal);
   // Requests as deep as the transcoder takes (attribute values 100 levels: 3 messages each),
   // without changing protobufjs's limit for the code under test.
   const limit = protobuf.util.recursionLimit;
