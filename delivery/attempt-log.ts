@@ -6,7 +6,7 @@
  */
 import type { Bus } from '../bus/bus.ts';
 import type { Logger } from '../core/log.ts';
-import { TranscodeOutput } from '../pipeline/otlp/output.ts';
+import { TranscodeOutput } from '../storage/table-rows.ts';
 import { clip } from './channel.ts';
 import type { DeliveryJob, JobState } from './job.ts';
 

@@ -1,6 +1,6 @@
 /**
  * A piscina pool running one worker entry, bundled to JavaScript as the pool starts
- * (worker-bundle.ts) and removed when it stops: the pipeline's pool and the relay's render pool
+ * (core/worker-bundle.ts) and removed when it stops: the pipeline's pool and the relay's render pool
  * are each one of these. A thread that dies is replaced by piscina from the same bundle.
  *
  * Each thread's heap has a limit of its own (maxHeapMb): a task that needs more ends its
@@ -12,7 +12,7 @@
 import { Piscina } from 'piscina';
 import { SluiceError } from '../core/errors.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
-import { bundleWorker, type WorkerBundle } from './worker-bundle.ts';
+import { bundleWorker, type WorkerBundle } from '../core/worker-bundle.ts';
 
 /** Heap (V8's old generation) of each worker thread by default, in MiB: SLUICE_WORKER_HEAP_MB. */
 export const DEFAULT_WORKER_HEAP_MB = 512;

@@ -8,7 +8,7 @@ import { SluiceError } from '../core/errors.ts';
 import { capturedLog } from '../test/faults.ts';
 import { RefusedAfterDecoding } from './ingest.ts';
 import { IngestTally } from './ingest-tally.ts';
-import { ChdbTables } from './otlp/testing.ts';
+import { ChdbTables } from '../test/otlp-requests.ts';
 
 let tables: ChdbTables;
 beforeAll(async () => {

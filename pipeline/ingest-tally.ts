@@ -28,8 +28,8 @@ import type { Logger } from '../core/log.ts';
 import type { SignalLabel } from '../core/metrics.ts';
 import { sleep, type LoopContext } from '../core/supervisor.ts';
 import { RefusedAfterDecoding } from './ingest.ts';
-import { TranscodeOutput } from './otlp/output.ts';
-import type { RowBinaryWriter } from './otlp/rowbinary.ts';
+import { TranscodeOutput } from '../storage/table-rows.ts';
+import type { RowBinaryWriter } from '../storage/rowbinary.ts';
 
 const SIGNALS: readonly SignalLabel[] = ['traces', 'logs', 'metrics', 'agent_logs', 'agent_metrics', 'heartbeats', 'deploys'];
 const SIGNAL_SLOT = new Map(SIGNALS.map((signal, i) => [signal, i]));

@@ -9,7 +9,7 @@ import { valueSymbol } from 'piscina';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { transcodeAgent } from './agent/rows.ts';
 import { transcodeOtlp } from './otlp/index.ts';
-import { attrs, encodeRequest } from './otlp/testing.ts';
+import { attrs, encodeRequest } from '../test/otlp-requests.ts';
 import { PipelinePool } from './pool.ts';
 import { runTask, type PipelineTask, type TaskResult, type TaskSuccess } from './tasks.ts';
 

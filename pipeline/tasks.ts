@@ -8,7 +8,7 @@ import { toSluiceError, type ErrorCode } from '../core/errors.ts';
 import { decompress, decompressSync, type ContentEncoding } from './decompress.ts';
 import { GzipInflater } from './gunzip.ts';
 import type { Signal, TableRows } from './otlp/index.ts';
-import { offerSpares } from './otlp/output.ts';
+import { offerSpares } from '../storage/table-rows.ts';
 import { otlpTranscoder, type TranscoderSetting } from './wasm/select.ts';
 import type { Fallback } from './wasm/transcoder.ts';
 import { transcodeAgent } from './agent/rows.ts';

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PipelinePool } from './pool.ts';
-import { bundleWorker, type WorkerBundle } from './worker-bundle.ts';
+import { bundleWorker, type WorkerBundle } from '../core/worker-bundle.ts';
 
 const run = promisify(execFile);
 const PIPELINE_WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));

@@ -1,5 +1,5 @@
 // Entry point of a pipeline worker thread, bundled with what it imports into one JavaScript
-// file when a pool starts (worker-bundle.ts).
+// file when a pool starts (core/worker-bundle.ts).
 import { otlpTranscoder, type TranscoderSetting, type TranscoderStatus } from './wasm/select.ts';
 
 export { runTask as default } from './tasks.ts';

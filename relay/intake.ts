@@ -20,7 +20,7 @@ import { derivedUuid } from '../core/hash.ts';
 import { jobIdOf, type DeliveryJob, type JobKind } from '../delivery/job.ts';
 import type { DeliveryQueue } from '../delivery/queue.ts';
 import type { AttemptLog } from '../delivery/attempt-log.ts';
-import { TranscodeOutput } from '../pipeline/otlp/output.ts';
+import { TranscodeOutput } from '../storage/table-rows.ts';
 import type { FirstUse } from './idempotency.ts';
 import type { Channel } from './model.ts';
 

@@ -22,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import { SluiceError } from '../core/errors.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
-import { bundleWorker } from '../pipeline/worker-bundle.ts';
+import { bundleWorker } from '../core/worker-bundle.ts';
 import type { StatementOptions, StatementOutput, StatementRunner } from './chdb-reader.ts';
 import type { CloseTask, ReadAnswer, ReadTask } from './chdb-read-worker.ts';
 

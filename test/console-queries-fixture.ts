@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { transcodeAgent } from '../pipeline/agent/rows.ts';
 import type { AgentKind, AgentPayloads } from '../pipeline/agent/schemas.ts';
 import { transcodeOtlp, type Signal } from '../pipeline/otlp/index.ts';
-import { attrs, encodeRequest } from '../pipeline/otlp/testing.ts';
+import { attrs, encodeRequest } from './otlp-requests.ts';
 import type { Storage } from '../storage/storage.ts';
 import { openTestEngine, type TestEngine } from './chdb-engine.ts';
 import type { ConsoleQueryLimits } from '../console/queries/config.ts';

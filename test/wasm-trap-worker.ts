@@ -2,7 +2,7 @@
 // no check of Node's flags (pipeline/wasm/select.ts would run JavaScript without
 // --disable-wasm-trap-handler), to show what a trap does either way.
 import { transcodeOtlp } from '../pipeline/otlp/index.ts';
-import { encodeRequest } from '../pipeline/otlp/testing.ts';
+import { encodeRequest } from './otlp-requests.ts';
 import { isFallback, WasmTranscoder } from '../pipeline/wasm/transcoder.ts';
 
 export function warm(): boolean {

@@ -6,8 +6,8 @@
  */
 import { badRequest } from '../../core/errors.ts';
 import { nestedDeeperThan } from '../../core/json-depth.ts';
-import type { RowBinaryWriter } from '../otlp/rowbinary.ts';
-import { TranscodeOutput, type TranscodeResult } from '../otlp/output.ts';
+import type { RowBinaryWriter } from '../../storage/rowbinary.ts';
+import { TranscodeOutput, type TranscodeResult } from '../../storage/table-rows.ts';
 import { validateAgentPayload, type AgentKind, type Attributes, type DeployMarker, type Heartbeat, type LogBatch, type MetricBatch } from './schemas.ts';
 import { readTimestamp, type EpochTime } from './time.ts';
 

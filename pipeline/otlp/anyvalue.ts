@@ -17,7 +17,7 @@ import {
   isAnyValueTag, KEY_VALUE_KEY, KEY_VALUE_VALUE,
 } from './common-tags.ts';
 import { writeGoFloat } from './go-format.ts';
-import type { RowBinaryWriter } from './rowbinary.ts';
+import type { RowBinaryWriter } from '../../storage/rowbinary.ts';
 import type { WireReader } from './wire.ts';
 
 const TRUE = Buffer.from('true');

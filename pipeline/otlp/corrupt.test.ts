@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SluiceError } from '../../core/errors.ts';
 import { transcodeOtlp, type Signal } from './index.ts';
-import { attrs, encodeRequest } from './testing.ts';
+import { attrs, encodeRequest } from '../../test/otlp-requests.ts';
 
 const ids = { traceId: Buffer.alloc(16, 7), spanId: Buffer.alloc(8, 9) };
 const attributes = [...attrs({ s: 'text', i: 42, d: 1.25, b: true }), { key: 'a', value: { arrayValue: { values: [{ stringValue: 'x' }, { kvlistValue: { values: [{ key: 'k', value: { intValue: 1 } }] } }] } } }];

@@ -12,7 +12,7 @@
  */
 import { TABLE_COLUMNS, type TableName } from '../../storage/schema.ts';
 import { findAttribute, writeAllAttributes, writeAnyValue } from './anyvalue.ts';
-import type { RowBinaryWriter } from './rowbinary.ts';
+import type { RowBinaryWriter } from '../../storage/rowbinary.ts';
 import { fieldTag, LEN, VARINT, type WireReader } from './wire.ts';
 
 const FIRST = fieldTag(1, LEN); // Resource* in the request; resource or scope in the envelope

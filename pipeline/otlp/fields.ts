@@ -3,7 +3,7 @@
  * not on the hot path (an event's name, a link's id), and the column encodings several
  * tables use (ids, DateTime64 timestamps).
  */
-import type { RowBinaryWriter } from './rowbinary.ts';
+import type { RowBinaryWriter } from '../../storage/rowbinary.ts';
 import type { WireReader } from './wire.ts';
 
 /** The range of the last length-delimited field with `tag` in [start, end) ([start, start] if none). */

@@ -2,7 +2,7 @@
  * Go's text forms of values, so what Sluice stores matches what the Collector's ClickHouse
  * exporter (written in Go) stores for the same data.
  */
-import type { RowBinaryWriter } from './rowbinary.ts';
+import type { RowBinaryWriter } from '../../storage/rowbinary.ts';
 
 /**
  * pdata's float64AsString: the ES6 number-to-string rule for finite numbers (which is what

@@ -8,12 +8,13 @@ import { otlpJsonToProtobuf } from './json.ts';
 import { transcodeLogs } from './logs.ts';
 import { transcodeMetrics } from './metrics.ts';
 import { transcodeTraces } from './traces.ts';
-import type { TranscodeResult } from './output.ts';
+import type { Signal } from './signal.ts';
+import type { TranscodeResult } from '../../storage/table-rows.ts';
 
-export type { TableRows, TranscodeResult } from './output.ts';
+export type { TableRows, TranscodeResult } from '../../storage/table-rows.ts';
 export type { TableName } from '../../storage/schema.ts';
 
-export type Signal = 'traces' | 'logs' | 'metrics';
+export type { Signal } from './signal.ts';
 
 const TRANSCODERS: Record<Signal, (body: Uint8Array, sourceId: string, maxChunkBytes?: number) => TranscodeResult> = {
   traces: transcodeTraces,

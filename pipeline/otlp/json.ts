@@ -17,7 +17,7 @@ import protobuf from 'protobufjs';
 import { nestedDeeperThan } from '../../core/json-depth.ts';
 import { badRequest } from '../../core/errors.ts';
 import { MAX_ANYVALUE_DEPTH, tooDeep } from './anyvalue-json.ts';
-import type { Signal } from './index.ts';
+import type { Signal } from './signal.ts';
 
 const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url));
 

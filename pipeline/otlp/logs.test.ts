@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SluiceError } from '../../core/errors.ts';
 import { transcodeOtlp } from './index.ts';
-import { attrs, ChdbTables, encodeRequest } from './testing.ts';
+import { attrs, ChdbTables, encodeRequest } from '../../test/otlp-requests.ts';
 
 const TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
 const SPAN_ID = 'b7ad6b7169203331';

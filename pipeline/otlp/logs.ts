@@ -16,8 +16,8 @@
 import { writeAnyValue, writeAttributes } from './anyvalue.ts';
 import { RowPrefix, walkRequest } from './envelope.ts';
 import { writeId, writeTimestamp } from './fields.ts';
-import { TranscodeOutput, type TranscodeResult } from './output.ts';
-import type { RowBinaryWriter } from './rowbinary.ts';
+import { TranscodeOutput, type TranscodeResult } from '../../storage/table-rows.ts';
+import type { RowBinaryWriter } from '../../storage/rowbinary.ts';
 import { fieldTag, I32, I64, LEN, VARINT, WireReader } from './wire.ts';
 
 const TIME = fieldTag(1, I64);

@@ -18,7 +18,7 @@
 import { badRequest } from '../../core/errors.ts';
 import { countFields, writeAttributes } from './anyvalue.ts';
 import { findBytes, findFixed64, unixSeconds } from './fields.ts';
-import type { RowBinaryWriter } from './rowbinary.ts';
+import type { RowBinaryWriter } from '../../storage/rowbinary.ts';
 import { fieldTag, I64, LEN, VARINT, type WireReader } from './wire.ts';
 
 const TWO_32 = 4294967296;

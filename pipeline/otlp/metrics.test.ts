@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { transcodeOtlp } from './index.ts';
 import { unixSeconds } from './fields.ts';
-import { attrs, ChdbTables, encodeRequest } from './testing.ts';
+import { attrs, ChdbTables, encodeRequest } from '../../test/otlp-requests.ts';
 
 const START = 1_700_000_000_500_000_000n; // 1700000000.5 s
 const TIME = 1_700_000_060_999_999_999n; // 1700000060.999999999 s

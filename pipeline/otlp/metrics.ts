@@ -11,7 +11,7 @@ import { RowPrefix, walkRequest } from './envelope.ts';
 import {
   pointDay, type PointWriter, writeExpHistogramPoint, writeHistogramPoint, writeNumberPoint, writeSummaryPoint,
 } from './metric-points.ts';
-import { TranscodeOutput, type TranscodeResult } from './output.ts';
+import { TranscodeOutput, type TranscodeResult } from '../../storage/table-rows.ts';
 import { fieldTag, LEN, VARINT, WireReader } from './wire.ts';
 
 const NAME = fieldTag(1, LEN);

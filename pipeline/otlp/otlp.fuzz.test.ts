@@ -9,9 +9,9 @@ import { describe, expect, it } from 'vitest';
 import { encodeTraces, traceRequest } from '../../test/otlp-fixtures.ts';
 import { FUZZ_TEST_TIMEOUT_MS, fuzzParameters, mutated, rowsOrRefusal, runTaskHere } from '../../test/fuzz.ts';
 import type { TaskResult } from '../tasks.ts';
-import { otlpJson, validRequest } from './arbitraries.ts';
+import { otlpJson, validRequest } from '../../test/otlp-arbitraries.ts';
 import type { Signal } from './index.ts';
-import { encodeRequest } from './testing.ts';
+import { encodeRequest } from '../../test/otlp-requests.ts';
 
 const SIGNALS: Signal[] = ['traces', 'logs', 'metrics'];
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SluiceError } from '../../core/errors.ts';
 import { TABLE_COLUMNS } from '../../storage/schema.ts';
 import { transcodeOtlp } from './index.ts';
-import { attrs, ChdbTables, encodeRequest } from './testing.ts';
+import { attrs, ChdbTables, encodeRequest } from '../../test/otlp-requests.ts';
 
 const TRACE_ID = '5b8efff798038103d269b633813fc60c';
 const SPAN_ID = 'eee19b7ec3c1b174';

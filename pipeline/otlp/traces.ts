@@ -17,8 +17,8 @@
 import { countFields, writeAttributes } from './anyvalue.ts';
 import { RowPrefix, walkRequest } from './envelope.ts';
 import { findBytes, findFixed64, writeId, writeStringField, writeTimestamp } from './fields.ts';
-import { TableOutput, TranscodeOutput, type TranscodeResult } from './output.ts';
-import type { RowBinaryWriter } from './rowbinary.ts';
+import { TableOutput, TranscodeOutput, type TranscodeResult } from '../../storage/table-rows.ts';
+import type { RowBinaryWriter } from '../../storage/rowbinary.ts';
 import { fieldTag, I64, LEN, VARINT, WireReader } from './wire.ts';
 
 const TRACE_ID = fieldTag(1, LEN);

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SluiceError } from '../../core/errors.ts';
 import { transcodeOtlp, type Signal } from './index.ts';
-import { ChdbTables, encodeRequest } from './testing.ts';
+import { ChdbTables, encodeRequest } from '../../test/otlp-requests.ts';
 
 const TRACE_ID = '5b8efff798038103d269b633813fc60c';
 const SPAN_ID = 'eee19b7ec3c1b174';

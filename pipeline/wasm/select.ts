@@ -14,7 +14,7 @@
  */
 import { otlpJsonToProtobuf } from '../otlp/json.ts';
 import { transcodeProtobuf, type Signal } from '../otlp/index.ts';
-import type { TranscodeResult } from '../otlp/output.ts';
+import type { TranscodeResult } from '../../storage/table-rows.ts';
 import { isFallback, WasmTranscoder, type Fallback } from './transcoder.ts';
 
 export const TRANSCODER_SETTINGS = ['auto', 'wasm', 'js'] as const;

@@ -1,10 +1,10 @@
 /**
  * The WebAssembly transcoder against the JavaScript one, its reference: for every input, the same
  * RowBinary bytes in the same chunks, the same counts and rejection message, or the same refusal
- * (status and message). Inputs: the valid requests of pipeline/otlp/arbitraries.ts (whole, and
+ * (status and message). Inputs: the valid requests of test/otlp-arbitraries.ts (whole, and
  * cut into small chunks), those corrupted byte by byte, written with damage (padded and
  * over-long varints, wrong wire types, invalid UTF-8, wrong lengths, cut short:
- * pipeline/otlp/hostile.ts), attribute values nested around the depth limit, more than 10,000
+ * test/otlp-hostile.ts), attribute values nested around the depth limit, more than 10,000
  * attributes, doubles of every bit pattern, random bytes. No input may make the module give up
  * (a fallback): it handles everything. Settings and replay: test/fuzz.ts (`npm run fuzz` runs
  * these far longer).
@@ -13,11 +13,11 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { SluiceError } from '../../core/errors.ts';
 import { FUZZ_TEST_TIMEOUT_MS, fuzzParameters, mutated } from '../../test/fuzz.ts';
-import { validRequest } from '../otlp/arbitraries.ts';
-import { damagedRequest, deeplyNested, doubleValues, manyAttributes, manyDays, metricNumbers, refusedItems } from '../otlp/hostile.ts';
+import { validRequest } from '../../test/otlp-arbitraries.ts';
+import { damagedRequest, deeplyNested, doubleValues, manyAttributes, manyDays, metricNumbers, refusedItems } from '../../test/otlp-hostile.ts';
 import { transcodeOtlp, type Signal } from '../otlp/index.ts';
-import type { TranscodeResult } from '../otlp/output.ts';
-import { encodeRequest } from '../otlp/testing.ts';
+import type { TranscodeResult } from '../../storage/table-rows.ts';
+import { encodeRequest } from '../../test/otlp-requests.ts';
 import { isFallback, WasmTranscoder } from './transcoder.ts';
 
 const SIGNALS: Signal[] = ['traces', 'logs', 'metrics'];

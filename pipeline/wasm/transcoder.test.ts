@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { SluiceError } from '../../core/errors.ts';
 import { transcodeOtlp } from '../otlp/index.ts';
-import { attrs, encodeRequest } from '../otlp/testing.ts';
+import { attrs, encodeRequest } from '../../test/otlp-requests.ts';
 import { isFallback, MAX_MEMORY_BYTES, WASM_FILE, WasmTranscoder, type Fallback } from './transcoder.ts';
 
 const ids = { traceId: Buffer.alloc(16, 7), spanId: Buffer.alloc(8, 9) };

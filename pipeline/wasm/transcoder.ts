@@ -29,7 +29,7 @@ import { badRequest } from '../../core/errors.ts';
 import { MAX_REQUEST_PARTITIONS, PARTITIONS, TABLE_COLUMNS, type TableName } from '../../storage/schema.ts';
 import { MAX_ANYVALUE_DEPTH } from '../otlp/anyvalue-json.ts';
 import type { Signal } from '../otlp/index.ts';
-import { ownRows, tooManyPartitions, type TableRows, type TranscodeResult } from '../otlp/output.ts';
+import { ownRows, tooManyPartitions, type TableRows, type TranscodeResult } from '../../storage/table-rows.ts';
 
 /** The module: built from src/ by build.sh, committed. */
 export const WASM_FILE = new URL('./transcoder.wasm', import.meta.url);

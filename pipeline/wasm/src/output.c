@@ -1,5 +1,5 @@
 /*
- * The rows of a call, per table (pipeline/otlp/output.ts): each table's rows are written into a
+ * The rows of a call, per table (storage/table-rows.ts): each table's rows are written into a
  * buffer of their own; once they pass the largest chunk the caller asked for, they leave as a
  * chunk through emit_chunk (the loader copies them out of the module's memory) and the buffer
  * starts again, so a table's rows never hold more than about a chunk here. Each table also

@@ -1,5 +1,5 @@
 /*
- * RowBinary columns (pipeline/otlp/rowbinary.ts) and the text of messages. A String column is a
+ * RowBinary columns (storage/rowbinary.ts) and the text of messages. A String column is a
  * LEB128 length then its bytes; string bytes are copied straight from the request, and checked
  * for valid UTF-8 as Node's isUtf8 checks them.
  */

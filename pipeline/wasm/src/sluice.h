@@ -186,7 +186,7 @@ void write_id(Buf *w, u32 start, u32 end);
 /* DateTime64(9) from the fixed64 at `at` (NONE: 0); returns its day since 1970-01-01. */
 u32 write_timestamp(Buf *w, u32 at);
 
-/* ---- output.c: tables, chunks, partitions, refused items (output.ts) ---- */
+/* ---- output.c: tables, chunks, partitions, refused items (storage/table-rows.ts) ---- */
 
 enum Table { OTEL_TRACES, OTEL_LOGS, OTEL_METRICS_GAUGE, OTEL_METRICS_SUM, OTEL_METRICS_HISTOGRAM, OTEL_METRICS_EXP_HISTOGRAM, OTEL_METRICS_SUMMARY, TABLE_COUNT };
 

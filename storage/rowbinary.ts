@@ -11,7 +11,7 @@
  * only a run with a byte >= 0x80 needs the (native) validator.
  */
 import { isUtf8 } from 'node:buffer';
-import { badRequest } from '../../core/errors.ts';
+import { badRequest } from '../core/errors.ts';
 
 /** Strings up to this long are copied (and checked for non-ASCII) in JS; longer with set(). */
 const SHORT_STRING = 256;

@@ -5,20 +5,20 @@
  * does once the bus published them. No HTTP, no bus: what is left is decompression, transcoding, piscina and the two
  * threads' garbage. Prints items per CPU second of the whole process (every thread).
  *
- *   node --disable-wasm-trap-handler --import tsx pipeline/pool.bench.ts [traces|agent-logs] [seconds=10] [workers=2] [inFlight=8] [transcoders=auto]
+ *   node --disable-wasm-trap-handler --import tsx bench/pipeline-pool.ts [traces|agent-logs] [seconds=10] [workers=2] [inFlight=8] [transcoders=auto]
  *
  * `transcoders` (SLUICE_TRANSCODER, comma-separated: js,wasm) runs a pool of each, measured in
  * turns (three rounds each, every round starting with another), and prints each one's median
  * and its ratio to the first. WebAssembly needs Node's --disable-wasm-trap-handler, as Sluice
  * runs (bin/node-flags.ts; NODE_OPTIONS=--disable-wasm-trap-handler npx tsx ... works too).
  *
- * With `node --cpu-prof --cpu-prof-dir=DIR --import tsx pipeline/pool.bench.ts ...` each
+ * With `node --cpu-prof --cpu-prof-dir=DIR --import tsx bench/pipeline-pool.ts ...` each
  * thread writes a profile; bench/cpu-profile-summary.ts adds them up (GC share, top functions).
  */
-import { agentLogBodies, loadTraceTypes, traceBodies } from '../bench/payload.ts';
-import { PipelinePool } from './pool.ts';
-import type { PipelineTask } from './tasks.ts';
-import type { TranscoderSetting } from './wasm/select.ts';
+import { agentLogBodies, loadTraceTypes, traceBodies } from './payload.ts';
+import { PipelinePool } from '../pipeline/pool.ts';
+import type { PipelineTask } from '../pipeline/tasks.ts';
+import type { TranscoderSetting } from '../pipeline/wasm/select.ts';
 
 const kind = process.argv[2] ?? 'traces';
 const seconds = Number(process.argv[3] ?? 10);

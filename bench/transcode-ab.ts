@@ -6,14 +6,14 @@
  * (bench/payload.ts: 100 spans, 20 attributes each) and must write the same bytes.
  *
  *   git worktree add ../before HEAD~1 && ln -s "$PWD/node_modules" ../before/node_modules
- *   taskset -c 1 npx tsx pipeline/otlp/transcode-ab.bench.ts ../before [rounds=60] [secondsPerRound=0.2]
+ *   taskset -c 1 npx tsx bench/transcode-ab.ts ../before [rounds=60] [secondsPerRound=0.2]
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { gunzipSync } from 'node:zlib';
-import { loadTraceTypes, traceBodies } from '../../bench/payload.ts';
-import { interleaved } from '../bench-rounds.ts';
-import { transcodeOtlp } from './index.ts';
+import { loadTraceTypes, traceBodies } from './payload.ts';
+import { interleaved } from '../pipeline/bench-rounds.ts';
+import { transcodeOtlp } from '../pipeline/otlp/index.ts';
 
 const [other, rounds = '60', seconds = '0.2'] = process.argv.slice(2);
 if (!other) throw new Error('usage: transcode-ab.bench.ts <other checkout> [rounds] [secondsPerRound]');

@@ -1,6 +1,6 @@
 /**
  * Hostile OTLP protobuf requests, for fuzzing the two transcoders against each other
- * (pipeline/wasm/transcoder.fuzz.test.ts). The valid requests of arbitraries.ts are encoded
+ * (pipeline/wasm/transcoder.fuzz.test.ts). The valid requests of otlp-arbitraries.ts are encoded
  * again by a protobuf writer of our own, guided by the message types of proto/, which can at
  * random: pad varints (non-minimal encodings, up to ten bytes and past them), give a field the
  * wrong wire type, put invalid UTF-8 into a string, get a length wrong, write repeated numbers
@@ -10,10 +10,10 @@
  */
 import fc from 'fast-check';
 import type protobuf from 'protobufjs';
-import { MAX_ANYVALUE_DEPTH } from './anyvalue-json.ts';
-import { validRequest } from './arbitraries.ts';
-import type { Signal } from './index.ts';
-import { requestType } from './testing.ts';
+import { MAX_ANYVALUE_DEPTH } from '../pipeline/otlp/anyvalue-json.ts';
+import { validRequest } from './otlp-arbitraries.ts';
+import type { Signal } from '../pipeline/otlp/index.ts';
+import { requestType } from './otlp-requests.ts';
 
 /** A double given by its bits, where the request object has a number (any NaN, not only JavaScript's). */
 export class DoubleBits {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { SluiceError } from '../../core/errors.ts';
-import { float64AsString, writeGoFloat } from './go-format.ts';
+import { SluiceError } from '../core/errors.ts';
+import { float64AsString, writeGoFloat } from '../pipeline/otlp/go-format.ts';
 import { RowBinaryWriter } from './rowbinary.ts';
 
 /** Reads back a String column written at the start of `w`. */

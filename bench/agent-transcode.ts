@@ -4,15 +4,15 @@
  * stage and the worker's whole task (decompress + parse + validate + rows). Medians of
  * several rounds; then what one batch costs in fresh buffers, JS heap and GC.
  *
- *   npx tsx pipeline/agent/agent.bench.ts [rounds=7] [secondsPerRound=1.5]
+ *   npx tsx bench/agent-transcode.ts [rounds=7] [secondsPerRound=1.5]
  */
 import { gunzipSync } from 'node:zlib';
-import { agentLogBodies } from '../../bench/payload.ts';
-import { nestedDeeperThan } from '../../core/json-depth.ts';
-import { allocations, benchOptions, measure, workerTaskStep } from '../bench-rounds.ts';
-import type { AgentTask } from '../tasks.ts';
-import { transcodeAgent } from './rows.ts';
-import { validateAgentPayload } from './schemas.ts';
+import { agentLogBodies } from './payload.ts';
+import { nestedDeeperThan } from '../core/json-depth.ts';
+import { allocations, benchOptions, measure, workerTaskStep } from '../pipeline/bench-rounds.ts';
+import type { AgentTask } from '../pipeline/tasks.ts';
+import { transcodeAgent } from '../pipeline/agent/rows.ts';
+import { validateAgentPayload } from '../pipeline/agent/schemas.ts';
 
 const options = benchOptions();
 const ENTRIES = 1000;

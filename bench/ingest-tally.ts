@@ -5,13 +5,13 @@
  * mix of sources, signals and outcomes as a gateway sees it. A flush between runs of
  * FLUSH_EVERY calls encodes the rows (a bus that takes them).
  *
- *   node --expose-gc --import tsx pipeline/ingest-tally.bench.ts [calls=5000000] [sources=50]
+ *   node --expose-gc --import tsx bench/ingest-tally.ts [calls=5000000] [sources=50]
  */
 import { performance, PerformanceObserver } from 'node:perf_hooks';
 import { SluiceError } from '../core/errors.ts';
 import { createLogger } from '../core/log.ts';
 import { SluiceMetrics, type SignalLabel } from '../core/metrics.ts';
-import { IngestTally } from './ingest-tally.ts';
+import { IngestTally } from '../pipeline/ingest-tally.ts';
 
 const calls = Number(process.argv[2] ?? 5_000_000);
 const sourceCount = Number(process.argv[3] ?? 50);

@@ -8,15 +8,15 @@
  * the same trace requests and on logs and metrics requests made here, and the worker's task
  * with each.
  *
- *   node --disable-wasm-trap-handler --import tsx pipeline/otlp/transcode.bench.ts [rounds=7] [secondsPerRound=1.5]
+ *   node --disable-wasm-trap-handler --import tsx bench/transcode.ts [rounds=7] [secondsPerRound=1.5]
  */
 import { gunzipSync } from 'node:zlib';
-import { loadTraceTypes, traceBodies } from '../../bench/payload.ts';
-import { allocations, benchOptions, interleaved, measure, workerTaskStep } from '../bench-rounds.ts';
-import type { OtlpTask } from '../tasks.ts';
-import { isFallback, WasmTranscoder } from '../wasm/transcoder.ts';
-import { transcodeOtlp, type Signal } from './index.ts';
-import { encodeRequest } from './testing.ts';
+import { loadTraceTypes, traceBodies } from './payload.ts';
+import { allocations, benchOptions, interleaved, measure, workerTaskStep } from '../pipeline/bench-rounds.ts';
+import type { OtlpTask } from '../pipeline/tasks.ts';
+import { isFallback, WasmTranscoder } from '../pipeline/wasm/transcoder.ts';
+import { transcodeOtlp, type Signal } from '../pipeline/otlp/index.ts';
+import { encodeRequest } from '../test/otlp-requests.ts';
 
 const options = benchOptions();
 const SPANS_PER_REQUEST = 100;

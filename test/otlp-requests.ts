@@ -11,11 +11,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import protobuf from 'protobufjs';
 import type { Session } from 'chdb';
-import { migrate } from '../../storage/migrate.ts';
-import { quoteIdentifier, quoteString } from '../../storage/storage.ts';
-import type { Signal, TranscodeResult } from './index.ts';
+import { migrate } from '../storage/migrate.ts';
+import { quoteIdentifier, quoteString } from '../storage/storage.ts';
+import type { Signal, TranscodeResult } from '../pipeline/otlp/index.ts';
 
-const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url));
+const PROTO_DIR = fileURLToPath(new URL('../proto/', import.meta.url));
 const REQUEST_TYPES: Record<Signal, string> = {
   traces: 'opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest',
   logs: 'opentelemetry.proto.collector.logs.v1.ExportLogsServiceRequest',

@@ -10,7 +10,7 @@
  * 100 days.
  */
 import fc from 'fast-check';
-import type { Signal } from './index.ts';
+import type { Signal } from '../pipeline/otlp/index.ts';
 
 const text = fc.string({ unit: 'binary', maxLength: 24 });
 const bytes = (length: number) => fc.uint8Array({ minLength: length, maxLength: length });

@@ -8,8 +8,8 @@
  * spare one if this thread has one that fits (buffers of earlier rows that the main thread
  * sent back once the bus was done with them, see pool.ts), else a new right-sized one.
  */
-import { badRequest, type SluiceError } from '../../core/errors.ts';
-import { MAX_REQUEST_PARTITIONS, PARTITIONS, TABLE_COLUMNS, type Partitioning, type TableName } from '../../storage/schema.ts';
+import { badRequest, type SluiceError } from '../core/errors.ts';
+import { MAX_REQUEST_PARTITIONS, PARTITIONS, TABLE_COLUMNS, type Partitioning, type TableName } from './schema.ts';
 import { RowBinaryWriter } from './rowbinary.ts';
 
 /** RowBinary rows for one table, in the column order of TABLE_COLUMNS[table]. */

@@ -1,0 +1,2 @@
+/** The three OTLP signals, each with its export request and transcoder. */
+export type Signal = 'traces' | 'logs' | 'metrics';
