@@ -23,7 +23,8 @@ import type { ConsoleReads } from './reads.ts';
 import type { ReadGate } from './read-gate.ts';
 import { validBody } from './schemas.ts';
 import type { ConsoleSessions, SignedIn } from './sessions.ts';
-import { dashboardRoutes, queryRoutes, sourceRoutes } from './routes.ts';
+import { dashboardRoutes, inboxRoutes, queryRoutes, sourceRoutes } from './routes.ts';
+import type { DevelopmentInbox } from '../delivery/inbox.ts';
 
 export interface ConsoleHttpDeps {
   accounts: AccountStore;
@@ -48,6 +49,8 @@ export interface ConsoleHttpDeps {
   clientIp: ClientIpResolver;
   budget: ByteBudget;
   log: Logger;
+  /** The development inbox, when SLUICE_DELIVERY_INBOX is on. */
+  inbox?: Pick<DevelopmentInbox, 'list'>;
 }
 
 /** What a route is given. */
@@ -95,7 +98,7 @@ const WRITES = new Set(['POST', 'PUT', 'DELETE']);
 function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
   const signedIn = async (user: Parameters<ConsoleSessions['start']>[0]) => {
     const { setCookie, signedIn: session } = await deps.sessions.start(user);
-    return new Answer({ status: 200, headers: { 'set-cookie': setCookie, ...jsonHeaders() }, body: JSON.stringify(me(session, deps.ingest())) });
+    return new Answer({ status: 200, headers: { 'set-cookie': setCookie, ...jsonHeaders() }, body: JSON.stringify(me(session, deps)) });
   };
   return [
     { method: 'POST', pattern: '/api/first-run', access: 'open', run: async ({ body }) => {
@@ -120,7 +123,7 @@ function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
       const setCookie = await deps.sessions.end(session.sessionId);
       return new Answer({ status: 204, headers: { 'set-cookie': setCookie } });
     } },
-    { method: 'GET', pattern: '/api/me', access: 'self', run: ({ session }) => me(session, deps.ingest()) },
+    { method: 'GET', pattern: '/api/me', access: 'self', run: ({ session }) => me(session, deps) },
   ];
 }
 
@@ -130,14 +133,14 @@ async function admitAccount(lockout: SignInLockout, email: string): Promise<void
   if (!attempt.allowed) throw new ApiError(429, 'Too many sign-in attempts: try again later', { retryAfterSeconds: attempt.retryAfterSeconds });
 }
 
-function me({ user, tenant, csrfToken }: SignedIn, ingest: Me['ingest']): Me {
-  return { user: { id: user.id, email: user.email, name: user.name, role: user.role }, tenant: { id: tenant.id, name: tenant.name }, csrfToken, ingest };
+function me({ user, tenant, csrfToken }: SignedIn, deps: Pick<ConsoleHttpDeps, 'ingest' | 'inbox'>): Me {
+  return { user: { id: user.id, email: user.email, name: user.name, role: user.role }, tenant: { id: tenant.id, name: tenant.name }, csrfToken, ingest: deps.ingest(), deliveryInbox: deps.inbox !== undefined };
 }
 
 const jsonHeaders = () => ({ 'content-type': JSON_TYPE, 'cache-control': 'no-store' });
 
 function routeTable(deps: ConsoleHttpDeps): Route[] {
-  return [...sessionRoutes(deps), ...sourceRoutes(deps), ...queryRoutes(deps), ...dashboardRoutes(deps)];
+  return [...sessionRoutes(deps), ...sourceRoutes(deps), ...queryRoutes(deps), ...dashboardRoutes(deps), ...inboxRoutes(deps)];
 }
 
 /** The routes as data, for the route-by-role test (the handlers are never called: no deps needed). */

@@ -10,6 +10,7 @@ import { api, problem, rememberSession, whenSignedOut } from './api.ts';
 import { SessionContext } from './hooks.ts';
 import { DashboardPage, DashboardsPage } from './pages/dashboards.tsx';
 import { FirstRunPage, SignInPage } from './pages/sign-in.tsx';
+import { InboxPage } from './pages/inbox.tsx';
 import { LogsPage } from './pages/logs.tsx';
 import { MetricsPage } from './pages/metrics.tsx';
 import { OverviewPage } from './pages/overview.tsx';
@@ -30,6 +31,7 @@ const PAGES: Array<[pattern: string, page: Page]> = [
   ['/metrics', MetricsPage],
   ['/dashboards', DashboardsPage],
   ['/dashboards/:id', DashboardPage],
+  ['/inbox', InboxPage],
 ];
 
 const NAV: Array<[path: string, label: string, testid: string]> = [
@@ -40,6 +42,8 @@ const NAV: Array<[path: string, label: string, testid: string]> = [
   ['/metrics', 'Metrics', 'nav-metrics'],
   ['/dashboards', 'Dashboards', 'nav-dashboards'],
 ];
+/** Shown only while the development inbox is on (SLUICE_DELIVERY_INBOX). */
+const INBOX_NAV: [path: string, label: string, testid: string] = ['/inbox', 'Inbox', 'nav-inbox'];
 
 /** The sign-in page, with the page to return to. */
 function signInUrl(): string {
@@ -56,9 +60,9 @@ function NavBar({ me, place, onSignOut }: { me: Me; place: Place; onSignOut: () 
       <nav aria-label="Console">
         <span class="brand">Sluice</span>
         <ul>
-          {NAV.map(([path, label, testid]) => (
+          {[...NAV, ...(me.deliveryInbox ? [INBOX_NAV] : [])].map(([path, label, testid]) => (
             <li key={path}>
-              <Link href={path === '/sources' || path === '/dashboards' ? path : href(path, range)} class={active(path) ? 'active' : ''} aria-current={active(path) ? 'page' : undefined} data-testid={testid}>
+              <Link href={path === '/sources' || path === '/dashboards' || path === '/inbox' ? path : href(path, range)} class={active(path) ? 'active' : ''} aria-current={active(path) ? 'page' : undefined} data-testid={testid}>
                 {label}
               </Link>
             </li>
