@@ -468,7 +468,7 @@ export function relayOpenApiDocument(): OpenApiDocument {
     info: {
       ...OPENAPI_INFO,
       title: 'Sluice notification relay',
-      description: 'Public endpoints: form submissions from browsers, notifications from backends, tenant discovery. Admin API: tenants, sites, forms, recipients, webhooks, templates, users, API keys, stored submissions, delivery jobs (attempts, manual retries) and delivery settings. Every error is `{ message, statusCode }`.',
+      description: 'Public endpoints: form submissions from browsers, notifications from backends, tenant discovery. Admin API: tenants, sites, forms, recipients, webhooks, templates, users, API keys, stored submissions, delivery jobs (attempts, manual retries), delivery settings and the development inbox. Every error is `{ message, statusCode }`.',
     },
     servers: [{ url: '/', description: 'This relay port (8080 by default).' }],
     tags: [
