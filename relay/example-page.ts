@@ -87,6 +87,7 @@ export function examplePageHtml({ relayUrl, siteKey, formKey, origin }: ExampleP
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <title>Contact: Sluice relay example page</title>
 <style>
   body { font-family: system-ui, sans-serif; max-width: 36rem; margin: 2rem auto; padding: 0 1rem; line-height: 1.5; color: #1e293b; }

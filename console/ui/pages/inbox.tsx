@@ -4,6 +4,7 @@
  * HTML part is shown in a sandboxed frame (no scripts, no same-origin, no navigation): it never
  * becomes markup of the console's own page.
  */
+import { useState } from 'preact/hooks';
 import type { InboxMessage } from '../../api.ts';
 import { api } from '../api.ts';
 import { ErrorNote, KeyValues, Loading } from '../components.tsx';
@@ -31,6 +32,18 @@ function details(message: InboxMessage): Record<string, string> {
   return {};
 }
 
+/** An email's HTML part, in a frame made only once it is opened (a page of 100 messages loads none). */
+function HtmlPart({ message }: { message: InboxMessage }) {
+  const [open, setOpen] = useState(false);
+  return (
+    <details class="inbox-html" onToggle={(event) => setOpen((event.currentTarget as HTMLDetailsElement).open)}>
+      <summary data-testid="inbox-html-toggle">HTML part, shown sandboxed (no scripts, nothing loaded from elsewhere)</summary>
+      {/* sandbox first: the frame never runs scripts, shares no origin and cannot navigate the console. */}
+      {open && <iframe sandbox="" referrerpolicy="no-referrer" srcdoc={message.html} title={`HTML part of the email to ${message.destination}`} data-testid="inbox-html" />}
+    </details>
+  );
+}
+
 function Message({ message }: { message: InboxMessage }) {
   const caught = Date.parse(message.caughtAt);
   const heading = message.subject || '(no subject)';
@@ -48,13 +61,7 @@ function Message({ message }: { message: InboxMessage }) {
       <KeyValues values={details(message)} testid="inbox-details" />
       <h3>{message.channel === 'webhook' ? 'Body' : 'Text'}</h3>
       <pre class="inbox-text" data-testid="inbox-text">{message.text || '(empty)'}</pre>
-      {message.html !== undefined && (
-        <details class="inbox-html">
-          <summary>HTML part, shown sandboxed (no scripts, nothing loaded from elsewhere)</summary>
-          {/* sandbox first: the frame never runs scripts, shares no origin and cannot navigate the console. */}
-          <iframe sandbox="" referrerpolicy="no-referrer" srcdoc={message.html} title={`HTML part of the email to ${message.destination}`} data-testid="inbox-html" />
-        </details>
-      )}
+      {message.html !== undefined && <HtmlPart message={message} />}
     </article>
   );
 }
