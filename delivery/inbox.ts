@@ -32,6 +32,8 @@ export const MAX_INBOX_PAGE = 1000;
 
 const MESSAGES = 'delivery_inbox';
 const INDEXES = 'delivery_inbox_index';
+/** What a kept message holds beside its text and HTML parts, at most (ids, headers, a WhatsApp request's copy of the text). */
+const MESSAGE_OVERHEAD_BYTES = 8 * 1024;
 /** Concurrent attempts of one tenant move its index by compare-and-set: a loser reads again. */
 const INDEX_WRITE_TRIES = 50;
 
@@ -99,9 +101,8 @@ export class DevelopmentInbox implements Dispatch {
     this.state = options.state;
     this.limits = options.limits ?? INBOX_LIMITS;
     this.now = options.now ?? Date.now;
-    const ttlMs = this.limits.days * 24 * 60 * 60 * 1000;
-    this.state.expireAfter(MESSAGES, ttlMs);
-    this.state.expireAfter(INDEXES, ttlMs);
+    this.state.expireAfter(MESSAGES, this.ttlMs());
+    this.state.expireAfter(INDEXES, this.ttlMs());
   }
 
   /** Keeps the attempt's message instead of sending it: delivered, unless a sender would have refused it too. */
@@ -127,13 +128,12 @@ export class DevelopmentInbox implements Dispatch {
 
   /** The newest messages first (of one tenant, or of all). */
   async list(query: InboxQuery): Promise<InboxMessage[]> {
-    const tenants = query.tenantId !== undefined
-      ? [query.tenantId]
-      : (await this.state.list<InboxIndex>(INDEXES)).map(([key]) => (key === '_' ? '' : key));
+    const indexes: Array<[string, InboxIndex | undefined]> = query.tenantId !== undefined
+      ? [[query.tenantId, await this.state.get<InboxIndex>(INDEXES, indexKey(query.tenantId))]]
+      : (await this.state.list<InboxIndex>(INDEXES)).map(([key, index]) => [key === '_' ? '' : key, index]);
     const oldest = this.now() - this.ttlMs();
     const entries: Array<{ tenantId: string; seq: number; at: number }> = [];
-    for (const tenantId of tenants) {
-      const index = await this.state.get<InboxIndex>(INDEXES, indexKey(tenantId));
+    for (const [tenantId, index] of indexes) {
       for (const entry of index?.entries ?? []) if (entry.at > oldest) entries.push({ tenantId, seq: entry.seq, at: entry.at });
     }
     entries.sort((a, b) => b.at - a.at || b.seq - a.seq);
@@ -151,8 +151,9 @@ export class DevelopmentInbox implements Dispatch {
   private async keep(message: Omit<InboxMessage, 'seq'>): Promise<void> {
     const key = indexKey(message.tenantId);
     const at = this.now();
-    // Counted with its sequence number's digits to spare: close enough for a cap of megabytes.
-    const bytes = Buffer.byteLength(JSON.stringify(message)) + 32;
+    // Its parts, and room for the headers and ids: close enough for a cap of megabytes, and no
+    // second serialisation of a message of up to 8,000,000 characters on the event loop.
+    const bytes = Buffer.byteLength(message.text) + Buffer.byteLength(message.html ?? '') + MESSAGE_OVERHEAD_BYTES;
     for (let tries = 0; tries < INDEX_WRITE_TRIES; tries++) {
       const current = await this.state.getVersioned<InboxIndex>(INDEXES, key);
       const index = current?.value ?? { next: 1, entries: [] };
