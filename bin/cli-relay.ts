@@ -89,6 +89,12 @@ export function addRelayCommands(relay: SluiceCommand): void {
   tenant(jobs.command('retry').description('retry a dead job (a fresh series of attempts)')).value('--job <ID>', 'the job', REQUIRED);
   form(jobs.command('retry-dead').description('retry every dead job of a form'));
 
+  group('inbox', 'the development inbox (SLUICE_DELIVERY_INBOX): what delivery would have sent').command('list')
+    .description('messages kept instead of sent, newest first')
+    .value('--tenant <ID>', "one tenant's (default: every tenant's)")
+    .value('--limit <N>', 'at most N (a whole number, default 50, at most 1000)')
+    .value('--wait-for <N>', 'wait up to 30 s until at least N messages are there (delivery runs a moment after a submission)');
+
   const delivery = group('delivery', "a tenant's own email and WhatsApp settings (else the server's)");
   tenant(delivery.command('show').description('the settings (never the secrets)'));
   tenant(delivery.command('set-email').description('send email as this tenant'))

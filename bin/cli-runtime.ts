@@ -25,6 +25,17 @@ export interface CliRuntime {
   migrate(): Promise<void>;
   /** Sends the demo sample to a running Sluice and prints what was sent. */
   demo(options: DemoCommand): Promise<void>;
+  /** Serves the relay's example form page on 127.0.0.1 until SIGINT or SIGTERM. */
+  examplePage(options: ExamplePageCommand): Promise<void>;
+}
+
+export interface ExamplePageCommand {
+  siteKey: string;
+  formKey: string;
+  /** On 127.0.0.1; 0 picks a free one. */
+  port: number;
+  /** Where the browser reaches the relay; default from the config. */
+  relayUrl?: string;
 }
 
 export interface DemoCommand {
@@ -58,7 +69,42 @@ export const runtime: CliRuntime = {
   admin: async (fn) => print(await withAdmin(configure(), fn)),
   migrate: async () => print(await migrateStorage(configure())),
   demo: async (options) => print(await runDemo(configure(), options)),
+  examplePage: (options) => serveExamplePage(configure(), options),
 };
+
+/**
+ * `sluice relay example-page`: the form snippet filled in for a site, served on loopback so a
+ * browser on this machine can post it from an origin the site allows. Runs until a signal.
+ */
+async function serveExamplePage(config: Readonly<SluiceConfig>, options: ExamplePageCommand): Promise<void> {
+  const [{ createServer }, { examplePageHtml }] = await Promise.all([import('node:http'), import('../relay/example-page.ts')]);
+  const relayUrl = (options.relayUrl ?? (config.relay.publicUrl || `http://${reachableHost(config.host)}:${config.relay.port}`)).replace(/\/+$/, '');
+  let html = '';
+  const server = createServer((request, response) => {
+    const path = (request.url ?? '/').split('?')[0];
+    if ((request.method === 'GET' || request.method === 'HEAD') && (path === '/' || path === '/index.html')) {
+      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+      response.end(request.method === 'HEAD' ? undefined : html);
+      return;
+    }
+    response.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
+    response.end('Not found: the example page is at /\n');
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, '127.0.0.1', () => resolve());
+  });
+  const { port } = server.address() as { port: number };
+  const origin = `http://127.0.0.1:${port}`;
+  html = examplePageHtml({ relayUrl, siteKey: options.siteKey, formKey: options.formKey, origin });
+  process.stdout.write(`Example page for site key ${options.siteKey}, form ${options.formKey}: ${origin}/\n`
+    + `It posts to the relay at ${relayUrl}; the site must allow the origin ${origin}. Ctrl-C stops it.\n`);
+  await new Promise<void>((resolve) => {
+    const stop = () => server.close(() => resolve());
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+}
 
 async function runDemo(config: Readonly<SluiceConfig>, { key, url, minutes, requests }: DemoCommand): Promise<unknown> {
   const created = key ? undefined : ((await withAdmin(config, (admin) => admin.createSource('demo'))) as { id: string; name: string; apiKey: string });
@@ -134,7 +180,7 @@ async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void
     const cluster = role !== 'serve' || config.nats.url !== '';
     const hasSources = (await app.sources.listSources()).length > 0;
     const transcoder = app.transcoder && { setting: config.pipeline.transcoder, ...app.transcoder };
-    process.stdout.write(servingSummary({ role, host: config.host, httpPort: app.httpPort, grpcPort: app.grpcPort, relayPort: app.relay?.port ?? 0, queryPort: app.queryPort, consoleUrl: app.console?.url ?? '', firstRunLink, dataDir: config.dataDir, cluster, hasSources, transcoder }));
+    process.stdout.write(servingSummary({ role, host: config.host, httpPort: app.httpPort, grpcPort: app.grpcPort, relayPort: app.relay?.port ?? 0, queryPort: app.queryPort, consoleUrl: app.console?.url ?? '', firstRunLink, dataDir: config.dataDir, cluster, hasSources, transcoder, deliveryInbox: config.delivery.inbox }));
   } else if (firstRunLink) {
     process.stderr.write(firstRunNotice(firstRunLink));
   }

@@ -33,6 +33,7 @@ async function sluice(...argv: string[]) {
     serve: async (role) => void calls.push({ method: 'serve', args: [role] }),
     migrate: async () => void calls.push({ method: 'migrate', args: [] }),
     demo: async (options) => void calls.push({ method: 'demo', args: [options] }),
+    examplePage: async (options) => void calls.push({ method: 'examplePage', args: [options] }),
     admin: async (fn) => void (await fn(admin)),
   };
   const program = sluiceProgram({
@@ -169,7 +170,8 @@ describe('what each command runs', () => {
   });
 
   it('hands relay commands their options by flag name, every --origin, and secrets read from their file', async () => {
-    const relayLeaves = leaves(program).filter((command) => words(command)[0] === 'relay').map((command) => words(command).slice(1).join(' '));
+    // `relay example-page` serves a page of its own: no operation on the relay's data.
+    const relayLeaves = leaves(program).filter((command) => words(command)[0] === 'relay').map((command) => words(command).slice(1).join(' ')).filter((name) => name !== 'example-page');
     expect(relayLeaves.sort()).toEqual(Object.keys(OPERATOR_COMMANDS).sort());
 
     const created = await sluice('relay', 'sites', 'create', '--tenant', 't', '--name', 'n', '--origin', 'https://a.test', '--origin', 'https://b.test');
@@ -181,15 +183,25 @@ describe('what each command runs', () => {
     await writeFile(secretFile, 'captcha-secret\n');
     const captcha = await sluice('relay', 'captcha', 'set', '--site', 's', '--provider', 'turnstile', '--site-key', 'k', '--secret-file', secretFile, '--score-threshold', '0.7');
     expect(captcha.calls).toEqual([{ method: 'relay', args: ['captcha set', { site: 's', provider: 'turnstile', 'site-key': 'k', 'score-threshold': '0.7', secret: 'captcha-secret' }] }]);
+    const inbox = await sluice('relay', 'inbox', 'list', '--tenant', 't', '--limit', '5', '--wait-for', '3');
+    expect(inbox.calls).toEqual([{ method: 'relay', args: ['inbox list', { tenant: 't', limit: '5', 'wait-for': '3' }] }]);
     // The loose values reach relay/operator.ts, which refuses them with its own message.
     const loose = await sluice('relay', 'forms', 'update', '--site', 's', '--form', 'f', '--active', '');
     expect(loose.calls).toEqual([{ method: 'relay', args: ['forms update', { site: 's', form: 'f', active: '' }] }]);
   });
 
+  it('hands `relay example-page` its site key, form key, port and relay URL, and refuses a port that is none', async () => {
+    const served = await sluice('relay', 'example-page', '--site-key', 'sk_abc', '--port', '8091', '--relay-url', 'http://127.0.0.1:8081');
+    expect(served.calls).toEqual([{ method: 'examplePage', args: [{ siteKey: 'sk_abc', formKey: 'contact', port: 8091, relayUrl: 'http://127.0.0.1:8081' }] }]);
+    expect((await sluice('relay', 'example-page', '--site-key', 'sk_abc', '--form-key', 'quote')).calls).toEqual([{ method: 'examplePage', args: [{ siteKey: 'sk_abc', formKey: 'quote', port: 8090 }] }]);
+    const refused = await sluice('relay', 'example-page', '--site-key', 'sk_abc', '--port', '80x');
+    expect({ code: refused.code, stderr: refused.stderr, calls: refused.calls }).toEqual({ code: 2, stderr: 'sluice relay example-page: --port: a port number, 0 to 65535 (see `sluice relay example-page --help`)\n', calls: [] });
+  });
+
   it('reports a command that failed on stderr with exit code 1', async () => {
     const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
     try {
-      const program = sluiceProgram({ load: async () => ({ serve: async () => {}, migrate: async () => Promise.reject(new Error('cannot reach ClickHouse')), admin: async () => {}, demo: async () => {} }) });
+      const program = sluiceProgram({ load: async () => ({ serve: async () => {}, migrate: async () => Promise.reject(new Error('cannot reach ClickHouse')), admin: async () => {}, demo: async () => {}, examplePage: async () => {} }) });
       expect(await main(['migrate'], program)).toBe(1);
       expect(stderr).toHaveBeenCalledWith('sluice: cannot reach ClickHouse\n');
     } finally {

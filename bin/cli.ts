@@ -140,6 +140,19 @@ export function sluiceProgram({ load = loadRuntime, output = {} }: ProgramOption
       await admin((a) => a.relay(operation, input));
     });
   }
+  // Not an operation on the relay's data: a page of its own, served until stopped.
+  const examplePage = relay.command('example-page')
+    .description('serve a page on 127.0.0.1 with the form snippet filled in for a site, to try it in a browser (until Ctrl-C)')
+    .value('--site-key <KEY>', "the site's siteKey (sk_…)", { required: true })
+    .value('--form-key <KEY>', "the form's formKey (default contact)")
+    .value('--port <PORT>', 'its port on 127.0.0.1 (default 8090); the site must allow the origin http://127.0.0.1:<PORT>')
+    .value('--relay-url <URL>', 'where the browser reaches the relay (default SLUICE_RELAY_PUBLIC_URL, else this host and SLUICE_RELAY_PORT)');
+  examplePage.action(async (values: Record<string, string | undefined>) => {
+    const port = values.port === undefined ? 8090 : Number(values.port);
+    if (!/^\d+$/.test(values.port ?? '0') || port > 65535) examplePage.error('--port: a port number, 0 to 65535');
+    if (values.relayUrl !== undefined && !/^https?:\/\/[^\s]+$/.test(values.relayUrl)) examplePage.error('--relay-url: an http:// or https:// URL');
+    await (await load()).examplePage({ siteKey: values.siteKey!, formKey: values.formKey ?? 'contact', port, ...(values.relayUrl ? { relayUrl: values.relayUrl } : {}) });
+  });
   return program;
 }
 
@@ -203,7 +216,7 @@ async function relayInput(command: SluiceCommand): Promise<OperatorInput> {
  */
 /** The settings each role's --help lists: its ports first, then what it cannot run without. */
 const ROLE_SETTINGS: Record<Role, string[]> = {
-  serve: ['SLUICE_OTLP_HTTP_PORT', 'SLUICE_OTLP_GRPC_PORT', 'SLUICE_RELAY_PORT', 'SLUICE_CONSOLE_PORT', 'SLUICE_QUERY_PORT', 'SLUICE_DATA_DIR', 'SLUICE_RELAY_MASTER_KEY', 'SLUICE_PUBLIC_URL', 'SLUICE_LOG_LEVEL'],
+  serve: ['SLUICE_OTLP_HTTP_PORT', 'SLUICE_OTLP_GRPC_PORT', 'SLUICE_RELAY_PORT', 'SLUICE_CONSOLE_PORT', 'SLUICE_QUERY_PORT', 'SLUICE_DATA_DIR', 'SLUICE_RELAY_MASTER_KEY', 'SLUICE_PUBLIC_URL', 'SLUICE_DELIVERY_INBOX', 'SLUICE_LOG_LEVEL'],
   gateway: ['SLUICE_OTLP_HTTP_PORT', 'SLUICE_OTLP_GRPC_PORT', 'SLUICE_RELAY_PORT', 'SLUICE_CONSOLE_PORT', 'NATS_URL', 'REDIS_URL', 'SLUICE_RELAY_MASTER_KEY', 'SLUICE_PUBLIC_URL', 'SLUICE_LOG_LEVEL'],
   consume: ['SLUICE_OTLP_HTTP_PORT', 'NATS_URL', 'CLICKHOUSE_URL', 'SLUICE_LOG_LEVEL'],
   deliver: ['SLUICE_OTLP_HTTP_PORT', 'NATS_URL', 'SLUICE_RELAY_MASTER_KEY', 'SLUICE_LOG_LEVEL'],

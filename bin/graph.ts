@@ -45,7 +45,8 @@ import type { DeliveryQueue } from '../delivery/queue.ts';
 import { RetryPolicy } from '../delivery/retry-policy.ts';
 import { WebhookSender } from '../delivery/webhook.ts';
 import { WhatsAppSender } from '../delivery/whatsapp.ts';
-import { DeliveryWorker } from '../delivery/worker.ts';
+import { DevelopmentInbox } from '../delivery/inbox.ts';
+import { DeliveryWorker, sendingDispatch, type Dispatch } from '../delivery/worker.ts';
 import type { StateStore } from '../state/store.ts';
 import { readsAfter, type Storage } from '../storage/storage.ts';
 import type { StatementRunner } from '../storage/chdb-reader.ts';
@@ -295,7 +296,8 @@ export class SluiceGraph {
         await (await this.attemptLog()).record(job, 0, 'queued');
       };
       const parts = await relayParts(this.config, await this.state(), await this.accounts(), () => this.storageReader(), requeue, this.log);
-      const relay = await openRelay({ ...parts, renderer: new MessageRenderer(await this.renderPool()), signInLockout: () => this.signInLockout() });
+      const inbox = await this.deliveryInbox();
+      const relay = await openRelay({ ...parts, ...(inbox ? { inbox } : {}), renderer: new MessageRenderer(await this.renderPool()), signInLockout: () => this.signInLockout() });
       this.onStop('relay', async () => relay.shutdown());
       for (const bucket of Object.keys(relay.store.statuses())) {
         this.readiness.register(`state.${bucket}`, () => relay.store.statuses()[bucket] ?? { ok: false, detail: 'gone' });
@@ -349,8 +351,10 @@ export class SluiceGraph {
       } else {
         runner = await this.chdbReader();
       }
+      const inbox = await this.deliveryInbox();
       return openConsole({
         ...front,
+        ...(inbox ? { inbox } : {}),
         accounts: await this.accounts(),
         state: await this.state(),
         masterKey: await masterKey(this.config, 'the console'),
@@ -390,18 +394,28 @@ export class SluiceGraph {
       await (await this.renderPool()).start();
       const queue = await this.deliveryQueue();
       const history = await this.attemptLog();
-      // One policy for every connection a tenant aims: its webhooks and its own SMTP server.
-      const egress = tenantEgressPolicy(this.config);
-      const senders = {
-        email: new EmailSender({ egress, log: this.log }),
-        whatsapp: new WhatsAppSender(),
-        webhook: new WebhookSender({ egress, timeoutMs: this.config.delivery.webhookTimeoutMs }),
-      };
+      const inbox = await this.deliveryInbox();
+      let dispatch: Dispatch;
+      let closeSenders = async () => {};
+      if (inbox) {
+        dispatch = inbox;
+        this.log.warn('DEVELOPMENT INBOX (SLUICE_DELIVERY_INBOX=true): no email, WhatsApp message or webhook is sent; each is kept for `sluice relay inbox list`, GET /api/v1/admin/inbox and the console\'s Inbox page, and its attempt recorded as delivered. Never in production.');
+      } else {
+        // One policy for every connection a tenant aims: its webhooks and its own SMTP server.
+        const egress = tenantEgressPolicy(this.config);
+        const email = new EmailSender({ egress, log: this.log });
+        dispatch = sendingDispatch({
+          email,
+          whatsapp: new WhatsAppSender(),
+          webhook: new WebhookSender({ egress, timeoutMs: this.config.delivery.webhookTimeoutMs }),
+        });
+        closeSenders = () => email.close();
+      }
       const { metrics } = this;
       const worker = new DeliveryWorker({
         queue,
-        resolver: new RelayJobResolver(relay.store, relay.secrets, await deliveryDefaults(this.config), relay.renderer),
-        senders,
+        resolver: new RelayJobResolver(relay.store, relay.secrets, { ...(await deliveryDefaults(this.config)), inbox: inbox !== undefined }, relay.renderer),
+        dispatch,
         policy: new RetryPolicy({ attempts: this.config.delivery.attempts, baseDelayMs: this.config.delivery.backoffBaseMs, maxDelayMs: this.config.delivery.backoffMaxMs }),
         history,
         counters: {
@@ -416,8 +430,22 @@ export class SluiceGraph {
       worker.start(this.config.delivery.concurrency);
       this.onStop('delivery worker', async () => {
         await queue.shutdown(); // the attempts under way finish first
-        await senders.email.close();
+        await closeSenders();
       });
+    });
+  }
+
+  /**
+   * The development inbox (SLUICE_DELIVERY_INBOX, embedded only): the delivery worker keeps every
+   * message in it instead of sending; the relay's admin and the console read it. Undefined when off.
+   */
+  deliveryInbox(): Promise<DevelopmentInbox | undefined> {
+    return this.once('delivery inbox', async () => {
+      if (!this.config.delivery.inbox) return undefined;
+      const inbox = new DevelopmentInbox({ state: await this.state(), onKept: (channel) => this.metrics.deliveryInboxMessages.inc({ channel }) });
+      // Ready, and saying so wherever readiness is read: nothing leaves this process.
+      this.readiness.register('delivery.inbox', () => ({ ok: true, detail: 'development inbox on (SLUICE_DELIVERY_INBOX): nothing is sent' }));
+      return inbox;
     });
   }
 

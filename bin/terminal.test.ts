@@ -42,6 +42,15 @@ describe('servingSummary', () => {
     expect(text).toMatch(/one-time link[^\n]*\n {2}http:\/\/localhost:4320\/first-run#token=frt_abc\n/);
   });
 
+  it('says loudly that the development inbox sends nothing, and where to read it', () => {
+    const text = servingSummary({ ...SERVE, deliveryInbox: true });
+    expect(text).toMatch(/Inbox\s+http:\/\/localhost:4320\/inbox\s+development inbox: deliveries kept, not sent/);
+    expect(text).toContain('!! DEVELOPMENT INBOX ON (SLUICE_DELIVERY_INBOX=true): nothing is sent.');
+    expect(text).toContain('npx sluice relay inbox list');
+    expect(servingSummary({ ...SERVE, consoleUrl: '', deliveryInbox: true })).toMatch(/Inbox\s+npx sluice relay inbox list/);
+    expect(servingSummary(SERVE)).not.toMatch(/inbox/i);
+  });
+
   it('shows an address to type for a wildcard host, and no next steps for a cluster role', () => {
     const text = servingSummary({ ...SERVE, role: 'gateway', host: '0.0.0.0', relayPort: 0, cluster: true });
     expect(text).toContain('http://127.0.0.1:4318');

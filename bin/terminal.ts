@@ -24,6 +24,8 @@ export interface Serving {
   hasSources?: boolean;
   /** The OTLP transcoder the worker threads run, and the setting that chose it; absent in a role without them. */
   transcoder?: { setting: string; transcoder: 'wasm' | 'js'; problem?: string | undefined } | undefined;
+  /** SLUICE_DELIVERY_INBOX: nothing is sent, every message is kept in the development inbox. */
+  deliveryInbox?: boolean;
 }
 
 /** The listening address as a URL's host: a wildcard address is not one to type into a browser or an exporter. */
@@ -46,6 +48,13 @@ const NEXT_WITH_SOURCES = [
   QUERY_SERVICES,
 ];
 
+/** Never a silent sink: a server that sends nothing says so where it says what it serves. */
+const INBOX_WARNING = [
+  '!! DEVELOPMENT INBOX ON (SLUICE_DELIVERY_INBOX=true): nothing is sent. Emails,',
+  '!! WhatsApp messages and webhooks are kept, as they would have been sent, for',
+  '!! `npx sluice relay inbox list` and the console\'s Inbox page. Never in production.',
+];
+
 /** Where there is no terminal: the first-run link as a line of its own on stderr, not only inside a JSON log line. */
 export function firstRunNotice(link: string): string {
   return `Sign in to the console the first time with this one-time link (24 hours; it makes you its owner): ${link}\n`;
@@ -63,6 +72,7 @@ export function servingSummary(s: Serving): string {
   if (s.grpcPort) rows.push(['OTLP/gRPC', `http://${host}:${s.grpcPort}`, 'OTEL_EXPORTER_OTLP_ENDPOINT with OTEL_EXPORTER_OTLP_PROTOCOL=grpc']);
   if (s.consoleUrl) rows.push(['Console', s.consoleUrl, 'web UI: sources, logs, traces, metrics']);
   if (s.relayPort) rows.push(['Relay', `http://${host}:${s.relayPort}`, 'forms and notifications']);
+  if (s.deliveryInbox) rows.push(['Inbox', s.consoleUrl ? `${s.consoleUrl}/inbox` : 'npx sluice relay inbox list', 'development inbox: deliveries kept, not sent']);
   if (s.queryPort) rows.push(['ClickHouse', `http://${host}:${s.queryPort}`, 'read-only SQL for Grafana (README: Grafana)']);
   if (s.httpPort) {
     rows.push(['API docs', `${http}/api/v1/docs`, '']);
@@ -75,8 +85,9 @@ export function servingSummary(s: Serving): string {
   const width = (i: 0 | 1) => Math.max(...rows.map((row) => row[i].length));
   const table = rows.map(([what, url, note]) => `  ${what.padEnd(width(0))}  ${url.padEnd(width(1))}  ${note}`.trimEnd());
   const next = s.httpPort && !s.cluster ? ['', 'Next, in another terminal:', ...(s.hasSources ? NEXT_WITH_SOURCES : NEXT_FIRST)] : [];
+  const inbox = s.deliveryInbox ? ['', ...INBOX_WARNING] : [];
   const firstRun = s.firstRunLink ? ['', 'Sign in to the console the first time with this one-time link (24 hours; it makes you its owner):', `  ${s.firstRunLink}`] : [];
-  return [`Sluice ${s.role} is serving (${where})`, '', ...table, ...firstRun, ...next, '', 'Ctrl-C stops it. Logs follow.', ''].join('\n');
+  return [`Sluice ${s.role} is serving (${where})`, '', ...table, ...inbox, ...firstRun, ...next, '', 'Ctrl-C stops it. Logs follow.', ''].join('\n');
 }
 
 const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };

@@ -20,6 +20,8 @@ export interface Me {
   csrfToken: string;
   /** Where sources send their telemetry, for the console's instructions (`OTEL_EXPORTER_OTLP_ENDPOINT`). */
   ingest: { otlpHttp: string; otlpGrpc: string };
+  /** The development inbox is on (SLUICE_DELIVERY_INBOX): the Inbox page shows what delivery kept instead of sending. */
+  deliveryInbox: boolean;
 }
 
 /** POST /api/session: sign in. */
@@ -163,6 +165,11 @@ export interface OverviewSeries {
   points: Array<[time: number, perSecond: number]>;
 }
 export interface Overview { stepSeconds: number; series: OverviewSeries[] }
+
+// ---- development inbox ---------------------------------------------------------------------
+
+/** GET /api/inbox: the tenant's messages the development inbox kept, newest first (delivery/inbox.ts). */
+export type { InboxMessage } from '../delivery/inbox.ts';
 
 // ---- dashboards ----------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import type { ConsoleAssets } from './ui/build.ts';
 import type { FirstRun } from './first-run.ts';
 import { validBody } from './schemas.ts';
 import type { ConsoleSessions, SignedIn } from './sessions.ts';
-import { dashboardRoutes, queryRoutes, sourceRoutes } from './routes.ts';
+import { dashboardRoutes, inboxRoutes, queryRoutes, sourceRoutes } from './routes.ts';
 import type { Access, Call, ConsoleHttpDeps, Route } from './route.ts';
 
 export type { Access, ConsoleHttpDeps } from './route.ts';
@@ -42,7 +42,7 @@ const WRITES = new Set(['POST', 'PUT', 'DELETE']);
 function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
   const signedIn = async (user: Parameters<ConsoleSessions['start']>[0]) => {
     const { setCookie, signedIn: session } = await deps.sessions.start(user);
-    return new Answer({ status: 200, headers: { 'set-cookie': setCookie, ...jsonHeaders() }, body: JSON.stringify(me(session, deps.ingest())) });
+    return new Answer({ status: 200, headers: { 'set-cookie': setCookie, ...jsonHeaders() }, body: JSON.stringify(me(session, deps)) });
   };
   return [
     { method: 'POST', pattern: '/api/first-run', access: 'open', run: async ({ body }) => {
@@ -67,7 +67,7 @@ function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
       const setCookie = await deps.sessions.end(session.sessionId);
       return new Answer({ status: 204, headers: { 'set-cookie': setCookie } });
     } },
-    { method: 'GET', pattern: '/api/me', access: 'self', run: ({ session }) => me(session, deps.ingest()) },
+    { method: 'GET', pattern: '/api/me', access: 'self', run: ({ session }) => me(session, deps) },
   ];
 }
 
@@ -77,14 +77,14 @@ async function admitAccount(lockout: SignInLockout, email: string): Promise<void
   if (!attempt.allowed) throw new ApiError(429, 'Too many sign-in attempts: try again later', { retryAfterSeconds: attempt.retryAfterSeconds });
 }
 
-function me({ user, tenant, csrfToken }: SignedIn, ingest: Me['ingest']): Me {
-  return { user: { id: user.id, email: user.email, name: user.name, role: user.role }, tenant: { id: tenant.id, name: tenant.name }, csrfToken, ingest };
+function me({ user, tenant, csrfToken }: SignedIn, deps: Pick<ConsoleHttpDeps, 'ingest' | 'inbox'>): Me {
+  return { user: { id: user.id, email: user.email, name: user.name, role: user.role }, tenant: { id: tenant.id, name: tenant.name }, csrfToken, ingest: deps.ingest(), deliveryInbox: deps.inbox !== undefined };
 }
 
 const jsonHeaders = () => ({ 'content-type': JSON_TYPE, 'cache-control': 'no-store' });
 
 function routeTable(deps: ConsoleHttpDeps): Route[] {
-  return [...sessionRoutes(deps), ...sourceRoutes(deps), ...queryRoutes(deps), ...dashboardRoutes(deps)];
+  return [...sessionRoutes(deps), ...sourceRoutes(deps), ...queryRoutes(deps), ...dashboardRoutes(deps), ...inboxRoutes(deps)];
 }
 
 /** The routes as data, for the route-by-role test (the handlers are never called: no deps needed). */

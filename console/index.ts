@@ -14,6 +14,7 @@ import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { Limiter } from '../gateway/limiter.ts';
 import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
+import type { DevelopmentInbox } from '../delivery/inbox.ts';
 import type { StateStore } from '../state/store.ts';
 import type { ConsoleAssets } from './ui/build.ts';
 import { Dashboards } from './dashboards.ts';
@@ -45,6 +46,8 @@ export interface ConsoleParts {
   publicUrl: string;
   /** Where telemetry goes: the OTLP/HTTP base URL (also the agent API's), the OTLP/gRPC one (known once their ports are bound). */
   ingest: () => { otlpHttp: string; otlpGrpc: string };
+  /** The development inbox, when SLUICE_DELIVERY_INBOX is on: its page shows the tenant's messages. */
+  inbox?: Pick<DevelopmentInbox, 'list'>;
 }
 
 export interface Console {

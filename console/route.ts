@@ -18,6 +18,7 @@ import type { FirstRun } from './first-run.ts';
 import type { ConsoleReads } from './reads.ts';
 import type { ReadGate } from './read-gate.ts';
 import type { ConsoleSessions, SignedIn } from './sessions.ts';
+import type { DevelopmentInbox } from '../delivery/inbox.ts';
 
 export interface ConsoleHttpDeps {
   accounts: AccountStore;
@@ -42,6 +43,8 @@ export interface ConsoleHttpDeps {
   clientIp: ClientIpResolver;
   budget: ByteBudget;
   log: Logger;
+  /** The development inbox, when SLUICE_DELIVERY_INBOX is on. */
+  inbox?: Pick<DevelopmentInbox, 'list'>;
 }
 
 /** What a route is given. */

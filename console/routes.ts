@@ -1,5 +1,6 @@
 /**
- * The console API's routes past sign-in: sources and their keys, the reads, dashboards. Each
+ * The console API's routes past sign-in: sources and their keys, the reads, dashboards, the
+ * development inbox. Each
  * works on the caller's tenant only (console/http.ts admits the call and gives its session).
  */
 import { ApiError } from '../gateway/http/json-api.ts';
@@ -115,5 +116,17 @@ export function dashboardRoutes({ dashboards }: ConsoleHttpDeps): Route[] {
     { method: 'GET', pattern: '/api/dashboards/:id', access: 'read', run: (call) => dashboards.get(tenant(call), call.params.id!) },
     { method: 'PUT', pattern: '/api/dashboards/:id', access: 'configure', run: (call) => dashboards.replace(tenant(call), call.params.id!, validBody<Fields>('Dashboard', call.body)) },
     { method: 'DELETE', pattern: '/api/dashboards/:id', access: 'configure', status: 204, run: (call) => dashboards.remove(tenant(call), call.params.id!) },
+  ];
+}
+
+/** How many inbox messages the page shows. */
+const INBOX_PAGE = 100;
+
+export function inboxRoutes({ inbox }: ConsoleHttpDeps): Route[] {
+  return [
+    { method: 'GET', pattern: '/api/inbox', access: 'read', run: async (call) => {
+      if (!inbox) throw new ApiError(404, 'The development inbox is off (SLUICE_DELIVERY_INBOX)');
+      return { messages: await inbox.list({ tenantId: call.session.tenant.id, limit: INBOX_PAGE }) };
+    } },
   ];
 }

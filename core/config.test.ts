@@ -129,6 +129,21 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('keeps the development inbox off by default, and refuses it in a cluster (NATS_URL) at start-up', () => {
+    expect(loadConfig({}).delivery.inbox).toBe(false);
+    expect(loadConfig({ SLUICE_DELIVERY_INBOX: 'true' }).delivery.inbox).toBe(true);
+    let problems: string[] = [];
+    try {
+      loadConfig({ SLUICE_DELIVERY_INBOX: 'true', NATS_URL: 'nats://n1:4222' });
+    } catch (err) {
+      problems = (err as ConfigError).problems;
+    }
+    expect(problems).toEqual([
+      'delivery.inbox (SLUICE_DELIVERY_INBOX): the development inbox is a feature of the embedded default (npm start), where nothing is sent; refused with NATS_URL (a cluster delivers for real)',
+    ]);
+    expect(loadConfig({ SLUICE_DELIVERY_INBOX: 'false', NATS_URL: 'nats://n1:4222' }).delivery.inbox).toBe(false);
+  });
+
   it('documents every option in the README', async () => {
     const { readFile } = await import('node:fs/promises');
     const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8');

@@ -90,6 +90,7 @@ export interface SluiceConfig {
     whatsappGraphUrl: string;
     webhookTimeoutMs: number;
     egressAllow: string[];
+    inbox: boolean;
   };
 }
 
@@ -199,6 +200,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'delivery.whatsappGraphUrl', env: 'SLUICE_WHATSAPP_GRAPH_URL', type: 'string', default: 'https://graph.facebook.com/v21.0', doc: 'WhatsApp Cloud API base URL (messages go to {base}/{phone-number-id}/messages).', schema: { pattern: '^https?://.+' } },
   { path: 'delivery.webhookTimeoutMs', env: 'SLUICE_WEBHOOK_TIMEOUT_MS', type: 'integer', default: 15_000, doc: 'How long a webhook receiver, or the WhatsApp Cloud API, may take to answer one attempt (connect, headers and body).', schema: { minimum: 100, maximum: 120_000 } },
   { path: 'delivery.egressAllow', env: 'SLUICE_WEBHOOK_ALLOW', type: 'list', default: [], doc: 'Addresses (CIDRs like 10.1.0.0/16) and host names every destination a tenant aims (webhook URLs, a tenant\'s own SMTP server) may reach although the egress policy forbids them (on-premises receivers).' },
+  { path: 'delivery.inbox', env: 'SLUICE_DELIVERY_INBOX', type: 'boolean', default: false, doc: 'Development only: nothing is sent. Every email, WhatsApp message and webhook is rendered as it would be sent and kept in the development inbox (`sluice relay inbox list`, GET /api/v1/admin/inbox, the console\'s Inbox page; the newest 1,000 per tenant, for 7 days), its attempt recorded as delivered. Embedded default only: refused with NATS_URL.' },
   { path: 'clickhouse.replicated', env: 'SLUICE_CLICKHOUSE_REPLICATED', type: 'boolean', default: false, doc: 'Create ReplicatedMergeTree tables (needs ClickHouse Keeper and {shard}/{replica} macros).' },
 ];
 
@@ -310,6 +312,12 @@ function queryEndpointProblems(raw: Record<string, any>): string[] {
   return problems;
 }
 
+/** The development inbox keeps what would be sent, in the one process of the embedded default: never in a cluster, where messages must go out. */
+function deliveryInboxProblems(raw: Record<string, any>): string[] {
+  if (raw.delivery?.inbox !== true || !raw.nats?.url) return [];
+  return ['delivery.inbox (SLUICE_DELIVERY_INBOX): the development inbox is a feature of the embedded default (npm start), where nothing is sent; refused with NATS_URL (a cluster delivers for real)'];
+}
+
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === 'object') {
     for (const child of Object.values(value)) deepFreeze(child);
@@ -344,7 +352,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
     const envByPath = new Map(OPTIONS.map((o) => [o.path, o.env]));
     problems.push(...(validate.errors ?? []).map((e) => describe(e, envByPath)));
   }
-  problems.push(...serviceUrlProblems(raw), ...queryEndpointProblems(raw));
+  problems.push(...serviceUrlProblems(raw), ...queryEndpointProblems(raw), ...deliveryInboxProblems(raw));
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(raw as SluiceConfig);
 }

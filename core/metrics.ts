@@ -310,6 +310,14 @@ export class SluiceMetrics {
     registers: [this.registry],
   });
 
+  /** Messages the development inbox kept instead of sending (SLUICE_DELIVERY_INBOX), by channel. */
+  readonly deliveryInboxMessages = new Counter({
+    name: 'sluice_delivery_inbox_messages_total',
+    help: 'Messages the development inbox kept instead of sending them (SLUICE_DELIVERY_INBOX=true: nothing is sent), by channel (email, whatsapp, webhook).',
+    labelNames: ['channel'] as const,
+    registers: [this.registry],
+  });
+
   /** Read at scrape time (set by the composition root): jobs queued or being attempted, and history records lost. */
   deliverySource: (() => Promise<{ depth: number; historyLost: number }>) | undefined;
   private readonly deliveryFigures = sharedRead(async () => this.deliverySource?.().catch(() => undefined));

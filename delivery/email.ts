@@ -284,11 +284,10 @@ export class EmailSender {
 
   private async attempt(settings: SmtpSettings, addressing: EmailAddressing, message: RenderedMessage): Promise<AttemptOutcome> {
     if (this.closed) return { kind: 'transient', error: 'the email sender is shut down', providerStatus: 'smtp not sent' };
-    if (!isPlainEmailAddress(addressing.to)) {
-      return refused(`the recipient is not one plain email address: ${JSON.stringify(clip(addressing.to, 100))}`, 'smtp invalid address');
-    }
+    const badRecipient = refusedRecipient(addressing.to);
+    if (badRecipient) return badRecipient;
     const from = parseMailbox(settings.from);
-    if (!from) return refused(`the sender is not one email address: ${JSON.stringify(clip(settings.from, 100))}`, 'smtp invalid address');
+    if (!from) return refusedSender(settings.from);
     const endpoint = parseSmtpUrl(settings.url);
     if ('problem' in endpoint) return refused(endpoint.problem, 'smtp invalid settings');
     if (settings.dkim && !isCleanDkimIdentity(settings.dkim)) {
@@ -363,19 +362,55 @@ export class EmailSender {
   }
 }
 
-function composeMail(from: MailboxAddress, addressing: EmailAddressing, message: RenderedMessage): SendMailOptions {
+/**
+ * The message as nodemailer is given it, its parts as strings: the one place that decides its
+ * headers and parts, for the sender and for the development inbox (delivery/inbox.ts), which
+ * keeps what would be sent. `from` is absent only in the inbox, where no From need be configured.
+ */
+export interface MailFields {
+  from?: MailboxAddress;
+  to: MailboxAddress;
+  envelope: { from?: string; to: string[] };
+  subject: string;
+  html: string;
+  text?: string;
+  replyTo?: MailboxAddress;
+  messageId: string;
+  headers: Record<string, string>;
+}
+
+export function mailFields(from: MailboxAddress | undefined, addressing: EmailAddressing, message: RenderedMessage): MailFields {
   const replyTo = message.replyTo !== undefined && isPlainEmailAddress(message.replyTo) ? message.replyTo : undefined;
   return {
-    from,
+    ...(from ? { from } : {}),
     to: { name: '', address: addressing.to },
     // Set, not derived from the headers: exactly this sender and this one recipient.
-    envelope: { from: from.address, to: [addressing.to] },
+    envelope: { ...(from ? { from: from.address } : {}), to: [addressing.to] },
     subject: oneLine(message.subject),
-    html: bodyPart(message.html),
-    ...(message.text.trim() ? { text: bodyPart(message.text) } : {}),
+    html: message.html,
+    ...(message.text.trim() ? { text: message.text } : {}),
     ...(replyTo ? { replyTo: { name: '', address: replyTo } } : {}),
     messageId: addressing.messageId,
     headers: { 'X-Sluice-Job': addressing.jobId },
+  };
+}
+
+/** A recipient that is not one plain address is refused before anything is sent (or kept): the same words everywhere. */
+export function refusedRecipient(to: string): AttemptOutcome | undefined {
+  return isPlainEmailAddress(to) ? undefined : refused(`the recipient is not one plain email address: ${JSON.stringify(clip(to, 100))}`, 'smtp invalid address');
+}
+
+/** A From that is not one mailbox is refused the same way. */
+export function refusedSender(from: string): AttemptOutcome {
+  return refused(`the sender is not one email address: ${JSON.stringify(clip(from, 100))}`, 'smtp invalid address');
+}
+
+function composeMail(from: MailboxAddress, addressing: EmailAddressing, message: RenderedMessage): SendMailOptions {
+  const fields = mailFields(from, addressing, message);
+  return {
+    ...fields,
+    html: bodyPart(fields.html),
+    ...(fields.text !== undefined ? { text: bodyPart(fields.text) } : {}),
     // nodemailer picks quoted-printable for a string, encoded in JavaScript in one go; a stream is base64.
     ...(message.html.length + message.text.length > STREAMED_PART_CHARS ? { textEncoding: 'base64' as const } : {}),
   };

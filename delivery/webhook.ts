@@ -48,6 +48,7 @@ export interface WebhookDelivery {
 const DEFAULT_TIMEOUT_MS = 15_000;
 const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024;
 const SECRET_PREFIX = 'whsec_';
+const DEFAULT_USER_AGENT = 'Sluice-Webhooks/1';
 
 /** Sends webhooks; one instance serves every receiver. */
 export class WebhookSender {
@@ -62,14 +63,13 @@ export class WebhookSender {
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
     this.connect = options.connect ?? connectToApproved;
-    this.userAgent = options.userAgent ?? 'Sluice-Webhooks/1';
+    this.userAgent = options.userAgent ?? DEFAULT_USER_AGENT;
   }
 
   /** One attempt; classifies every failure of the receiver, the network or the policy, throws only for a bug. */
   async send(target: WebhookTarget, delivery: WebhookDelivery): Promise<AttemptOutcome> {
-    if (/[.\s]/.test(delivery.id)) throw new TypeError(`webhook id ${JSON.stringify(delivery.id)} contains a dot or whitespace`);
-    const signature = signatures(target.secrets, delivery);
-    if (typeof signature !== 'string') return { kind: 'permanent', error: signature.problem, providerStatus: 'bad secret' };
+    const signed = webhookHeaders(target, delivery, this.userAgent);
+    if ('problem' in signed) return badSecret(signed.problem);
 
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), this.timeoutMs);
@@ -78,15 +78,7 @@ export class WebhookSender {
       const verdict = await Promise.race([this.egress.check(target.url, 'webhook'), aborted(abort.signal)]);
       if (verdict === undefined) return timedOut();
       if (!verdict.ok) return refusedOutcome(verdict);
-      const headers = {
-        'content-type': 'application/json',
-        'content-length': String(Buffer.byteLength(delivery.body)),
-        'user-agent': this.userAgent,
-        'webhook-id': delivery.id,
-        'webhook-timestamp': String(unixSeconds(delivery.timestamp)),
-        'webhook-signature': signature,
-      };
-      return await this.post(verdict.url, verdict.address, headers, delivery.body, abort.signal, timedOut);
+      return await this.post(verdict.url, verdict.address, signed.headers, delivery.body, abort.signal, timedOut);
     } finally {
       clearTimeout(timer);
     }
@@ -139,6 +131,31 @@ export class WebhookSender {
       request.end(body);
     });
   }
+}
+
+/**
+ * The request's headers, signed: what the sender sends and the development inbox
+ * (delivery/inbox.ts) keeps. Throws for an id with a dot or whitespace (a bug upstream); a bad
+ * secret is a `problem` (the attempt is refused).
+ */
+export function webhookHeaders(target: WebhookTarget, delivery: WebhookDelivery, userAgent = DEFAULT_USER_AGENT): { headers: Record<string, string> } | { problem: string } {
+  if (/[.\s]/.test(delivery.id)) throw new TypeError(`webhook id ${JSON.stringify(delivery.id)} contains a dot or whitespace`);
+  const signature = signatures(target.secrets, delivery);
+  if (typeof signature !== 'string') return signature;
+  const headers = {
+    'content-type': 'application/json',
+    'content-length': String(Buffer.byteLength(delivery.body)),
+    'user-agent': userAgent,
+    'webhook-id': delivery.id,
+    'webhook-timestamp': String(unixSeconds(delivery.timestamp)),
+    'webhook-signature': signature,
+  };
+  return { headers };
+}
+
+/** A signing secret that cannot sign: the attempt is refused before anything is sent (or kept). */
+export function badSecret(problem: string): AttemptOutcome {
+  return { kind: 'permanent', error: problem, providerStatus: 'bad secret' };
 }
 
 /** The `webhook-signature` header, or what is wrong with a secret. */

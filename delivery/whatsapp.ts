@@ -88,13 +88,10 @@ export class WhatsAppSender {
    * Never throws for a failure of the API or the network: every one is an outcome.
    */
   async send(settings: WhatsAppSettings, to: string, message: RenderedMessage): Promise<AttemptOutcome> {
-    if (!isE164(to)) return permanent(`the recipient ${JSON.stringify(clip(to, 40))} is not an E.164 number (${E164_RULE})`, 'not sent');
-    let url: URL;
-    try {
-      url = new URL(`${settings.graphUrl.replace(/\/+$/, '')}/${encodeURIComponent(settings.phoneNumberId)}/messages`);
-    } catch {
-      return permanent(`graphUrl ${JSON.stringify(clip(settings.graphUrl, 200))} is not a URL`, 'not sent');
-    }
+    const badNumber = refusedNumber(to);
+    if (badNumber) return badNumber;
+    const url = messagesUrl(settings);
+    if (!url) return permanent(`graphUrl ${JSON.stringify(clip(settings.graphUrl, 200))} is not a URL`, 'not sent');
     const body = JSON.stringify(buildSendRequest(settings, to.slice(1), message));
     // One signal for the request and the answer: an API that stalls mid-body is cut off too.
     const signal = AbortSignal.timeout(settings.timeoutMs);
@@ -115,8 +112,25 @@ export class WhatsAppSender {
   }
 }
 
-/** The JSON body of the send request: a text message, or the configured template. */
-function buildSendRequest(settings: WhatsAppSettings, digits: string, message: RenderedMessage): Record<string, unknown> {
+/** A recipient that is not an E.164 number is refused before anything is sent (or kept). */
+export function refusedNumber(to: string): AttemptOutcome | undefined {
+  return isE164(to) ? undefined : permanent(`the recipient ${JSON.stringify(clip(to, 40))} is not an E.164 number (${E164_RULE})`, 'not sent');
+}
+
+/** Where the send request goes: `{graphUrl}/{phone-number-id}/messages`; undefined when graphUrl is not a URL. */
+export function messagesUrl(settings: Pick<WhatsAppSettings, 'graphUrl' | 'phoneNumberId'>): URL | undefined {
+  try {
+    return new URL(`${settings.graphUrl.replace(/\/+$/, '')}/${encodeURIComponent(settings.phoneNumberId)}/messages`);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The JSON body of the send request: a text message, or the configured template. `digits`: the
+ * number without its `+`. The sender and the development inbox (delivery/inbox.ts) both use it.
+ */
+export function buildSendRequest(settings: Pick<WhatsAppSettings, 'template'>, digits: string, message: RenderedMessage): Record<string, unknown> {
   const envelope = { messaging_product: 'whatsapp', recipient_type: 'individual', to: digits };
   if (!settings.template) {
     const text = [message.subject, message.text].filter((part) => part.length > 0).join('\n\n');

@@ -6,7 +6,7 @@ import type { DeliveryJob, JobState } from './job.ts';
 import type { DeliveryQueue } from './queue.ts';
 import { testJob } from './queue.suite.ts';
 import { RetryPolicy } from './retry-policy.ts';
-import { DeliveryWorker, type ChannelSenders, type Resolved } from './worker.ts';
+import { DeliveryWorker, sendingDispatch, type ChannelSenders, type Resolved } from './worker.ts';
 
 /** A worker whose webhook sender answers `outcomes` in turn, and whose history is a list. */
 function workerWith(options: { outcomes?: AttemptOutcome[]; resolve?: (job: DeliveryJob) => Promise<Resolved> }) {
@@ -17,7 +17,7 @@ function workerWith(options: { outcomes?: AttemptOutcome[]; resolve?: (job: Deli
   const worker = new DeliveryWorker({
     queue: {} as DeliveryQueue,
     resolver: { resolve: options.resolve ?? (async () => ({ channel: 'webhook', target: { url: 'https://example.com/', secrets: [] }, body: '{}' })) },
-    senders,
+    dispatch: sendingDispatch(senders),
     policy: new RetryPolicy({ attempts: 3, baseDelayMs: 1000, maxDelayMs: 60_000 }, () => 1),
     history: history as unknown as AttemptLog,
     log: createLogger('silent'),

@@ -7,16 +7,18 @@
  * The worker knows channels, not forms: the resolver (the relay's, for its jobs) turns a job into
  * what to send — a rendered email or WhatsApp message with the tenant's settings, or a webhook
  * call with its URL and secrets — at the time of the attempt, so a changed setting (a fixed SMTP
- * password, a rotated webhook secret) counts from the next attempt on.
+ * password, a rotated webhook secret) counts from the next attempt on. What it resolved goes, with
+ * the attempt's identifiers (`outgoing`), to the dispatch: the channels' senders, or the
+ * development inbox (delivery/inbox.ts), which keeps it instead of sending it.
  */
 import type { Logger } from '../core/log.ts';
 import type { AttemptOutcome, RenderedMessage } from './channel.ts';
-import type { EmailSender, SmtpSettings } from './email.ts';
+import type { EmailAddressing, EmailSender, SmtpSettings } from './email.ts';
 import type { AttemptLog } from './attempt-log.ts';
 import { seriesKey, type DeliveryJob } from './job.ts';
 import type { DeliveryQueue, QueuedAttempt, Settlement } from './queue.ts';
 import type { RetryPolicy } from './retry-policy.ts';
-import type { WebhookSender } from './webhook.ts';
+import type { WebhookDelivery, WebhookSender, WebhookTarget } from './webhook.ts';
 import type { WhatsAppSender, WhatsAppSettings } from './whatsapp.ts';
 
 /** What one job sends, as its resolver found it at the time of the attempt. */
@@ -34,10 +36,37 @@ export interface JobResolver {
   resolve(job: DeliveryJob): Promise<Resolved>;
 }
 
+/** What one attempt hands over: the resolved message with the identifiers this attempt sends it under. */
+export type Outgoing =
+  | { channel: 'email'; settings: SmtpSettings; addressing: EmailAddressing; message: RenderedMessage }
+  | { channel: 'whatsapp'; settings: WhatsAppSettings; to: string; message: RenderedMessage }
+  | { channel: 'webhook'; target: WebhookTarget; delivery: WebhookDelivery };
+
+/** Where an attempt's message goes: out through the channels' senders, or into the development inbox. */
+export interface Dispatch {
+  dispatch(job: DeliveryJob, outgoing: Outgoing): Promise<AttemptOutcome>;
+}
+
 export interface ChannelSenders {
-  email: EmailSender;
-  whatsapp: WhatsAppSender;
-  webhook: WebhookSender;
+  email: Pick<EmailSender, 'send'>;
+  whatsapp: Pick<WhatsAppSender, 'send'>;
+  webhook: Pick<WebhookSender, 'send'>;
+}
+
+/** Sends every attempt out, each over its channel's sender. */
+export function sendingDispatch(senders: ChannelSenders): Dispatch {
+  return {
+    dispatch(_job, outgoing) {
+      switch (outgoing.channel) {
+        case 'email':
+          return senders.email.send(outgoing.settings, outgoing.addressing, outgoing.message);
+        case 'whatsapp':
+          return senders.whatsapp.send(outgoing.settings, outgoing.to, outgoing.message);
+        case 'webhook':
+          return senders.webhook.send(outgoing.target, outgoing.delivery);
+      }
+    },
+  };
 }
 
 /** Counted per channel for /metrics. */
@@ -48,7 +77,7 @@ export interface DeliveryCounters {
 export interface DeliveryWorkerDeps {
   queue: DeliveryQueue;
   resolver: JobResolver;
-  senders: ChannelSenders;
+  dispatch: Dispatch;
   policy: RetryPolicy;
   history: AttemptLog;
   counters?: DeliveryCounters;
@@ -96,17 +125,20 @@ export class DeliveryWorker {
 
   private async send(job: DeliveryJob): Promise<AttemptOutcome> {
     const resolved = await this.deps.resolver.resolve(job);
-    const { senders } = this.deps;
-    switch (resolved.channel) {
-      case 'none':
-        return { kind: resolved.retry ? 'transient' : 'permanent', error: resolved.error, providerStatus: 'not sent' };
-      case 'email':
-        return senders.email.send(resolved.settings, { to: job.destination, messageId: messageId(job, resolved.settings.from), jobId: seriesKey(job) }, resolved.message);
-      case 'whatsapp':
-        return senders.whatsapp.send(resolved.settings, job.destination, resolved.message);
-      case 'webhook':
-        return senders.webhook.send(resolved.target, { id: `msg_${job.id}`, timestamp: new Date(), body: resolved.body });
-    }
+    if (resolved.channel === 'none') return { kind: resolved.retry ? 'transient' : 'permanent', error: resolved.error, providerStatus: 'not sent' };
+    return this.deps.dispatch.dispatch(job, outgoing(job, resolved, new Date()));
+  }
+}
+
+/** What an attempt at `now` hands over for `job`: its Message-ID, webhook-id and time are the same whether it is sent or kept. */
+export function outgoing(job: DeliveryJob, resolved: Exclude<Resolved, { channel: 'none' }>, now: Date): Outgoing {
+  switch (resolved.channel) {
+    case 'email':
+      return { channel: 'email', settings: resolved.settings, addressing: { to: job.destination, messageId: messageId(job, resolved.settings.from), jobId: seriesKey(job) }, message: resolved.message };
+    case 'whatsapp':
+      return { channel: 'whatsapp', settings: resolved.settings, to: job.destination, message: resolved.message };
+    case 'webhook':
+      return { channel: 'webhook', target: resolved.target, delivery: { id: `msg_${job.id}`, timestamp: now, body: resolved.body } };
   }
 }
 

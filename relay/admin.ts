@@ -27,6 +27,7 @@ import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import { checkTemplate, checkTenantCaps, templatePage } from './tenant-templates.ts';
 import { DEFAULT_TEMPLATE } from './templates.ts';
 import { Handovers } from './handover.ts';
+import { RelayInbox, type InboxReader } from './inbox.ts';
 import type { SecretBox } from '../core/secret-box.ts';
 import { parseMailbox } from '../delivery/email.ts';
 import type { DeliveryHistory } from '../delivery/history.ts';
@@ -80,6 +81,8 @@ export interface DeliveryAccess {
   history: DeliveryHistory;
   /** Puts the job's new series on the delivery queue, then records it queued (a refusal records nothing). */
   requeue(job: DeliveryJob): Promise<void>;
+  /** The development inbox, when it is on (SLUICE_DELIVERY_INBOX). */
+  inbox?: InboxReader;
 }
 
 /** How long a replaced webhook secret still signs calls: receivers switch within it. */
@@ -106,6 +109,8 @@ export interface DeploymentChecks {
 
 export class RelayAdmin {
   private readonly handovers: Handovers;
+  /** What the development inbox kept, for the tenant's users and the operator. */
+  readonly inbox: RelayInbox;
 
   constructor(
     private readonly store: RelayStore,
@@ -118,6 +123,7 @@ export class RelayAdmin {
     private readonly renderer: MessageRenderer,
     private readonly signInLockout: () => Promise<SignInLockout>,
   ) {
+    this.inbox = new RelayInbox(delivery.inbox);
     this.handovers = new Handovers(store.state, {
       activeOwners: (tenantId) => this.activeOwners(tenantId),
       tenantExists: (tenantId) => this.store.accounts.tenants.get(tenantId) !== undefined,

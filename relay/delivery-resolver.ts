@@ -10,6 +10,9 @@
  * egress policy, and it never gets the operator's TLS exceptions or DKIM key. The server's own
  * transport sends a tenant's From only in a domain the operator verified (SLUICE_SMTP_FROM_DOMAINS),
  * else the server's From: the settings may predate the rule, or the domains may have changed.
+ *
+ * With the development inbox (`inbox`), nothing is sent: an email or WhatsApp message resolves
+ * without a server or a phone number configured, rendered all the same, so the inbox keeps it.
  */
 import { SluiceError } from '../core/errors.ts';
 import type { SecretBox } from '../core/secret-box.ts';
@@ -30,6 +33,8 @@ export interface DeliveryDefaults {
   /** Domains a tenant's From may use on the server's transport (SLUICE_SMTP_FROM_DOMAINS). */
   serverFromDomains: readonly string[];
   whatsapp: { graphUrl: string; timeoutMs: number };
+  /** The development inbox keeps every message (SLUICE_DELIVERY_INBOX): no transport need be configured. */
+  inbox?: boolean;
 }
 
 /**
@@ -103,6 +108,7 @@ export class RelayJobResolver implements JobResolver {
     } else {
       settings = server;
     }
+    if (this.defaults.inbox) return { channel: 'email', settings, message };
     if (!settings.url) return { channel: 'none', error: 'no SMTP server is configured (set SLUICE_SMTP_URL, or the tenant\'s email settings)' };
     if (!settings.from) return { channel: 'none', error: 'no From address is configured (set SLUICE_SMTP_FROM, or the tenant\'s email settings)' };
     return { channel: 'email', settings, message };
@@ -110,6 +116,9 @@ export class RelayJobResolver implements JobResolver {
 
   private whatsapp(job: DeliveryJob, message: RenderedMessage): Resolved {
     const own = this.store.deliverySettings.get(job.tenantId)?.whatsapp;
+    if (!own && this.defaults.inbox) {
+      return { channel: 'whatsapp', settings: { graphUrl: this.defaults.whatsapp.graphUrl, phoneNumberId: '', token: '', timeoutMs: this.defaults.whatsapp.timeoutMs }, message };
+    }
     if (!own) return { channel: 'none', error: 'WhatsApp is not configured for this tenant (its Cloud API phone number id and token)' };
     const settings: WhatsAppSettings = {
       graphUrl: this.defaults.whatsapp.graphUrl,

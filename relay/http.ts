@@ -117,6 +117,7 @@ function routes(deps: RelayHttpDeps): Route[] {
     r('POST', '/api/v1/admin/sites/:siteId/forms/:formId/jobs/retry-dead', 'configure', (c, a) => admin.retryDeadJobs(a, p(c, 'siteId'), p(c, 'formId')), 202),
     r('GET', '/api/v1/admin/jobs/:jobId', 'read', (c, a) => admin.getJob(a, p(c, 'jobId'))),
     r('POST', '/api/v1/admin/jobs/:jobId/retry', 'configure', (c, a) => admin.retryJob(a, p(c, 'jobId')), 202),
+    r('GET', '/api/v1/admin/inbox', 'read', (c, a) => admin.inbox.list(a.tenantId, inboxQuery(c.request.query))),
     r('GET', '/api/v1/admin/delivery-settings', 'read', (_c, a) => admin.getDeliverySettings(a)),
     r('PUT', '/api/v1/admin/delivery-settings', 'configure', (c, a) => admin.putDeliverySettings(a, c.body)),
     r('GET', '/api/v1/admin/templates', 'read', (c, a) => admin.listTemplates(a, pageQuery(c.request.query))),
@@ -146,6 +147,11 @@ function jobQuery(query: string): { state?: string; limit?: number } {
   const params = new URLSearchParams(query);
   const state = params.get('state');
   return { ...limitParam(params), ...(state !== null ? { state } : {}) };
+}
+
+/** `?limit=50` of the development inbox's listing. */
+function inboxQuery(query: string): { limit?: number } {
+  return limitParam(new URLSearchParams(query));
 }
 
 /** `limit` as a number (NaN when it is not digits: the operation refuses it, naming the field). */

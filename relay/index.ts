@@ -25,6 +25,7 @@ import { RelayError } from './errors.ts';
 import { CaptchaVerifier, type CaptchaEndpoints } from './captcha.ts';
 import { relayHandler } from './http.ts';
 import { Idempotency } from './idempotency.ts';
+import type { InboxReader } from './inbox.ts';
 import { RelayIntake } from './intake.ts';
 import { relayOpenApiDocument } from './openapi.ts';
 import { PublicRelay } from './public.ts';
@@ -63,6 +64,8 @@ export interface RelayParts {
   renderer: MessageRenderer;
   /** Sign-in attempts per account, shared with the console. Opened on first use (a CLI command never signs in). */
   signInLockout: () => Promise<SignInLockout>;
+  /** The development inbox, when SLUICE_DELIVERY_INBOX is on: the admin lists what it kept. */
+  inbox?: InboxReader;
 }
 
 export interface Relay {
@@ -88,7 +91,7 @@ export async function openRelay(parts: RelayParts): Promise<Relay> {
     if (!opened) throw new RelayError(503, `${what} read from storage, which this process does not open: set CLICKHOUSE_URL on it`);
     return opened;
   };
-  const delivery = { history: new DeliveryHistory(readable('The delivery history is'), parts.database), requeue: parts.requeue };
+  const delivery = { history: new DeliveryHistory(readable('The delivery history is'), parts.database), requeue: parts.requeue, ...(parts.inbox ? { inbox: parts.inbox } : {}) };
   const submissions = new SubmissionReader(readable('Submissions are'), parts.database);
   const admin = new RelayAdmin(store, keys.secrets, sessions, validate, submissions, parts.checks, delivery, parts.renderer, parts.signInLockout);
   return { store, admin, sessions, secrets: keys.secrets, validate, renderer: parts.renderer, shutdown: () => store.shutdown() };

@@ -11,6 +11,8 @@ import { refusalMessage, RIGHTS, type Right } from '../accounts/rights.ts';
 import { CHOOSE_TENANT_MESSAGE } from '../accounts/sign-in.ts';
 import { RESPONSE_SCHEMAS } from './openapi-schemas.ts';
 import { JOB_STATES } from '../delivery/job.ts';
+import { INBOX_LIMITS, MAX_INBOX_PAGE } from '../delivery/inbox.ts';
+import { DEFAULT_INBOX_PAGE, INBOX_OFF_MESSAGE } from './inbox.ts';
 import { MAX_MESSAGE_CHARS } from './render.ts';
 import { MAX_PAGE } from './submissions.ts';
 import { TEMPLATE_LIMITS } from './tenant-templates.ts';
@@ -277,6 +279,14 @@ const OPERATIONS: Record<string, Operation> = {
     ok: ref('RetriedJob'),
     refusals: { 409: ['Only a dead job can be retried; this one is <state>'], ...STORAGE('The delivery history is') },
   },
+  'GET /api/v1/admin/inbox': {
+    id: 'listInbox',
+    summary: 'What the development inbox kept instead of sending, newest first',
+    description: `Only with SLUICE_DELIVERY_INBOX=true (embedded default, for development): every email, WhatsApp message and webhook of the tenant as it would have been sent (the newest ${INBOX_LIMITS.messages.toLocaleString('en-US')}, for ${INBOX_LIMITS.days} days). The html part is HTML a visitor filled in: show it as text or in a sandboxed frame.`,
+    ok: ref('InboxPage'),
+    parameters: [{ name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: MAX_INBOX_PAGE, default: DEFAULT_INBOX_PAGE } }],
+    refusals: { 400: [M.validation], 404: [INBOX_OFF_MESSAGE] },
+  },
   'GET /api/v1/admin/delivery-settings': { id: 'getDeliverySettings', summary: 'How the tenant\'s messages go out', ok: ref('DeliverySettings') },
   'PUT /api/v1/admin/delivery-settings': {
     id: 'putDeliverySettings',
@@ -458,7 +468,7 @@ export function relayOpenApiDocument(): OpenApiDocument {
     info: {
       ...OPENAPI_INFO,
       title: 'Sluice notification relay',
-      description: 'Public endpoints: form submissions from browsers, notifications from backends, tenant discovery. Admin API: tenants, sites, forms, recipients, webhooks, templates, users, API keys, stored submissions, delivery jobs (attempts, manual retries) and delivery settings. Every error is `{ message, statusCode }`.',
+      description: 'Public endpoints: form submissions from browsers, notifications from backends, tenant discovery. Admin API: tenants, sites, forms, recipients, webhooks, templates, users, API keys, stored submissions, delivery jobs (attempts, manual retries), delivery settings and the development inbox. Every error is `{ message, statusCode }`.',
     },
     servers: [{ url: '/', description: 'This relay port (8080 by default).' }],
     tags: [

@@ -100,6 +100,13 @@ export const OPERATOR_COMMANDS: Record<string, Operation> = {
   'jobs show': (admin, actor, input) => admin.getJob(actor(), str(input, 'job')),
   'jobs retry': (admin, actor, input) => admin.retryJob(actor(), str(input, 'job')),
   'jobs retry-dead': (admin, actor, input) => admin.retryDeadJobs(actor(), str(input, 'site'), str(input, 'form')),
+  'inbox list': (admin, actor, input) => {
+    const limit = integer(input, 'limit');
+    const waitFor = integer(input, 'wait-for');
+    const query = { ...(limit !== undefined ? { limit } : {}), ...(waitFor !== undefined ? { waitFor } : {}) };
+    // Without --tenant: every tenant's messages, the operator's view.
+    return input.tenant ? admin.inbox.list(actor().tenantId, query) : admin.inbox.listAll(query);
+  },
   'delivery show': (admin, actor) => admin.getDeliverySettings(actor()),
   'delivery set-email': (admin, actor, input) =>
     // The SMTP URL holds a password: it comes from --secret-file, never the command line.

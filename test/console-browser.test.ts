@@ -116,6 +116,8 @@ describe('the console, as its first owner uses it', () => {
     await shot('first-run');
     await byTestId('first-run-submit').click();
     await expect.poll(() => byTestId('nav-user').textContent(), { timeout: 15_000 }).toContain('Ada');
+    // The development inbox is off (SLUICE_DELIVERY_INBOX): no Inbox page in the nav.
+    expect(await byTestId('nav-inbox').count()).toBe(0);
     await byTestId('nav-sources').click();
     await byTestId('sources-table').or(byTestId('sources-empty')).first().waitFor();
   });

@@ -30,7 +30,7 @@ export const LAYERS: Record<string, Allowance[]> = {
   delivery: any('core', 'state', 'bus', 'storage'),
   gateway: any('core', 'state', 'accounts', 'pipeline'),
   query: [...any('core', 'storage', 'gateway'), { module: 'pipeline', only: ['pipeline/decompress.ts'] }],
-  console: any('core', 'state', 'accounts', 'storage', 'gateway'),
+  console: [...any('core', 'state', 'accounts', 'storage', 'gateway'), { module: 'delivery', only: ['delivery/inbox.ts'] }],
   relay: [...any('core', 'state', 'accounts', 'storage', 'bus', 'delivery', 'gateway'), { module: 'pipeline', only: ['pipeline/bundled-pool.ts'] }],
 };
 

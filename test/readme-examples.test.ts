@@ -1,8 +1,9 @@
 /**
- * The README's shell examples run as written. Every ```sh block runs, in the README's order, in
- * one bash session (variables set by one block serve the next), against `sluice serve` started
- * as `npm start` starts it, from a directory where `npx sluice` finds Sluice as an installed
- * package would. `set -euo pipefail`, and curl fails on an HTTP error status, so any command
+ * The README's shell examples run as written, and so do those of every page of docs/. Every ```sh
+ * block of a document runs, in the document's order, in one bash session (variables set by one
+ * block serve the next), against a `sluice serve` of its own started as the document's
+ * `npm start` line starts it (`SLUICE_DELIVERY_INBOX=true npm start` in the relay tutorial),
+ * from a directory where `npx sluice` finds Sluice as an installed package would. `set -euo pipefail`, and curl fails on an HTTP error status, so any command
  * that does not work fails the test. The only change to the text: the default ports (4318, 4317,
  * 8080, and 8123 of the query endpoint, which this server has on) become the test server's, so
  * the test can run beside others. A comment line holding JSON (`# {"accepted":2}`) is what the
@@ -17,6 +18,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, symlink } from 'node:fs/promises
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from './harness.ts';
 import { freePort } from './sluice-processes.ts';
@@ -24,27 +26,79 @@ import { freePort } from './sluice-processes.ts';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SKIP = /<!-- not run by test\/readme-examples\.test\.ts: [^>]+ -->\s*$/;
 
-/** The README's sh blocks in order, each with its line number; skipped ones left out. */
-function shellExamples(readme: string): { line: number; text: string }[] {
-  const lines = readme.split('\n');
+/** A document's sh blocks in order, each with its line number; skipped ones left out unless asked for. */
+function shellExamples(markdown: string, withSkipped = false): { line: number; text: string }[] {
+  const lines = markdown.split('\n');
   const blocks: { line: number; text: string }[] = [];
   for (let i = 0; i < lines.length; i++) {
     if (lines[i] !== '```sh') continue;
     const end = lines.indexOf('```', i + 1);
-    if (!SKIP.test(lines[i - 1] ?? '')) blocks.push({ line: i + 1, text: lines.slice(i + 1, end).join('\n') });
+    if (withSkipped || !SKIP.test(lines[i - 1] ?? '')) blocks.push({ line: i + 1, text: lines.slice(i + 1, end).join('\n') });
     i = end;
   }
   return blocks;
 }
 
-describe('the README examples', { timeout: 300_000 }, () => {
+/** The settings a document starts Sluice with: the assignments before its first `npm start` (`SLUICE_DELIVERY_INBOX=true npm start`). */
+export function startSettings(markdown: string): Record<string, string> {
+  for (const { text } of shellExamples(markdown, true)) {
+    for (const line of text.split('\n')) {
+      const start = /^((?:[A-Z][A-Z0-9_]*=\S*\s+)*)npm start\b/.exec(line);
+      if (start) return Object.fromEntries(start[1]!.trim().split(/\s+/).filter(Boolean).map((pair) => pair.split('=', 2) as [string, string]));
+    }
+  }
+  return {};
+}
+
+/** The README, then every page of docs/ with a shell example, by path. */
+async function documents(): Promise<string[]> {
+  const pages = (await readdir(join(ROOT, 'docs'), { recursive: true })).filter((name) => name.endsWith('.md')).sort();
+  const withShell: string[] = [];
+  for (const page of pages) if (shellExamples(await readFile(join(ROOT, 'docs', page), 'utf8')).length > 0) withShell.push(join('docs', page));
+  return ['README.md', ...withShell];
+}
+
+/** What a document's run printed and where, for the checks of one document. */
+interface Ran {
+  stdout: string;
+  serverLog: string;
+  /** Runs `npx sluice …` as the examples did: in their directory, with their settings. */
+  sluice(args: string[]): Promise<string>;
+}
+
+/** Checks beyond what the blocks say they print, by document. */
+const AFTERWARDS: Record<string, (ran: Ran) => Promise<void>> = {
+  'README.md': async ({ stdout, serverLog }) => {
+    // Without a terminal, the console's first-run link is a plain line of its own, not only in a JSON log line.
+    expect(serverLog).toMatch(/^Sign in to the console the first time[^\n]*: http:\/\/\S+\/first-run#token=frt_\S+$/m);
+    // What the quick start says its query prints: one row per service of the demo.
+    expect(stdout).toMatch(/"ServiceName":"payment","spans":\d+,"errors":[1-9]\d*/);
+  },
+  'docs/guides/relay.md': async ({ stdout, serverLog, sluice }) => {
+    expect(serverLog).toContain('DEVELOPMENT INBOX (SLUICE_DELIVERY_INBOX=true): no email, WhatsApp message or webhook is sent');
+    // The tutorial's form submission ends in the inbox: its email, its WhatsApp message and its webhook.
+    const submissionId = /"submissionId":"([0-9a-f-]{36})"/.exec(stdout)?.[1];
+    expect(submissionId).toBeDefined();
+    const { messages } = JSON.parse(await sluice(['relay', 'inbox', 'list', '--limit', '100'])) as { messages: Array<{ submissionId: string; channel: string; destination: string; text: string }> };
+    const delivered = messages.filter((message) => message.submissionId === submissionId).sort((a, b) => a.channel.localeCompare(b.channel));
+    expect(delivered.map(({ channel, destination }) => [channel, destination])).toEqual([
+      ['email', 'sales@acme.example'], ['webhook', 'https://hooks.acme.example/forms'], ['whatsapp', '+4915112345678'],
+    ]);
+    expect(delivered[0]!.text).toContain('message: Hello from the tutorial');
+    expect(JSON.parse(delivered[1]!.text)).toMatchObject({ type: 'submission.created', data: { submissionId, formKey: 'contact', fields: { name: 'Ada Lovelace' } } });
+  },
+};
+
+describe.each(await documents())('the shell examples of %s', { timeout: 300_000 }, (document) => {
   let dir: string;
   let server: ChildProcess;
   const serverLog: string[] = [];
   const ports = { http: 0, grpc: 0, relay: 0, query: 0, console: 0 };
   let env: NodeJS.ProcessEnv;
+  let markdown: string;
 
   beforeAll(async () => {
+    markdown = await readFile(join(ROOT, document), 'utf8');
     dir = await mkdtemp(join(tmpdir(), 'sluice-readme-'));
     // `npx sluice` here finds node_modules/.bin/sluice, as in a project that installed Sluice.
     await mkdir(join(dir, 'node_modules', '.bin'), { recursive: true });
@@ -65,6 +119,8 @@ describe('the README examples', { timeout: 300_000 }, () => {
       SLUICE_QUERY_PASSWORD: 'readme-examples-query-password',
       SLUICE_LOG_LEVEL: 'warn',
       NODE_OPTIONS: `--import ${join(ROOT, 'test', 'no-egress.mjs')}`,
+      // As the document's `npm start` line starts the server; its commands run with the same settings.
+      ...startSettings(markdown),
     };
     server = spawn(process.execPath, [join(ROOT, 'bin', 'sluice.mjs'), 'serve'], { cwd: dir, env: { ...env, SLUICE_LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
     server.stdout!.on('data', (chunk: Buffer) => serverLog.push(chunk.toString()));
@@ -83,15 +139,14 @@ describe('the README examples', { timeout: 300_000 }, () => {
   });
 
   it('run as written, in order, in one shell, and print what they say they print', async () => {
-    const readme = await readFile(join(ROOT, 'README.md'), 'utf8');
-    const blocks = shellExamples(readme);
-    expect(blocks.length).toBeGreaterThan(8);
+    const blocks = shellExamples(markdown);
+    expect(blocks.length).toBeGreaterThan(document === 'README.md' ? 8 : 0);
     const script = [
       'set -euo pipefail',
       // An HTTP error status fails the example (curl -s alone would exit 0).
       'curl() { command curl --fail-with-body --max-time 30 "$@"; }',
       ...blocks.map(({ line, text }) =>
-        [`echo "=== README.md:${line}" >&2`, `echo "${BLOCK_MARK}${line}"`, 'set -x', localPorts(text, ports), 'set +x'].join('\n'),
+        [`echo "=== ${document}:${line}" >&2`, `echo "${BLOCK_MARK}${line}"`, 'set -x', localPorts(text, ports), 'set +x'].join('\n'),
       ),
     ].join('\n');
     const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
@@ -105,14 +160,12 @@ describe('the README examples', { timeout: 300_000 }, () => {
     const printed = printedByBlock(run.stdout);
     const unmet = blocks.flatMap(({ line, text }) => documentedOutputs(text)
       .filter((expected) => !outputMatches(localPorts(expected, ports), printed.get(line) ?? ''))
-      .map((expected) => `README.md:${line}: ${expected}\n  printed: ${(printed.get(line) ?? '').slice(0, 600)}`));
+      .map((expected) => `${document}:${line}: ${expected}\n  printed: ${(printed.get(line) ?? '').slice(0, 600)}`));
     expect(unmet).toEqual([]);
-    // Without a terminal, the console's first-run link is a plain line of its own, not only in a JSON log line.
-    expect(serverLog.join('')).toMatch(/^Sign in to the console the first time[^\n]*: http:\/\/\S+\/first-run#token=frt_\S+$/m);
     // The examples write no file (secrets above all) into the directory they run in.
     expect((await readdir(dir)).filter((name) => name !== 'node_modules' && name !== SERVER_DATA_DIR)).toEqual([]);
-    // What the quick start says its query prints: one row per service of the demo.
-    expect(run.stdout).toMatch(/"ServiceName":"payment","spans":\d+,"errors":[1-9]\d*/);
+    const sluice = async (args: string[]) => (await promisify(execFile)('npx', ['sluice', ...args], { cwd: dir, env })).stdout;
+    await AFTERWARDS[document]?.({ stdout: run.stdout, serverLog: serverLog.join(''), sluice });
   });
 });
 

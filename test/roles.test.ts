@@ -79,7 +79,7 @@ describe('relay admin API, route by role', () => {
   it('lists the routes the policy covers', () => {
     expect(signedIn.length).toBeGreaterThan(40);
     expect(signedIn.map((r) => `${r.method} ${r.pattern}`)).toEqual(expect.arrayContaining([
-      'DELETE /api/v1/admin/session', 'GET /api/v1/admin/tenant/handover', 'DELETE /api/v1/admin/tenant/handover/:claimId',
+      'DELETE /api/v1/admin/session', 'GET /api/v1/admin/tenant/handover', 'DELETE /api/v1/admin/tenant/handover/:claimId', 'GET /api/v1/admin/inbox',
     ]));
   });
 
@@ -113,7 +113,7 @@ describe('console API, route by role', () => {
   };
 
   it('lists the routes the policy covers', () => {
-    expect(routes.map((r) => `${r.method} ${r.pattern}`)).toEqual(expect.arrayContaining(['POST /api/dashboards', 'PUT /api/dashboards/:id', 'DELETE /api/dashboards/:id', 'POST /api/sources']));
+    expect(routes.map((r) => `${r.method} ${r.pattern}`)).toEqual(expect.arrayContaining(['POST /api/dashboards', 'PUT /api/dashboards/:id', 'DELETE /api/dashboards/:id', 'POST /api/sources', 'GET /api/inbox']));
   });
 
   it.each<Walker>([...ROLES, 'signed out'])('as %s', async (role) => {

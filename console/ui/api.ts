@@ -4,7 +4,7 @@
  * sign-in and first-run means the session is gone: the app is told, and shows the sign-in page.
  */
 import type {
-  AgentView, Dashboard, DeployMarker, DeployVerdictView, FirstRunRequest, InstallTokenView, IssuedKeyView, LogPage, LogQuery, Me,
+  AgentView, Dashboard, DeployMarker, DeployVerdictView, FirstRunRequest, InboxMessage, InstallTokenView, IssuedKeyView, LogPage, LogQuery, Me,
   MetricInfo, MetricQuery, MetricResult, OperationHealth, Overview, ServicesHealth, SignInRequest, SourceKey, SourceView, TimeRange, TraceQuery,
   TraceSummary, TraceView,
 } from '../api.ts';
@@ -104,6 +104,8 @@ export const api = {
   createDashboard: (body: Pick<Dashboard, 'name' | 'charts'>) => call<Dashboard>('POST', '/api/dashboards', body),
   saveDashboard: (id: string, body: Pick<Dashboard, 'name' | 'charts'>) => call<Dashboard>('PUT', `/api/dashboards/${enc(id)}`, body),
   deleteDashboard: (id: string) => call<void>('DELETE', `/api/dashboards/${enc(id)}`),
+
+  inbox: () => call<{ messages: InboxMessage[] }>('GET', '/api/inbox'),
 };
 
 /** A message for the page from whatever a call threw. */

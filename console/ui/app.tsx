@@ -11,6 +11,7 @@ import { SessionContext } from './hooks.ts';
 import { DashboardPage, DashboardsPage } from './pages/dashboards.tsx';
 import { DeploysPage } from './pages/deploys.tsx';
 import { FirstRunPage, SignInPage } from './pages/sign-in.tsx';
+import { InboxPage } from './pages/inbox.tsx';
 import { LogsPage } from './pages/logs.tsx';
 import { MetricsPage } from './pages/metrics.tsx';
 import { OverviewPage } from './pages/overview.tsx';
@@ -35,6 +36,7 @@ const PAGES: Array<[pattern: string, page: Page]> = [
   ['/deploys', DeploysPage],
   ['/dashboards', DashboardsPage],
   ['/dashboards/:id', DashboardPage],
+  ['/inbox', InboxPage],
 ];
 
 const NAV: Array<[path: string, label: string, testid: string]> = [
@@ -47,6 +49,8 @@ const NAV: Array<[path: string, label: string, testid: string]> = [
   ['/dashboards', 'Dashboards', 'nav-dashboards'],
   ['/ingest', 'Ingest', 'nav-ingest'],
 ];
+/** Shown only while the development inbox is on (SLUICE_DELIVERY_INBOX). */
+const INBOX_NAV: [path: string, label: string, testid: string] = ['/inbox', 'Inbox', 'nav-inbox'];
 
 /** The sign-in page, with the page to return to. */
 function signInUrl(): string {
@@ -64,9 +68,9 @@ function NavBar({ me, place, onSignOut }: { me: Me; place: Place; onSignOut: () 
       <nav aria-label="Console">
         <span class="brand">Sluice</span>
         <ul>
-          {NAV.map(([path, label, testid]) => (
+          {[...NAV, ...(me.deliveryInbox ? [INBOX_NAV] : [])].map(([path, label, testid]) => (
             <li key={path}>
-              <Link href={path === '/sources' || path === '/dashboards' ? path : href(path, range)} class={active(path) ? 'active' : ''} aria-current={active(path) ? 'page' : undefined} data-testid={testid}>
+              <Link href={path === '/sources' || path === '/dashboards' || path === '/inbox' ? path : href(path, range)} class={active(path) ? 'active' : ''} aria-current={active(path) ? 'page' : undefined} data-testid={testid}>
                 {label}
               </Link>
             </li>
