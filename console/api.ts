@@ -54,6 +54,8 @@ export interface LogQuery extends TimeRange {
   minSeverity?: number;
   /** Case-insensitive substring of the body / message. */
   text?: string;
+  /** One trace's logs (32 lowercase hex digits): OTLP records only, as agent logs carry no trace. */
+  traceId?: string;
   attributes?: AttributeFilter[];
   /** Newest first; for the next page, the `cursor` of the last answer. */
   cursor?: string;

@@ -156,6 +156,14 @@ describe('the console, as its first owner uses it', () => {
     await byTestId('waterfall-row').filter({ hasText: 'payment.Charge' }).click();
     expect(await byTestId('span-events').textContent()).toContain('card declined');
     await shot('trace');
+    // The trace's logs, and a search's matches marked.
+    await byTestId('trace-logs').click();
+    await byTestId('logs-trace-filter').waitFor({ timeout: 15_000 });
+    await expect.poll(() => byTestId('log-row').allTextContents(), { timeout: 15_000 }).toEqual([expect.stringContaining('payment declined')]);
+    await byTestId('logs-text').fill('DECLINED');
+    await byTestId('logs-search').click();
+    await expect.poll(() => page.locator('[data-testid="log-row"] mark').allTextContents(), { timeout: 15_000 }).toEqual(['declined']);
+    await shot('trace-logs');
 
     await byTestId('nav-traces').click();
     await byTestId('traces-search').click();

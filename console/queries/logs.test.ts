@@ -77,6 +77,13 @@ describe('logs', () => {
     }
   });
 
+  it("gives one trace's logs: OTLP records of that trace id only, never an agent entry; a malformed id is a 400", async () => {
+    expect(bodies((await page({ traceId })).logs)).toEqual(['Payment FAILED for order 42']);
+    expect((await page({ traceId: hexId(16) })).logs).toEqual([]);
+    await expect(page({ traceId: traceId.toUpperCase() })).rejects.toThrow(QueryValidationError);
+    await expect(page({ traceId: 'x'.repeat(32) })).rejects.toThrow(QueryValidationError);
+  });
+
   it('filters by service, least severity, text (any case) and attributes (exact), on both kinds', async () => {
     expect(bodies((await page({ services: ['payments', 'postgres'], minSeverity: 13 })).logs)).toEqual(['vacuum', 'slow query', 'autovacuum'].sort(bySameTime(await page({}))));
     expect(bodies((await page({ text: 'payment' })).logs).sort()).toEqual(['PAYMENT table locked', 'Payment FAILED for order 42']);

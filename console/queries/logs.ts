@@ -109,6 +109,10 @@ function conditions(params: Params, sources: readonly string[], query: LogQuery,
     otel.push(`positionCaseInsensitiveUTF8(Body, ${text}) > 0`);
     agent.push(`positionCaseInsensitiveUTF8(Message, ${text}) > 0`);
   }
+  if (query.traceId !== undefined) {
+    otel.push(`TraceId = ${params.bind(query.traceId, 'String')}`);
+    agent.push('0'); // agent logs belong to no trace
+  }
   for (const { key, value } of query.attributes ?? []) {
     const k = params.bind(key, 'String');
     const v = params.bind(value, 'String');

@@ -51,6 +51,7 @@ export const logQuerySchema = rangeBody('ConsoleLogQuery', {
   services: names,
   minSeverity: { type: 'integer', minimum: 0, maximum: 24 },
   text: { type: 'string', minLength: 1, maxLength: 1024 },
+  traceId: { type: 'string', pattern: '^[0-9a-f]{32}$' },
   attributes,
   cursor: { type: 'string', minLength: 1, maxLength: 256 },
   limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },

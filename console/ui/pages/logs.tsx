@@ -3,6 +3,7 @@
  * range, service, lowest severity, text, attributes). "Load more" follows the answer's cursor;
  * live tail asks every 2 s for what arrived since the newest row shown.
  */
+import type { JSX } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type { LogEntry, LogQuery } from '../../api.ts';
 import { api, problem } from '../api.ts';
@@ -37,6 +38,22 @@ export function hasTrace(traceId: string): boolean {
   return /[1-9a-f]/i.test(traceId);
 }
 
+/** `text` with each case-insensitive occurrence of `match` marked, as the search found it. */
+export function Highlighted({ text, match }: { text: string; match: string }) {
+  if (!match) return <>{text}</>;
+  const parts: Array<string | JSX.Element> = [];
+  const lower = text.toLowerCase();
+  const wanted = match.toLowerCase();
+  let at = 0;
+  for (let found = lower.indexOf(wanted); found !== -1 && parts.length < 200; found = lower.indexOf(wanted, at)) {
+    if (found > at) parts.push(text.slice(at, found));
+    parts.push(<mark key={found}>{text.slice(found, found + match.length)}</mark>);
+    at = found + match.length;
+  }
+  parts.push(text.slice(at));
+  return <>{parts}</>;
+}
+
 function LogDetail({ entry, onClose }: { entry: LogEntry; onClose: () => void }) {
   return (
     <aside class="detail" data-testid="log-detail" aria-label="Log record">
@@ -68,16 +85,18 @@ export function LogsPage({ place }: { place: Place }) {
   const service = place.query.get('service') ?? '';
   const minSeverity = Number(place.query.get('sev')) || undefined;
   const text = place.query.get('q') ?? '';
+  const trace = place.query.get('trace') ?? '';
   const attrs = place.query.getAll('attr');
   const query: LogQuery = useMemo(() => ({
     ...range,
     services: service ? [service] : undefined,
     minSeverity,
     text: text || undefined,
+    traceId: trace || undefined,
     attributes: attrs.map(parseAttribute).filter((one) => one !== undefined),
     limit: PAGE,
-  }), [range, service, minSeverity, text, attrs.join('\n')]);
-  const filtered = Boolean(service || minSeverity || text || attrs.length);
+  }), [range, service, minSeverity, text, trace, attrs.join('\n')]);
+  const filtered = Boolean(service || minSeverity || text || trace || attrs.length);
 
   // The form edits a draft; Search puts it in the URL, which runs the query.
   const [draft, setDraft] = useState({ service, sev: String(minSeverity ?? ''), text, attrs });
@@ -169,6 +188,12 @@ export function LogsPage({ place }: { place: Place }) {
           </select>
         </label>
         <AttributeFilters value={draft.attrs} onChange={(next) => setDraft({ ...draft, attrs: next })} />
+        {trace && (
+          <span class="chip" data-testid="logs-trace-filter">
+            Trace <code>{trace.slice(0, 8)}…</code>
+            <Link href={withQuery({ trace: undefined })} aria-label="Show the logs of every trace" class="chip-remove">×</Link>
+          </span>
+        )}
         <div class="filter-actions">
           <button type="submit" class="primary" data-testid="logs-search">Search</button>
           <button type="button" class={live ? 'toggle on' : 'toggle'} aria-pressed={live} onClick={() => setLive(!live)} data-testid="logs-live">
@@ -198,7 +223,7 @@ export function LogsPage({ place }: { place: Place }) {
                       <td class="nowrap"><button type="button" class="link-button" title={formatDateTime(entry.time)} onClick={(event) => { event.stopPropagation(); setSelected(entry); }}>{formatStamp(entry.time)}</button></td>
                       <td><span class={severityClass(entry.severityNumber)}>{severityName(entry)}</span></td>
                       <td class="nowrap">{entry.service}{entry.kind === 'agent' && <span class="badge" title="From the Sluice agent">agent</span>}</td>
-                      <td class="message">{entry.body}</td>
+                      <td class="message"><Highlighted text={entry.body} match={text} /></td>
                     </tr>
                   );
                 })}

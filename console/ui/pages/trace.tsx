@@ -9,7 +9,7 @@ import { ApiFailure, api } from '../api.ts';
 import { PALETTE } from '../chart.tsx';
 import { ErrorNote, KeyValues, Loading } from '../components.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
-import { Link, navigate, withQuery, type Place } from '../router.tsx';
+import { Link, href, navigate, withQuery, type Place } from '../router.tsx';
 import { formatDateTime, formatDuration } from '../time.ts';
 import { layoutWaterfall, nanoseconds } from '../waterfall.ts';
 
@@ -22,6 +22,12 @@ function serviceColours(spans: SpanView[]): (service: string) => string {
 
 /** "1 span", "3 spans". */
 const counted = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
+
+/** The logs page filtered to one trace, over its time and a few minutes either side (logs are written a little after a span). */
+const TRACE_LOG_MARGIN_MS = 5 * 60_000;
+function traceLogs(traceId: string, startMs: number, durationMs: number): string {
+  return href('/logs', { trace: traceId, from: String(startMs - TRACE_LOG_MARGIN_MS), to: String(Math.ceil(startMs + durationMs) + TRACE_LOG_MARGIN_MS) });
+}
 
 type LabelPlace = 'after' | 'before' | 'inside';
 
@@ -139,6 +145,7 @@ export function TracePage({ place, params }: { place: Place; params: Record<stri
             <span>{counted(services.length, 'service')}</span>
             {root && <span>{formatDateTime(Number(waterfall.startNs / 1_000_000n))}</span>}
             <code class="small">{traceId}</code>
+            <Link href={traceLogs(traceId, Number(waterfall.startNs / 1_000_000n), waterfall.totalMs)} data-testid="trace-logs">Logs of this trace</Link>
           </p>
           <div class={selected ? 'split' : ''}>
             <div class="waterfall" data-testid="waterfall" role="tree" aria-label="Spans">
