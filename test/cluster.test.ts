@@ -141,8 +141,9 @@ describe('cluster mode', () => {
     const gatewayMetrics = await (await fetch(`http://127.0.0.1:${gateways[0]!.httpPort}/metrics`)).text();
     expect(gatewayMetrics).toMatch(/sluice_bus_publish_seconds_count [1-9]/);
     // Every role: what it runs, and the process and runtime figures.
-    for (const text of [metrics, gatewayMetrics]) {
-      expect(text).toMatch(/^sluice_build_info\{version="[^"]+",node_version="v[\d.]+",http_engine="(uws|node)"\} 1$/m);
+    // The consumer runs no worker threads; the gateway's transcode on WebAssembly (the suite runs Node as Sluice starts it).
+    for (const [text, transcoder] of [[metrics, 'none'], [gatewayMetrics, 'wasm']] as const) {
+      expect(text).toMatch(new RegExp(`^sluice_build_info\\{version="[^"]+",node_version="v[\\d.]+",http_engine="(uws|node)",transcoder="${transcoder}"\\} 1$`, 'm'));
       expect(text).toMatch(/^process_cpu_seconds_total [\d.e+-]+$/m);
       expect(text).toMatch(/^nodejs_eventloop_lag_p99_seconds [\d.e+-]+$/m);
     }
