@@ -6,7 +6,7 @@ RUN npm ci --omit=dev --no-audit --no-fund
 # The code stays root's and read-only to the process.
 COPY . .
 # glibc's mmap threshold pinned (its starting value, no longer raised as it goes): request bodies
-# freed after a burst of uploads go back to the kernel (README: Memory).
+# freed after a burst of uploads go back to the kernel (docs/guides/operating.md, Memory).
 ENV SLUICE_HOST=0.0.0.0 SLUICE_DATA_DIR=/data MALLOC_MMAP_THRESHOLD_=131072
 # The process runs as the base image's unprivileged `node` user (uid 1000), which owns the data
 # dir; a new volume mounted there starts with this owner and mode. (Before VOLUME: changes to a

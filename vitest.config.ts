@@ -31,7 +31,7 @@ const HTTP_FACING = [
 ];
 
 // As `npm start` and the image run Sluice: glibc's mmap threshold pinned, so freed request
-// bodies go back to the kernel (README: Memory). glibc reads it when a process starts, so it is
+// bodies go back to the kernel (docs/guides/operating.md, Memory). glibc reads it when a process starts, so it is
 // set here, before the test processes are forked.
 process.env.MALLOC_MMAP_THRESHOLD_ ??= '131072';
 

@@ -88,7 +88,7 @@ export async function measureGatewayThenConsumer(scenario: Scenario, opts: Optio
 
     // The open loop's rows are purged from the stream every second, as a consumer keeping up
     // would take them: a stream growing by gigabytes with no consumer made nats-server's acks
-    // stall in the run's later seconds (p99 76-1,003 ms against 31-43 ms purged, bench/README
+    // stall in the run's later seconds (p99 76-1,003 ms against 31-43 ms purged, bench/HISTORY.md,
     // *The gateway alone at 70 %*), which is not the gateway's latency. Its rows are not stored;
     // the closed loop's, drained above, are what checks the gateway's acknowledgements.
     let open: OpenRun | undefined;

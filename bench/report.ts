@@ -49,7 +49,7 @@ const fixed = (n: number | undefined, digits = 0) => (n !== undefined && Number.
 const machineLine = (info: RunInfo) =>
   `\`${info.command}\` at commit \`${info.commit}\`, ${info.date}; Node ${info.node}, ${info.cores} cores (${info.cpuModel}), ${info.memoryGiB} GiB.` +
   (info.wakeups
-    ? ` Thread wake-ups here (\`bench/wakeups.ts\`, at 300/s): ${info.wakeups.timerMicros} µs of CPU per empty timer tick, ${info.wakeups.workerRoundTripMicros} µs per round trip to a worker thread (figures taken where these differ are not comparable: bench/README.md, *Worker wake-ups*).`
+    ? ` Thread wake-ups here (\`bench/wakeups.ts\`, at 300/s): ${info.wakeups.timerMicros} µs of CPU per empty timer tick, ${info.wakeups.workerRoundTripMicros} µs per round trip to a worker thread (figures taken where these differ are not comparable: bench/HISTORY.md, *Worker wake-ups*).`
     : '');
 
 export function markdown(name: string, scenario: Scenario, opts: Options, rows: Row[], info: RunInfo): string {

@@ -1,7 +1,7 @@
 /**
  * How long a refused sign-in takes by the number of accounts its email has (accounts/sign-in.ts
  * checks the password against each, side by side on the thread pool): the residual timing hint
- * the README names under "An email is unique within its tenant". Emails with 0 to 4 accounts,
+ * docs/reference/relay.md names under "An email is unique within its tenant". Emails with 0 to 4 accounts,
  * a wrong password, the median of `--runs` attempts each.
  *
  * usage: node --import tsx bench/sign-in-timing.ts [--runs 15]

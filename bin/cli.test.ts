@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { OPERATOR_COMMANDS } from '../relay/operator.ts';
 import type { Admin } from './admin.ts';
 import type { SluiceCommand } from './cli-command.ts';
-import { cliReference, README, readmeBlock } from './cli-reference.ts';
+import { cliReference, REFERENCE_PAGE, referenceBlock } from './cli-reference.ts';
 import type { CliRuntime } from './cli-runtime.ts';
 import { leaves, main, sluiceProgram } from './cli.ts';
 
@@ -210,8 +210,8 @@ describe('what each command runs', () => {
   });
 });
 
-it('README.md holds the reference the parser prints (npm run docs:cli -- --write)', () => {
-  expect(readmeBlock(readFileSync(README, 'utf8'))).toBe(cliReference());
+it('docs/reference/cli.md holds the reference the parser prints (npm run docs:cli -- --write)', () => {
+  expect(referenceBlock(readFileSync(REFERENCE_PAGE, 'utf8'))).toBe(cliReference());
 });
 
 describe('the sluice executable', () => {

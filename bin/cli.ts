@@ -6,6 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { posix } from 'node:path';
 import { CommanderError, type Help, type OutputConfiguration } from 'commander';
 import { OPTIONS } from '../core/config.ts';
 import { parseTimestamp } from '../pipeline/agent/time.ts';
@@ -45,7 +46,7 @@ export function sluiceProgram({ load = loadRuntime, output = {} }: ProgramOption
       formatItem: (term, _termWidth, description, helper) => formatHelpItem(term, description, helper),
     })
     .helpCommand('help [command...]', 'show the help of a command')
-    .addHelpText('after', '\nConfiguration comes from SLUICE_* environment variables (see README.md).');
+    .addHelpText('after', '\nConfiguration comes from SLUICE_* environment variables\n(see docs/reference/configuration.md).');
   program.hook('preAction', (_program, command) => (command as SluiceCommand).checkRequired());
 
   const roles: [Role, string][] = [
@@ -229,11 +230,12 @@ function roleSettingsHelp(role: Role, helper: Help): string {
     const term = option.default === '' || option.default === 0 && env === 'SLUICE_QUERY_PORT' ? env : `${env}=${String(option.default)}`;
     return formatHelpItem(term, firstSentence(option.doc), helper);
   });
-  return `\nSettings (environment variables; all of them: README, Configuration):\n${items.join('\n')}\n`;
+  return `\nSettings (environment variables; all of them: docs/reference/configuration.md):\n${items.join('\n')}\n`;
 }
 
-/** A description's first sentence, its README links as plain words. */
-const firstSentence = (text: string) => (/^.*?\.(?=\s|$)/.exec(text)?.[0] ?? text).replace(/\[([^\]]+)\]\([^)]*\)/g, 'README, $1');
+/** A description's first sentence, its links (relative to docs/reference/) as the page they lead to. */
+const firstSentence = (text: string) =>
+  (/^.*?\.(?=\s|$)/.exec(text)?.[0] ?? text).replace(/\[[^\]]+\]\(([^)#]*)[^)]*\)/g, (_link, page: string) => posix.join('docs/reference', page));
 
 export async function main(argv: string[], program = sluiceProgram()): Promise<number> {
   const args = argv[0] === 'help' ? [...argv.slice(1), '--help'] : argv;

@@ -1,5 +1,5 @@
 /**
- * How a `sluice` process ends, for whatever restarts it (README.md, *Stopping*, lists them).
+ * How a `sluice` process ends, for whatever restarts it (docs/guides/operating.md, *Stopping*, lists them).
  * The codes Sluice chooses are here and in cli-command.ts (2, a usage mistake); the others are
  * the shell's 128 + the signal that ended the process, which no JavaScript runs to choose:
  * 134 (SIGABRT: V8's fatal errors, "JavaScript heap out of memory" first among them, printed to

@@ -8,7 +8,7 @@
  * --no-memory-reducer: V8 shrinks an idle process's heap, and a gateway that then took an even
  * load of ~1,600 requests/s ran full collections back to back (29 % of its main thread), spent
  * twice its CPU per span and fell seconds behind; a gateway that had not idled took the same
- * load at its usual cost (bench/README.md, *Results*, 2026-11-25). A server's load comes back:
+ * load at its usual cost (bench/HISTORY.md, *Results*, 2026-11-25). A server's load comes back:
  * its heap keeps the size its last busy minute needed.
  *
  * --disable-wasm-trap-handler: V8 checks the WebAssembly transcoder's memory accesses itself

@@ -73,7 +73,7 @@ export function servingSummary(s: Serving): string {
   if (s.consoleUrl) rows.push(['Console', s.consoleUrl, 'web UI: sources, logs, traces, metrics']);
   if (s.relayPort) rows.push(['Relay', `http://${host}:${s.relayPort}`, 'forms and notifications']);
   if (s.deliveryInbox) rows.push(['Inbox', s.consoleUrl ? `${s.consoleUrl}/inbox` : 'npx sluice relay inbox list', 'development inbox: deliveries kept, not sent']);
-  if (s.queryPort) rows.push(['ClickHouse', `http://${host}:${s.queryPort}`, 'read-only SQL for Grafana (README: Grafana)']);
+  if (s.queryPort) rows.push(['ClickHouse', `http://${host}:${s.queryPort}`, 'read-only SQL for Grafana (docs/guides/querying.md)']);
   if (s.httpPort) {
     rows.push(['API docs', `${http}/api/v1/docs`, '']);
     rows.push(['Metrics', `${http}/metrics`, 'Prometheus']);

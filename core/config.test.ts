@@ -144,9 +144,9 @@ describe('loadConfig', () => {
     expect(loadConfig({ SLUICE_DELIVERY_INBOX: 'false', NATS_URL: 'nats://n1:4222' }).delivery.inbox).toBe(false);
   });
 
-  it('documents every option in the README', async () => {
+  it('documents every option in docs/reference/configuration.md', async () => {
     const { readFile } = await import('node:fs/promises');
-    const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8');
-    for (const option of OPTIONS) expect(readme, option.env).toContain(`\`${option.env}\``);
+    const reference = await readFile(new URL('../docs/reference/configuration.md', import.meta.url), 'utf8');
+    for (const option of OPTIONS) expect(reference, option.env).toContain(`\`${option.env}\``);
   });
 });

@@ -2,7 +2,7 @@
  * Configuration: defaults < optional JSON config file (SLUICE_CONFIG) < environment.
  * Validated once at start-up with one JSON Schema; every problem is reported with its path,
  * then the config is frozen. OPTIONS is the single list the schema, the environment mapping
- * and the README table are built from.
+ * and the table of docs/reference/configuration.md are built from.
  */
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -102,7 +102,7 @@ interface Option {
   env: string;
   type: OptionType;
   default: unknown;
-  /** One line for the README. */
+  /** One line for docs/reference/configuration.md (its links relative to that page). */
   doc: string;
   schema?: Record<string, unknown>;
 }
@@ -138,14 +138,14 @@ export const OPTIONS: readonly Option[] = [
   { path: 'limits.signInLockoutMaxSeconds', env: 'SLUICE_SIGN_IN_LOCKOUT_MAX_SECONDS', type: 'integer', default: 900, doc: 'The longest lockout of an account, in seconds (15 minutes): a lockout always ends, so nobody can lock an account for good by guessing at it.', schema: { minimum: 1, maximum: 86_400 } },
   { path: 'pipeline.workers', env: 'SLUICE_WORKERS', type: 'integer', default: Math.max(1, availableParallelism()), doc: 'Worker threads that decompress, decode and build rows (default: one per core).', schema: { minimum: 1, maximum: 256 } },
   { path: 'pipeline.workerHeapMb', env: 'SLUICE_WORKER_HEAP_MB', type: 'integer', default: 512, doc: 'Heap limit of each worker thread (the worker pool\'s and the relay\'s render threads), in MiB (V8\'s old generation): a request that needs more fails with 503 and its thread is replaced, the process keeps serving. An OTLP/JSON body of 10 MiB of tiny records needs about 96; raise it with SLUICE_MAX_BODY_BYTES.', schema: { minimum: 32, maximum: 65_536 } },
-  { path: 'pipeline.transcoder', env: 'SLUICE_TRANSCODER', type: 'string', default: 'auto', doc: 'The worker threads\' OTLP transcoder (protobuf to rows): auto (WebAssembly, compiled from C, where it loads and Node runs with --disable-wasm-trap-handler, as every way of starting Sluice does; else JavaScript), wasm (WebAssembly, or Sluice does not start) or js (JavaScript, the reference). Both write the same rows and refusals; a request the module cannot serve (a trap, more than its 256 MiB of memory) is served by JavaScript, logged and counted (sluice_transcoder_fallbacks_total). See [Transcoder](#transcoder).', schema: { enum: ['auto', 'wasm', 'js'] } },
+  { path: 'pipeline.transcoder', env: 'SLUICE_TRANSCODER', type: 'string', default: 'auto', doc: 'The worker threads\' OTLP transcoder (protobuf to rows): auto (WebAssembly, compiled from C, where it loads and Node runs with --disable-wasm-trap-handler, as every way of starting Sluice does; else JavaScript), wasm (WebAssembly, or Sluice does not start) or js (JavaScript, the reference). Both write the same rows and refusals; a request the module cannot serve (a trap, more than its 256 MiB of memory) is served by JavaScript, logged and counted (sluice_transcoder_fallbacks_total). See [Transcoder](../internals/transcoder.md).', schema: { enum: ['auto', 'wasm', 'js'] } },
   { path: 'storage.database', env: 'SLUICE_CLICKHOUSE_DATABASE', type: 'string', default: 'otel', doc: 'ClickHouse database holding the tables.', schema: { pattern: '^[A-Za-z_][A-Za-z0-9_]*$' } },
   { path: 'storage.maxPendingBytes', env: 'SLUICE_STORAGE_MAX_PENDING_BYTES', type: 'integer', default: GiB, doc: 'Embedded: bytes of rows in the local log (<dataDir>/log) not yet inserted into chDB; past it requests get 503 (bounds the disk the log takes while storage is slow or down).', schema: { minimum: MiB } },
   { path: 'storage.flushIntervalMs', env: 'SLUICE_STORAGE_FLUSH_INTERVAL_MS', type: 'integer', default: 1000, doc: 'Embedded: the longest rows wait in the local log before they are inserted into chDB (sooner when 32 MiB are waiting); larger batches make fewer parts to merge. Reads through Sluice wait for rows acknowledged before them.', schema: { minimum: 10, maximum: 60_000 } },
   { path: 'storage.timeoutMs', env: 'SLUICE_STORAGE_TIMEOUT_MS', type: 'integer', default: 10_000, doc: 'How long a request waits for its rows to be durable (embedded: written to the local log) before it gets 503.', schema: { minimum: 100 } },
   { path: 'storage.retryAfterSeconds', env: 'SLUICE_RETRY_AFTER_SECONDS', type: 'integer', default: 5, doc: 'Retry-After sent with 503 when storage is down or behind.', schema: { minimum: 1 } },
   { path: 'storage.ttlDays', env: 'SLUICE_TTL_DAYS', type: 'integer', default: 0, doc: 'Days to keep telemetry rows (a TTL on every table, set when a table is created); 0 keeps them forever.', schema: { minimum: 0 } },
-  { path: 'query.port', env: 'SLUICE_QUERY_PORT', type: 'integer', default: 0, doc: 'Embedded default: port of the read-only ClickHouse HTTP endpoint for Grafana and other ClickHouse clients (see [Grafana](#grafana)); 0: off. Needs SLUICE_QUERY_PASSWORD; refused with CLICKHOUSE_URL or NATS_URL (query that ClickHouse server instead).', schema: { minimum: 0, maximum: 65535 } },
+  { path: 'query.port', env: 'SLUICE_QUERY_PORT', type: 'integer', default: 0, doc: 'Embedded default: port of the read-only ClickHouse HTTP endpoint for Grafana and other ClickHouse clients (see [Grafana](../guides/querying.md#grafana)); 0: off. Needs SLUICE_QUERY_PASSWORD; refused with CLICKHOUSE_URL or NATS_URL (query that ClickHouse server instead).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'query.user', env: 'SLUICE_QUERY_USER', type: 'string', default: 'grafana', doc: 'User name the query endpoint accepts.', schema: { pattern: '^[A-Za-z0-9_.@-]{1,64}$' } },
   { path: 'query.password', env: 'SLUICE_QUERY_PASSWORD', type: 'string', default: '', doc: 'Password of that user, at least 12 characters; required when SLUICE_QUERY_PORT is set. It reads the telemetry tables (not the relay\'s submissions, nor the server\'s files and settings).' },
   { path: 'query.maxExecutionSeconds', env: 'SLUICE_QUERY_MAX_EXECUTION_SECONDS', type: 'integer', default: 30, doc: 'Longest a query of the endpoint may run (ClickHouse max_execution_time); past it the query fails with TIMEOUT_EXCEEDED. A client may ask for less, never more.', schema: { minimum: 1, maximum: 3600 } },
@@ -163,7 +163,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'nats.ackWaitSeconds', env: 'SLUICE_NATS_ACK_WAIT_SECONDS', type: 'integer', default: 30, doc: 'How long a consumer may hold a batch before JetStream hands it to another (the wait after a consumer dies); longer than your slowest insert. One value for all consumers: each applies it at start.', schema: { minimum: 5, maximum: 600 } },
   { path: 'redis.url', env: 'REDIS_URL', type: 'string', default: '', doc: 'Redis for cluster-wide rate limits (redis://host:6379); without it each gateway limits on its own.', schema: { pattern: '^(|rediss?://.+)$' } },
   { path: 'redis.timeoutMs', env: 'SLUICE_REDIS_TIMEOUT_MS', type: 'integer', default: 100, doc: 'A rate-limit answer from Redis slower than this counts as Redis being down: the gateway limits on its own and tries Redis again every 2 s. Stalls of the gateway\'s own event loop do not count.', schema: { minimum: 1, maximum: 60_000 } },
-  { path: 'console.enabled', env: 'SLUICE_CONSOLE', type: 'boolean', default: true, doc: 'Serve the web console (see [Console](#console)) on `sluice serve`, and on `sluice gateway` when SLUICE_RELAY_MASTER_KEY and CLICKHOUSE_URL are set.' },
+  { path: 'console.enabled', env: 'SLUICE_CONSOLE', type: 'boolean', default: true, doc: 'Serve the web console (see [Console](../guides/console.md)) on `sluice serve`, and on `sluice gateway` when SLUICE_RELAY_MASTER_KEY and CLICKHOUSE_URL are set.' },
   { path: 'console.port', env: 'SLUICE_CONSOLE_PORT', type: 'integer', default: 4320, doc: 'Web console port, its own origin (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'console.publicUrl', env: 'SLUICE_CONSOLE_PUBLIC_URL', type: 'string', default: '', doc: 'URL users open the console at (https://console.example.com): its origin is the only one the console API answers, and https makes its cookie Secure. Default: http://localhost:<console port> (and its 127.0.0.1 and [::1] forms).', schema: { pattern: '^(|https?://[^\\s"\'\\\\<>`/]+(:[0-9]+)?/?)$' } },
   { path: 'relay.port', env: 'SLUICE_RELAY_PORT', type: 'integer', default: 8080, doc: 'Notification relay port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },

@@ -3,11 +3,11 @@ import { describe, expect, it } from 'vitest';
 import { ERROR_CODES, SluiceError, toSluiceError } from './errors.ts';
 
 describe('errors', () => {
-  it('documents every error code in the README', async () => {
-    const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8');
+  it('documents every error code in docs/reference/http-api.md', async () => {
+    const reference = await readFile(new URL('../docs/reference/http-api.md', import.meta.url), 'utf8');
     for (const [code, spec] of Object.entries(ERROR_CODES)) {
       const row = `| \`${code}\` | ${spec.http} | ${spec.grpc} | ${spec.retryable ? 'yes' : 'no'} | ${spec.doc} |`;
-      expect(readme, code).toContain(row);
+      expect(reference, code).toContain(row);
     }
   });
 

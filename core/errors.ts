@@ -23,13 +23,13 @@ interface ErrorSpec {
   grpc: number;
   /** A retryable error is transient: the client should send the same data again later. */
   retryable: boolean;
-  /** One line for the README's error table. */
+  /** One line for the error table of docs/reference/http-api.md (its links relative to that page). */
   doc: string;
 }
 
-/** The registry of every error code. README.md documents each (a test checks it). */
+/** The registry of every error code. docs/reference/http-api.md documents each (a test checks it). */
 export const ERROR_CODES = {
-  bad_request: { http: 400, grpc: GrpcCode.INVALID_ARGUMENT, retryable: false, doc: 'The payload cannot be decoded (truncated or garbage protobuf, malformed JSON, invalid UTF-8) or breaks a rule of [Limits and value rules](#limits-and-value-rules) (e.g. rows of one table spanning more than 100 days); sending it again cannot succeed.' },
+  bad_request: { http: 400, grpc: GrpcCode.INVALID_ARGUMENT, retryable: false, doc: 'The payload cannot be decoded (truncated or garbage protobuf, malformed JSON, invalid UTF-8) or breaks a rule of [Limits and value rules](limits.md) (e.g. rows of one table spanning more than 100 days); sending it again cannot succeed.' },
   unauthorized: { http: 401, grpc: GrpcCode.UNAUTHENTICATED, retryable: false, doc: 'The API key is missing, unknown or revoked.' },
   not_found: { http: 404, grpc: GrpcCode.NOT_FOUND, retryable: false, doc: 'No such path.' },
   method_not_allowed: { http: 405, grpc: GrpcCode.UNIMPLEMENTED, retryable: false, doc: 'The path exists but not for this method.' },

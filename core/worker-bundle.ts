@@ -3,7 +3,7 @@
  * when a pool starts (the pipeline's `worker.ts`, the relay's `render-worker.ts`). Workers that loaded the TypeScript sources through tsx paid for it in every thread: tsx's
  * loader hooks ran on a thread of their own beside each worker and every module went through
  * them: with two workers, `sluice serve` spent 0.9 CPU-seconds more and served 0.6 s later
- * (bench/README.md, "Worker start-up"). The bundle holds our modules only: the packages they import stay outside it,
+ * (bench/HISTORY.md, "Worker start-up"). The bundle holds our modules only: the packages they import stay outside it,
  * imported by their absolute URLs (resolved as Node would, from here), and each module's
  * `import.meta.url` is still its source file's, so files beside the sources are found as before.
  *

@@ -1,6 +1,6 @@
 /**
  * docker-compose.yml as Compose reads it (`docker-compose config`, no engine needed; installed
- * by deploy/services.sh): it parses, it wires the cluster the README describes, and it starts in
+ * by deploy/services.sh): it parses, it wires the cluster docs/guides/cluster.md describes, and it starts in
  * an order that works on a first `up` — every long-running service has a health check, every
  * dependency waits for health (or for the one-shot `migrate` to succeed), and `migrate` waits
  * for ClickHouse only. The files it points at (Dockerfile, nginx and NATS configs) agree with it.
@@ -64,7 +64,7 @@ const NATS = ['nats-1', 'nats-2', 'nats-3'];
 const healthy = { condition: 'service_healthy' };
 
 describe('docker-compose.yml', () => {
-  it('is accepted by Compose and runs the cluster the README describes', () => {
+  it('is accepted by Compose and runs the cluster docs/guides/cluster.md describes', () => {
     expect(Object.keys(services).sort()).toEqual(
       ['clickhouse', 'consumer-1', 'consumer-2', 'deliver-1', 'gateway-1', 'gateway-2', 'lb', 'migrate', 'nats-1', 'nats-2', 'nats-3', 'redis'],
     );

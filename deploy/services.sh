@@ -8,7 +8,7 @@
 #   docker-compose: installed only; deploy/compose.test.ts validates docker-compose.yml with it.
 #   Chromium: installed only; the browser tests (test/relay-browser.test.ts) drive it with
 #   playwright-core (playwright's own browser download cannot work offline).
-#   jq: installed only; the README's shell examples use it (test/readme-examples.test.ts).
+#   jq: installed only; the shell examples of the README and docs/ use it (test/readme-examples.test.ts).
 #   clang and lld (Debian 12: clang 14): installed only; pipeline/wasm/build.test.ts rebuilds the
 #   committed WebAssembly transcoder with them and checks the bytes are the same.
 #   promtool (Debian package prometheus): installed only; test/metrics.test.ts lints /metrics and

@@ -41,7 +41,7 @@ function refusals(content: Json, ...codes: ErrorCode[]): Json {
   );
 }
 
-/** The registry's lines are the README's: their links lead nowhere here. */
+/** The registry's lines are docs/reference/http-api.md's: their links lead nowhere here. */
 const withoutLinks = (markdown: string) => markdown.replace(/\[([^\]]+)\]\([^)]*\)/g, '$1');
 
 /** The agent API's refusals: `{ error, message, statusCode }`. */

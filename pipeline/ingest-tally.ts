@@ -5,7 +5,7 @@
  * the bus like any other rows, so the embedded log and JetStream carry them and every gateway of
  * a cluster adds its own rows to the same table.
  *
- * What is counted (README: Ingest counts):
+ * What is counted (docs/reference/storage.md, Ingest counts):
  * - an accepted request: one request, the items the pipeline stored (spans, log records, data
  *   points, entries); items it refused one by one inside the request (OTLP partial_success) are
  *   refused items of reason `bad_request`, with no request of their own;

@@ -37,7 +37,7 @@ export interface PipelinePoolOptions {
  * that finishes then goes on without sleeping; with one, it slept after every task until the
  * main thread heard of the result and woke it with the next: a sleep and a wake per request
  * even at saturation, and a wake cost 70–120 µs of CPU on the 2-vCPU virtual machine the bench
- * runs on (bench/wakeups.ts; bench/README.md, "Worker wake-ups").
+ * runs on (bench/wakeups.ts; bench/HISTORY.md, "Worker wake-ups").
  * The tasks still run one after the other: a task's synchronous part (tasks.ts) is never
  * interleaved with another's.
  */

@@ -1,19 +1,19 @@
 /**
- * The form snippet is one text: the README's "Embed a form" block is relay/example-page.ts's
- * snippet with the README's placeholders (and test/relay-browser.test.ts sends that block from
+ * The form snippet is one text: the "Embed a form" block of docs/reference/relay.md is
+ * relay/example-page.ts's snippet with the page's placeholders (and test/relay-browser.test.ts sends that block from
  * Chromium), and `sluice relay example-page` serves it filled in, with nothing a site key or URL
  * holds able to end its script.
  */
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { examplePageHtml, formSnippet, README_SNIPPET_VALUES } from './example-page.ts';
+import { examplePageHtml, formSnippet, REFERENCE_SNIPPET_VALUES } from './example-page.ts';
 
 describe('the form snippet', () => {
-  it("is the README's Embed a form block, word for word", async () => {
-    const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8');
-    const section = readme.slice(readme.indexOf('### Embed a form'));
+  it("is the relay reference's Embed a form block, word for word", async () => {
+    const page = await readFile(new URL('../docs/reference/relay.md', import.meta.url), 'utf8');
+    const section = page.slice(page.indexOf('\n## Embed a form\n'));
     const block = /```html\n([\s\S]*?)```/.exec(section)?.[1];
-    expect(block).toBe(formSnippet(README_SNIPPET_VALUES));
+    expect(block).toBe(formSnippet(REFERENCE_SNIPPET_VALUES));
   });
 
   it('is served filled in: the relay, the site key and the form key as script literals that cannot close the script', () => {

@@ -1,7 +1,7 @@
 /**
- * The form snippet a web site embeds to post submissions to the relay (the README's "Embed a
- * form" shows it with placeholders: relay/example-page.test.ts holds the two equal), and the page
- * `sluice relay example-page` serves with it filled in, so a form can be tried from a browser on
+ * The form snippet a web site embeds to post submissions to the relay ("Embed a form" in
+ * docs/reference/relay.md shows it with placeholders: relay/example-page.test.ts holds the two
+ * equal), and the page `sluice relay example-page` serves with it filled in, so a form can be tried from a browser on
  * one machine: the page's origin (http://127.0.0.1:<port>) is what the site allows.
  */
 
@@ -12,8 +12,8 @@ export interface SnippetValues {
   formKey: string;
 }
 
-/** What the README shows: a relay's public address and a site key to fill in. */
-export const README_SNIPPET_VALUES: SnippetValues = { relay: "'https://relay.acme.example'", siteKey: "'sk_…'", formKey: "'contact'" };
+/** What docs/reference/relay.md shows: a relay's public address and a site key to fill in. */
+export const REFERENCE_SNIPPET_VALUES: SnippetValues = { relay: "'https://relay.acme.example'", siteKey: "'sk_…'", formKey: "'contact'" };
 
 /** The HTML form and its script, posting JSON with fetch (the relay answers CORS for the site's origins). */
 export function formSnippet({ relay, siteKey, formKey }: SnippetValues): string {

@@ -3,8 +3,8 @@
  * run on worker threads, so a large result never stalls the event loop. chDB turns a finished
  * statement's output into a JavaScript buffer on the thread that asked for it, in one piece: two
  * ~90 MiB answers at once held the main thread 1.6–2.1 s. On a read thread that cost is the
- * thread's; the buffer then moves to the main thread without a copy (bench/query-limits.ts, the
- * README's Grafana section). Each thread opens connections of its own on the engine dir (chDB
+ * thread's; the buffer then moves to the main thread without a copy (bench/query-limits.ts,
+ * docs/guides/querying.md). Each thread opens connections of its own on the engine dir (chDB
  * lets sessions on one data dir live on several threads of a process), with ChdbReader's rules:
  * one statement at a time per connection, a connection whose statement failed closed.
  *

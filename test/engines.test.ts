@@ -14,8 +14,8 @@ const ours: string = pkg.engines.node;
 const lock = JSON.parse(readFileSync(new URL('../package-lock.json', import.meta.url), 'utf8'));
 
 /**
- * Packages whose `engines` asks more than they use, by name and the version waived (README,
- * *Tests*, says why npm warns). A new version of one is looked at again.
+ * Packages whose `engines` asks more than they use, by name and the version waived
+ * (docs/internals/testing.md says why npm warns). A new version of one is looked at again.
  */
 const WAIVED: Record<string, { version: string; why: string }> = {
   '@nats-io/nuid': {

@@ -265,7 +265,7 @@ describe('requests the engines treat differently', () => {
     await delay(2000);
     const answers = Object.fromEntries(Object.entries(clients).map(([name, client]) => [name, client.statuses()[0] ?? 'none']));
     Object.values(clients).forEach((client) => client.destroy());
-    // Documented in README (HTTP ports): uWS keeps such a connection ~10 s, then closes it.
+    // Documented in docs/reference/http-api.md (Limits of the HTTP ports): uWS keeps such a connection ~10 s, then closes it.
     expect(answers).toEqual(
       sluice.config.http.engine === 'node'
         ? { 'HTTP/1.0': 200, 'no Host': 400, '49 headers': 200, 'bare LF': 400 }

@@ -3,7 +3,7 @@
  * gRPC, serves its metrics on the ingest port and on the relay port, and `promtool check metrics`
  * (Prometheus's own linter: names, help, units, counters ending in _total) finds no problem in
  * either. The example alert rules pass `promtool check rules`, name only metrics Sluice serves,
- * and the README shows them as they are in deploy/prometheus/sluice-alerts.yml.
+ * and docs/guides/operating.md shows them as they are in deploy/prometheus/sluice-alerts.yml.
  */
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
@@ -15,6 +15,8 @@ import { exportOnce, exporterFor, finishedSpans } from './otel-clients.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const RULES = 'deploy/prometheus/sluice-alerts.yml';
+/** The page that shows the rules (Metrics, Example alert rules). */
+const OPERATING = 'docs/guides/operating.md';
 
 /** Runs promtool with `input` on stdin; its exit code and everything it printed. */
 function promtool(args: string[], input = ''): Promise<{ code: number; output: string }> {
@@ -124,8 +126,8 @@ describe(`the example alert rules (${RULES})`, () => {
     expect([...named].filter((name) => !served.has(name))).toEqual([]);
   });
 
-  it('are in the README as they are in the file', async () => {
-    const [readme, rules] = await Promise.all([readFile(`${ROOT}/README.md`, 'utf8'), readFile(`${ROOT}/${RULES}`, 'utf8')]);
-    expect(readme.includes('```yaml\n' + rules + '```\n'), `README.md has no yaml block equal to ${RULES}`).toBe(true);
+  it('are in docs/guides/operating.md as they are in the file', async () => {
+    const [page, rules] = await Promise.all([readFile(`${ROOT}/${OPERATING}`, 'utf8'), readFile(`${ROOT}/${RULES}`, 'utf8')]);
+    expect(page.includes('```yaml\n' + rules + '```\n'), `${OPERATING} has no yaml block equal to ${RULES}`).toBe(true);
   });
 });

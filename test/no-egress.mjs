@@ -1,6 +1,6 @@
 /**
  * Loaded with `node --import` into the processes a test starts that could reach out (a relay
- * delivering to the README's example addresses): name lookups other than localhost fail as an
+ * delivering to the documentation's example addresses): name lookups other than localhost fail as an
  * unknown host would, and a connection to an address off loopback is refused before a packet
  * leaves, so such a test can never really connect to a private or public address.
  */

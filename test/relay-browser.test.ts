@@ -1,10 +1,10 @@
 /**
- * A real browser posts the README's form snippet (section "Embed a form") to the relay: Debian's
- * Chromium driven by playwright-core (deploy/services.sh installs it). Three pages, each served
- * from an origin of its own on loopback: one the site allows (201, "thank you"), one only another
- * site allows (the preflight passes, the POST gets the 404, the page sees a network error), one no
- * site allows (the preflight fails: nothing is even posted). Screenshots go to
- * $SLUICE_TEST_SCREENSHOTS when it is set.
+ * A real browser posts the form snippet of docs/reference/relay.md ("Embed a form") to the
+ * relay: Debian's Chromium driven by playwright-core (deploy/services.sh installs it). Three
+ * pages, each served from an origin of its own on loopback: one the site allows (201, "thank
+ * you"), one only another site allows (the preflight passes, the POST gets the 404, the page
+ * sees a network error), one no site allows (the preflight fails: nothing is even posted).
+ * Screenshots go to $SLUICE_TEST_SCREENSHOTS when it is set.
  */
 import { readFile } from 'node:fs/promises';
 import { createServer, request as httpRequest, type Server } from 'node:http';
@@ -22,12 +22,12 @@ let snippet = '';
 /** What every page server answers: the snippet for the site under test. */
 let pageHtml = '';
 
-/** The README's "Embed a form" HTML block, as a user would paste it. */
-async function readmeSnippet(): Promise<string> {
-  const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8');
-  const section = readme.slice(readme.indexOf('### Embed a form'));
+/** The relay reference's "Embed a form" HTML block, as a user would paste it. */
+async function referenceSnippet(): Promise<string> {
+  const page = await readFile(new URL('../docs/reference/relay.md', import.meta.url), 'utf8');
+  const section = page.slice(page.indexOf('\n## Embed a form\n'));
   const block = /```html\n([\s\S]*?)```/.exec(section);
-  if (!block) throw new Error('README.md has no html block under "### Embed a form"');
+  if (!block) throw new Error('docs/reference/relay.md has no html block under "## Embed a form"');
   return block[1]!;
 }
 
@@ -78,7 +78,7 @@ function page(relayUrl: string, siteKey: string): string {
 }
 
 beforeAll(async () => {
-  snippet = await readmeSnippet();
+  snippet = await referenceSnippet();
   relay = await startRelayFixture();
   browser = await launchChromium();
 });
@@ -142,7 +142,7 @@ async function storedFrom(origin: string): Promise<number> {
   return Number((await relay.rows(`SELECT count() AS n FROM otel.relay_submissions WHERE Origin = '${origin}'`))[0]!.n);
 }
 
-describe('the README form snippet in Chromium', () => {
+describe('the reference form snippet in Chromium', () => {
   it('is sent from an allowed origin (201), refused from an origin another site allows (the 404), and never posted from an origin no site allows', async () => {
     const [allowed, otherSites, nowhere] = [await servePage(), await servePage(), await servePage()];
     const { site } = await relay.siteWithForm({ origins: [allowed], recipients: [{ channel: 'email', address: 'sales@example.com' }] });

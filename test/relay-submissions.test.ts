@@ -150,7 +150,7 @@ describe('validation (400 Validation failed, naming the field)', () => {
     expectValidationFailed(await submit({ ...valid(), data: ['not', 'an', 'object'] }), 'data');
     expectValidationFailed(await submit({ ...valid(), extra: 1 }), 'extra');
     expectValidationFailed(await submit(['not an object']), 'body');
-    // Nesting is refused before anything walks the body (README: Limits and value rules).
+    // Nesting is refused before anything walks the body (docs/reference/limits.md).
     const deep = await relay.call('POST', '/submissions', { raw: `${'['.repeat(33)}${']'.repeat(33)}`, headers: { origin: ORIGIN, 'content-type': 'application/json' } });
     expectValidationFailed(deep, 'body');
     expect(deep.body.message).toBe('Validation failed: body is nested deeper than 32 levels');

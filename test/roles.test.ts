@@ -1,6 +1,6 @@
 /**
  * Who may call what: every route of the console API and the relay's admin API, walked as each
- * role of a tenant (and signed out). The policy is written here as the README states it, apart
+ * role of a tenant (and signed out). The policy is written here as docs/reference/relay.md states it, apart
  * from the routes' own table (accounts/rights.ts): members read, admins also change what the
  * tenant configures and its members and admins, owners also the tenant itself and its handover;
  * everyone signed in reaches their own session and password. A refused call is refused before
@@ -24,7 +24,7 @@ const emailOf = (role: Role) => `${role}@roles.test`;
 let lastIp = 0;
 const nextIp = () => `198.51.100.${(lastIp = (lastIp % 250) + 1)}`;
 
-/** The least role a signed-in route needs, by the README's policy. */
+/** The least role a signed-in route needs, by the documented policy (docs/reference/relay.md, Admin API). */
 function relayNeeds(method: string, pattern: string): Role {
   if (pattern.startsWith('/api/v1/admin/me') || pattern === '/api/v1/admin/session') return 'member';
   if (pattern.startsWith('/api/v1/admin/tenant/handover')) return 'owner';

@@ -9,7 +9,7 @@
  * every series has a point for every step of the range, zero where nothing came.
  *
  * Items of a refused request are its items when they were counted (refused after decoding), else
- * one per request (README: Ingest counts), so every refusal shows.
+ * one per request (docs/reference/storage.md, Ingest counts), so every refusal shows.
  */
 import type { Overview, OverviewSeries, TimeRange } from '../api.ts';
 import { Params, type StatementExecutor } from './statement.ts';

@@ -38,7 +38,7 @@ export const READ_AHEAD_BYTES = 64 * 1024;
 
 /**
  * The largest block a body is kept in while it arrives. Large enough that glibc maps each from
- * the kernel and gives it back when freed (with MALLOC_MMAP_THRESHOLD_ set, see README: Memory),
+ * the kernel and gives it back when freed (with MALLOC_MMAP_THRESHOLD_ set, see docs/guides/operating.md, Memory),
  * where many small copies would leave holes in its heap that it never returns.
  */
 const BLOCK_BYTES = 1024 * 1024;

@@ -1,5 +1,5 @@
 /**
- * The value rules of the README's "Limits and value rules" that the transcoder enforces:
+ * The value rules of docs/reference/limits.md that the transcoder enforces:
  * timestamps past what a DateTime64(9) holds, 64-bit JSON integers out of their range, and the
  * number of daily partitions one request may span. Rows are inserted into a real chDB (the
  * insert path of storage/chdb.ts, without Sluice's own settings), so what lands is what a user

@@ -23,7 +23,7 @@ export const migration5: Migration = {
    * Each step is emitted only while the state it changes is there: interrupted after the swap,
    * the next run does 3 and 4 only. Rows attached twice (a run interrupted between 3 and 4)
    * are harmless: min and max merge them into the same row. The rows are derived from
-   * otel_traces and can be rebuilt from it at any time (README: Storage).
+   * otel_traces and can be rebuilt from it at any time (docs/reference/storage.md).
    */
   statements(db, options, tables) {
     const q = (table: string) => `${quoteIdentifier(db)}.${quoteIdentifier(table)}`;

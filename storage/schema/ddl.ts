@@ -4,7 +4,7 @@
  * internal/sqltemplates, bloom filter variant, no TTL), with one addition: `SourceId
  * LowCardinality(String)` on every telemetry table, first in every sort key, so each source's
  * data is stored and pruned together. The agent API's tables do the same; the relay's tables
- * put `TenantId` first. README: Storage lists every difference from the exporter's layout.
+ * put `TenantId` first. docs/reference/storage.md lists every difference from the exporter's layout.
  * Each is shaped by SchemaOptions (cluster, replication, TTL) and used by the migrations.
  */
 import { quoteIdentifier } from '../storage.ts';
