@@ -171,7 +171,7 @@ export interface Overview { stepSeconds: number; series: OverviewSeries[] }
 // ---- development inbox ---------------------------------------------------------------------
 
 /** GET /api/inbox: the tenant's messages the development inbox kept, newest first (delivery/inbox.ts). */
-export type { InboxMessage } from '../delivery/inbox.ts';
+export type { InboxMessage } from '../delivery/index.ts';
 
 // ---- dashboards ----------------------------------------------------------------------------
 

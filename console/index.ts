@@ -14,7 +14,7 @@ import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { Limiter } from '../gateway/limiter.ts';
 import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
-import type { DevelopmentInbox } from '../delivery/inbox.ts';
+import type { DevelopmentInbox } from '../delivery/index.ts';
 import type { StateStore } from '../state/store.ts';
 import type { ConsoleAssets } from './ui/build.ts';
 import { Dashboards } from './dashboards.ts';

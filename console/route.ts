@@ -18,7 +18,7 @@ import type { FirstRun } from './first-run.ts';
 import type { ConsoleReads } from './reads.ts';
 import type { ReadGate } from './read-gate.ts';
 import type { ConsoleSessions, SignedIn } from './sessions.ts';
-import type { DevelopmentInbox } from '../delivery/inbox.ts';
+import type { DevelopmentInbox } from '../delivery/index.ts';
 
 export interface ConsoleHttpDeps {
   accounts: AccountStore;

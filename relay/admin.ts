@@ -29,9 +29,7 @@ import { DEFAULT_TEMPLATE } from './templates.ts';
 import { Handovers } from './handover.ts';
 import { RelayInbox, type InboxReader } from './inbox.ts';
 import type { SecretBox } from '../core/secret-box.ts';
-import { parseMailbox } from '../delivery/email.ts';
-import type { DeliveryHistory } from '../delivery/history.ts';
-import { JOB_STATES, type DeliveryJob, type JobState } from '../delivery/job.ts';
+import { JOB_STATES, parseMailbox, type DeliveryHistory, type DeliveryJob, type JobState } from '../delivery/index.ts';
 
 export interface Actor {
   tenantId: string;

@@ -16,11 +16,7 @@
  */
 import { SluiceError } from '../core/errors.ts';
 import type { SecretBox } from '../core/secret-box.ts';
-import type { RenderedMessage } from '../delivery/channel.ts';
-import { isFromInDomains, isPlainEmailAddress, type SmtpSettings } from '../delivery/email.ts';
-import type { DeliveryJob } from '../delivery/job.ts';
-import type { JobResolver, Resolved } from '../delivery/worker.ts';
-import type { WhatsAppSettings } from '../delivery/whatsapp.ts';
+import { isFromInDomains, isPlainEmailAddress, type DeliveryJob, type JobResolver, type RenderedMessage, type Resolved, type SmtpSettings, type WhatsAppSettings } from '../delivery/index.ts';
 import type { Form } from './model.ts';
 import { overLimit } from './render.ts';
 import type { MessageRenderer } from './renderer.ts';

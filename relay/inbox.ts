@@ -3,8 +3,7 @@
  * keeps it; SLUICE_DELIVERY_INBOX turns it on). A user sees their tenant's messages only; the
  * operator may list every tenant's. With the inbox off every listing is a 404 saying so.
  */
-import type { DevelopmentInbox, InboxMessage } from '../delivery/inbox.ts';
-import { MAX_INBOX_PAGE } from '../delivery/inbox.ts';
+import { MAX_INBOX_PAGE, type DevelopmentInbox, type InboxMessage } from '../delivery/index.ts';
 import { RelayError, validationFailed } from './errors.ts';
 
 /** What the relay reads of the inbox. */

@@ -3,7 +3,7 @@
  * views of relay/admin.ts (never a password hash, a sealed secret or a key hash), the listings
  * of relay/submissions.ts and delivery/history.ts, and the error body of relay/errors.ts.
  */
-import { DELIVERY_CHANNELS, JOB_STATES } from '../delivery/job.ts';
+import { DELIVERY_CHANNELS, JOB_STATES } from '../delivery/index.ts';
 import { ROLES } from '../accounts/model.ts';
 import { CAPTCHA_PROVIDERS, CHANNELS } from './model.ts';
 

@@ -15,7 +15,7 @@
  * Pure and synchronous: renderer.ts runs it on the event loop when the input is small and on a
  * worker thread (render-worker.ts) when it is not.
  */
-import type { RenderedMessage } from '../delivery/channel.ts';
+import type { RenderedMessage } from '../delivery/index.ts';
 import { Build, inlineText, isPlainObject, lookup, Measure, writeFieldsHtml, writeFieldsText, type Output } from './field-text.ts';
 import { htmlText } from './html-text.ts';
 import { ALL_FIELDS, parseTemplate, type TemplatePart } from './templates.ts';
