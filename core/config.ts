@@ -104,6 +104,8 @@ interface Option {
   default: unknown;
   /** One line for docs/reference/configuration.md (its links relative to that page). */
   doc: string;
+  /** The default as that page shows it, where the value depends on the machine. */
+  shownDefault?: string;
   schema?: Record<string, unknown>;
 }
 
@@ -136,7 +138,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'limits.signInFailures', env: 'SLUICE_SIGN_IN_LOCKOUT_FAILURES', type: 'integer', default: 10, doc: 'Failed sign-ins to one account (console and relay, by email, from any address) after which it is locked out for a while; failures are forgotten after SLUICE_SIGN_IN_LOCKOUT_MAX_SECONDS without one, and by a successful sign-in.', schema: { minimum: 1, maximum: 1000 } },
   { path: 'limits.signInLockoutSeconds', env: 'SLUICE_SIGN_IN_LOCKOUT_SECONDS', type: 'integer', default: 60, doc: 'The first lockout of an account, in seconds; each further one in a row doubles, up to SLUICE_SIGN_IN_LOCKOUT_MAX_SECONDS. A locked account gets 429 + Retry-After, its password not checked.', schema: { minimum: 1, maximum: 86_400 } },
   { path: 'limits.signInLockoutMaxSeconds', env: 'SLUICE_SIGN_IN_LOCKOUT_MAX_SECONDS', type: 'integer', default: 900, doc: 'The longest lockout of an account, in seconds (15 minutes): a lockout always ends, so nobody can lock an account for good by guessing at it.', schema: { minimum: 1, maximum: 86_400 } },
-  { path: 'pipeline.workers', env: 'SLUICE_WORKERS', type: 'integer', default: Math.max(1, availableParallelism()), doc: 'Worker threads that decompress, decode and build rows (default: one per core).', schema: { minimum: 1, maximum: 256 } },
+  { path: 'pipeline.workers', env: 'SLUICE_WORKERS', type: 'integer', default: Math.max(1, availableParallelism()), shownDefault: 'cores', doc: 'Worker threads that decompress, decode and build rows (default: one per core).', schema: { minimum: 1, maximum: 256 } },
   { path: 'pipeline.workerHeapMb', env: 'SLUICE_WORKER_HEAP_MB', type: 'integer', default: 512, doc: 'Heap limit of each worker thread (the worker pool\'s and the relay\'s render threads), in MiB (V8\'s old generation): a request that needs more fails with 503 and its thread is replaced, the process keeps serving. An OTLP/JSON body of 10 MiB of tiny records needs about 96; raise it with SLUICE_MAX_BODY_BYTES.', schema: { minimum: 32, maximum: 65_536 } },
   { path: 'pipeline.transcoder', env: 'SLUICE_TRANSCODER', type: 'string', default: 'auto', doc: 'The worker threads\' OTLP transcoder (protobuf to rows): auto (WebAssembly, compiled from C, where it loads and Node runs with --disable-wasm-trap-handler, as every way of starting Sluice does; else JavaScript), wasm (WebAssembly, or Sluice does not start) or js (JavaScript, the reference). Both write the same rows and refusals; a request the module cannot serve (a trap, more than its 256 MiB of memory) is served by JavaScript, logged and counted (sluice_transcoder_fallbacks_total). See [Transcoder](../internals/transcoder.md).', schema: { enum: ['auto', 'wasm', 'js'] } },
   { path: 'storage.database', env: 'SLUICE_CLICKHOUSE_DATABASE', type: 'string', default: 'otel', doc: 'ClickHouse database holding the tables.', schema: { pattern: '^[A-Za-z_][A-Za-z0-9_]*$' } },
