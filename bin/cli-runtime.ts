@@ -7,6 +7,7 @@
  * second less per command.
  */
 import { loadConfig, type SluiceConfig } from '../core/config.ts';
+import { memorySummary } from '../core/memory-budget.ts';
 import { createLogger, type Logger } from '../core/log.ts';
 import type { Admin } from './admin.ts';
 import type { Role, RunningSluice } from './app.ts';
@@ -131,7 +132,7 @@ async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void
   app = await startSluice(role, config, log);
   if (terminal) {
     const cluster = role !== 'serve' || config.nats.url !== '';
-    process.stdout.write(servingSummary({ role, host: config.host, httpPort: app.httpPort, grpcPort: app.grpcPort, relayPort: app.relay?.port ?? 0, queryPort: app.queryPort, consoleUrl: app.console?.url ?? '', firstRunLink: app.console?.firstRunLink, dataDir: config.dataDir, cluster }));
+    process.stdout.write(servingSummary({ role, host: config.host, httpPort: app.httpPort, grpcPort: app.grpcPort, relayPort: app.relay?.port ?? 0, queryPort: app.queryPort, consoleUrl: app.console?.url ?? '', firstRunLink: app.console?.firstRunLink, dataDir: config.dataDir, cluster, memory: memorySummary(app.memory) }));
   }
   let stopping = false;
   const stop = async (signal: string) => {

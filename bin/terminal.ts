@@ -20,6 +20,8 @@ export interface Serving {
   firstRunLink?: string | undefined;
   dataDir: string;
   cluster: boolean;
+  /** How the memory budget was divided, one line (core/memory-budget.ts#memorySummary). */
+  memory?: string;
 }
 
 /** The listening address as a URL's host: a wildcard address is not one to type into a browser or an exporter. */
@@ -56,8 +58,9 @@ export function servingSummary(s: Serving): string {
         '  npx sluice query "SELECT ServiceName, count() FROM otel.otel_traces GROUP BY ServiceName"',
       ]
     : [];
+  const memory = s.memory ? ['', `Memory budget ${s.memory} (SLUICE_MEMORY_BUDGET_MB; README: Memory)`] : [];
   const firstRun = s.firstRunLink ? ['', 'Sign in to the console the first time with this one-time link (24 hours; it makes you its owner):', `  ${s.firstRunLink}`] : [];
-  return [`Sluice ${s.role} is serving (${where})`, '', ...table, ...firstRun, ...next, '', 'Ctrl-C stops it. Logs follow.', ''].join('\n');
+  return [`Sluice ${s.role} is serving (${where})`, '', ...table, ...memory, ...firstRun, ...next, '', 'Ctrl-C stops it. Logs follow.', ''].join('\n');
 }
 
 const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
