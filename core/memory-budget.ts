@@ -172,7 +172,7 @@ export function planMemory(config: Readonly<SluiceConfig>, parts: ProcessParts):
       problems.push(`query.maxMemoryBytes (SLUICE_QUERY_MAX_MEMORY_BYTES): ${mib(queryMaxMemoryBytes)} per statement is more than the embedded engine may take in all under SLUICE_MEMORY_BUDGET_MB=${config.memory.budgetMb} (${mib(maxServerMemoryBytes)})`);
     }
     // An insert's tracked peak was about 6 times its batch (8 MiB: 55 MiB, storage/chdb-engine.ts): a sixteenth leaves room for a merge beside it.
-    insertBatchBytes = clamp(Math.floor(maxServerMemoryBytes / 16 / MiB) * MiB, MIN_INSERT_BATCH_BYTES, MAX_INSERT_BATCH_BYTES);
+    insertBatchBytes = clamp(Math.floor(maxServerMemoryBytes / 32 / MiB) * MiB, MIN_INSERT_BATCH_BYTES, MAX_INSERT_BATCH_BYTES);
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return { budgetBytes, baseBytes, inFlightBytes, workerThreads, workerHeapBytes, chdbBytes, chdb, queryMaxMemoryBytes, insertBatchBytes, explicit };
