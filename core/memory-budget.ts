@@ -108,7 +108,7 @@ const clamp = (value: number, min: number, max: number) => Math.min(max, Math.ma
  *   in flight     an eighth of what the base leaves, at least two bodies, at most 256 MiB;
  *   worker heaps  a quarter of it across the threads, 32–512 MiB each;
  *   chDB          the rest (at least MIN_CHDB_SHARE_BYTES), its max_server_memory_usage, caches
- *                 and merges inside that; inserts of a sixteenth of it at most;
+ *                 and merges inside that; inserts of a 32nd of it at most (4–64 MiB);
  *   query limit   a quarter of chDB's limit per statement.
  * chDB's tracker counts what ClickHouse allocates, not what the allocator holds around it: in our
  * runs its resident memory went to 1.6–2.0 times the tracked peak. Telling it half its share
@@ -171,7 +171,7 @@ export function planMemory(config: Readonly<SluiceConfig>, parts: ProcessParts):
     if (queryMaxMemoryBytes > maxServerMemoryBytes) {
       problems.push(`query.maxMemoryBytes (SLUICE_QUERY_MAX_MEMORY_BYTES): ${mib(queryMaxMemoryBytes)} per statement is more than the embedded engine may take in all under SLUICE_MEMORY_BUDGET_MB=${config.memory.budgetMb} (${mib(maxServerMemoryBytes)})`);
     }
-    // An insert's tracked peak was about 6 times its batch (8 MiB: 55 MiB, storage/chdb-engine.ts): a sixteenth leaves room for a merge beside it.
+    // An insert's tracked peak was 38 MiB for 4 MiB of rows, 55 for 8.8 (storage/chdb-engine.ts): a 32nd leaves room for a merge beside it.
     insertBatchBytes = clamp(Math.floor(maxServerMemoryBytes / 32 / MiB) * MiB, MIN_INSERT_BATCH_BYTES, MAX_INSERT_BATCH_BYTES);
   }
   if (problems.length > 0) throw new ConfigError(problems);

@@ -1,6 +1,6 @@
 /**
- * The memory guard on a resident set the test sets: refusals from the high-water mark (503 +
- * Retry-After, counted), cleared only a step below it, storage work held meanwhile, readiness
+ * The memory guard on a resident set the test sets: inserts held from its storage mark, requests
+ * refused from its high-water mark (503 + Retry-After, counted) until a step below it, readiness
  * saying so; and the in-flight budget refusing while the guard does.
  */
 import { describe, expect, it } from 'vitest';
@@ -15,35 +15,45 @@ function guardAt(rss: { now: number }, clock = { now: 0 }) {
 }
 
 describe('MemoryGuard', () => {
-  it('refuses from its high-water mark below the budget, with 503 and Retry-After, until the resident set is a step below it', () => {
+  it('holds inserts from its storage mark, refuses requests from its high-water mark with 503 and Retry-After, until a step below it', () => {
     const rss = { now: 500 * MiB };
     const guard = guardAt(rss);
-    // An eighth of the budget is kept for the work under way.
-    expect(guard.highWaterBytes).toBe(672 * MiB);
+    // 768 MiB: inserts wait from 640, requests are refused from 720 until under 704.
+    expect([guard.storageMarkBytes, guard.highWaterBytes]).toEqual([640 * MiB, 720 * MiB]);
     expect(guard.refusal()).toBeUndefined();
     expect(guard.hasRoom()).toBe(true);
 
-    rss.now = 672 * MiB;
+    rss.now = 640 * MiB;
     expect(guard.hasRoom()).toBe(false); // read afresh
+    expect(guard.refusal()).toBeUndefined(); // ingestion goes on into the log
+
+    rss.now = 720 * MiB;
+    guard.hasRoom();
     const refused = guard.refusal()!;
     expect(refused).toBeInstanceOf(SluiceError);
     expect([refused.code, refused.httpStatus, refused.retryAfterSeconds]).toEqual(['unavailable', 503, 5]);
-    expect(refused.message).toBe('the process is at its memory budget (SLUICE_MEMORY_BUDGET_MB: 672 MiB resident of 768 MiB): try again later');
+    expect(refused.message).toBe('the process is at its memory budget (SLUICE_MEMORY_BUDGET_MB: 720 MiB resident of 768 MiB): try again later');
 
-    // Just under the mark is not enough: it clears half the headroom below it.
-    rss.now = 660 * MiB;
-    expect(guard.hasRoom()).toBe(false);
-    rss.now = 623 * MiB;
-    expect(guard.hasRoom()).toBe(true);
+    // Just under the mark is not enough: it clears a step below it.
+    rss.now = 710 * MiB;
+    guard.hasRoom();
+    expect(guard.refusal()).toBeDefined();
+    rss.now = 703 * MiB;
+    expect(guard.hasRoom()).toBe(false); // still over the storage mark
     expect(guard.refusal()).toBeUndefined();
-    expect(guard.figures).toMatchObject({ rssBytes: 623 * MiB, peakRssBytes: 672 * MiB, budgetBytes: 768 * MiB, highWaterBytes: 672 * MiB, refusals: 1, insertWaits: 2 });
+    rss.now = 639 * MiB;
+    expect(guard.hasRoom()).toBe(true);
+    expect(guard.figures).toMatchObject({ rssBytes: 639 * MiB, peakRssBytes: 720 * MiB, budgetBytes: 768 * MiB, highWaterBytes: 720 * MiB, storageMarkBytes: 640 * MiB, refusals: 2, insertWaits: 4 });
   });
 
-  it('reports itself ready, saying while and shortly after it refuses that it is at the budget', () => {
-    const rss = { now: 700 * MiB };
+  it('reports itself ready, saying while it holds inserts, and while and shortly after it refuses, that it is at the budget', () => {
+    const rss = { now: 650 * MiB };
     const clock = { now: 1_000 };
     const guard = guardAt(rss, clock);
-    expect(guard.status()).toMatchObject({ ok: true, detail: expect.stringMatching(/^at the memory budget \(700 MiB resident of 768 MiB\): ingestion is refused with 503/) });
+    expect(guard.status()).toMatchObject({ ok: true, detail: 'near the memory budget (650 MiB resident of 768 MiB): inserts into storage wait until it is under 640 MiB' });
+    rss.now = 730 * MiB;
+    guard.hasRoom();
+    expect(guard.status()).toMatchObject({ ok: true, detail: expect.stringMatching(/^at the memory budget \(730 MiB resident of 768 MiB\): ingestion is refused with 503 until it is under 704 MiB/) });
     guard.refusal();
     rss.now = 400 * MiB;
     guard.hasRoom();
@@ -53,9 +63,9 @@ describe('MemoryGuard', () => {
     expect(guard.status()).toEqual({ ok: true, figures: expect.objectContaining({ rssBytes: 400 * MiB, refusals: 1 }) });
   });
 
-  it('keeps a 32 MiB headroom at least under a small budget', () => {
-    const guard = new MemoryGuard({ budgetBytes: 200 * MiB, retryAfterSeconds: 1, rss: () => 0, collectGarbage: false });
-    expect(guard.highWaterBytes).toBe(168 * MiB);
+  it('keeps 16 MiB over its high-water mark and 32 over its storage mark at least, under a small budget', () => {
+    const guard = new MemoryGuard({ budgetBytes: 180 * MiB, retryAfterSeconds: 1, rss: () => 0, collectGarbage: false });
+    expect([guard.storageMarkBytes, guard.highWaterBytes]).toEqual([148 * MiB, 164 * MiB]);
   });
 });
 
@@ -66,7 +76,7 @@ describe('ByteBudget under a memory guard', () => {
     let inflightRefusals = 0;
     const budget = new ByteBudget({ limitBytes: 64 * MiB, retryAfterSeconds: 5, onRefusal: () => inflightRefusals++, memory: guard });
     const held = budget.reserve(MiB);
-    rss.now = 700 * MiB;
+    rss.now = 720 * MiB;
     guard.hasRoom();
     expect(() => budget.reserve(0)).toThrow(/at its memory budget/);
     expect(() => held.resize(2 * MiB)).toThrow(expect.objectContaining({ code: 'unavailable', retryAfterSeconds: 5 }));

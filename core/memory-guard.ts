@@ -2,11 +2,16 @@
  * MemoryGuard: holds the process to its memory budget (SLUICE_MEMORY_BUDGET_MB) by watching its
  * resident set. The budget's split (core/memory-budget.ts) bounds each part by its own limit;
  * this is the bound on the sum, whatever the cause (an allocator that keeps freed memory, a
- * figure of the split that does not hold on another machine). From a high-water mark below the
- * budget, kept free for the work already under way (an insert, a merge, the requests admitted),
- * new work is refused: requests get 503 + Retry-After at admission (core/byte-budget.ts asks
- * refusal()) and the local log's inserts into chDB wait (hasRoom()), which lets chDB give its
- * memory back. It clears once the resident set is a step below the mark again.
+ * figure of the split that does not hold on another machine). Three marks below the budget:
+ *
+ *   refuse   requests get 503 + Retry-After at admission (core/byte-budget.ts asks refusal()),
+ *            until the resident set is a step below the mark again; the room above it is for
+ *            the work under way (requests admitted, a merge);
+ *   storage  the local log's inserts into chDB wait (hasRoom()), which lets chDB give memory
+ *            back; rows keep going into the log meanwhile (it is on disk), which refuses when
+ *            full. It sits well under the refuse mark: the engine's inserts and merges are most
+ *            of what moves the resident set, and holding them keeps ingestion open;
+ *   collect  the main thread's heap is collected (see fullCollection()).
  *
  * The resident set is read every SAMPLE_MS on a timer (process.memoryUsage.rss(): one read of
  * /proc/self/statm), and afresh by hasRoom() before each insert.
@@ -42,15 +47,13 @@ function fullCollection(): () => void {
 export interface MemoryGuardOptions {
   /** The budget, bytes of resident memory. */
   budgetBytes: number;
-  /** Work is refused from this resident set on (default: the budget less an eighth, at least 32 MiB below it). */
-  highWaterBytes?: number;
   retryAfterSeconds: number;
   /** Reads the resident set (tests inject one). */
   rss?: () => number;
   now?: () => number;
   /** Called on every refusal (the metrics counter). */
   onRefusal?: () => void;
-  /** Ask V8 for a full collection of the main thread's heap at the high-water mark (default true; tests of the thresholds turn it off). */
+  /** Ask V8 for a full collection of the main thread's heap at the collect mark (default true; tests of the marks turn it off). */
   collectGarbage?: boolean;
 }
 
@@ -59,7 +62,10 @@ export interface MemoryGuardFigures {
   /** The highest resident set seen by the guard's samples. */
   peakRssBytes: number;
   budgetBytes: number;
+  /** From here requests are refused. */
   highWaterBytes: number;
+  /** From here inserts into storage wait. */
+  storageMarkBytes: number;
   refusals: number;
   /** Times an insert into storage waited for memory. */
   insertWaits: number;
@@ -70,10 +76,12 @@ export interface MemoryGuardFigures {
 export class MemoryGuard {
   private readonly readRss: () => number;
   private readonly now: () => number;
+  /** The refuse mark, and where refusing stops. */
   readonly highWaterBytes: number;
-  /** The resident set at which an over-budget state clears. */
   private readonly clearBytes: number;
-  /** From this resident set on, the main thread's heap is collected (at most every COLLECT_EVERY_MS). */
+  /** The storage mark. */
+  readonly storageMarkBytes: number;
+  /** The collect mark. */
   private readonly collectBytes: number;
   private rss = 0;
   private peak = 0;
@@ -90,10 +98,11 @@ export class MemoryGuard {
     this.readRss = options.rss ?? (() => process.memoryUsage.rss());
     this.now = options.now ?? Date.now;
     const { budgetBytes } = options;
-    this.highWaterBytes = options.highWaterBytes ?? budgetBytes - Math.max(32 * MiB, Math.floor(budgetBytes / 8));
-    this.clearBytes = this.highWaterBytes - Math.max(8 * MiB, Math.floor((budgetBytes - this.highWaterBytes) / 2));
-    // Garbage is collected before it takes the process to its high-water mark, not after.
-    this.collectBytes = this.highWaterBytes - (budgetBytes - this.highWaterBytes);
+    // 768 MiB: refuse from 720 (to 704), hold inserts from 640, collect from 576.
+    this.highWaterBytes = budgetBytes - Math.max(16 * MiB, Math.floor(budgetBytes / 16));
+    this.clearBytes = this.highWaterBytes - Math.max(8 * MiB, Math.floor(budgetBytes / 48));
+    this.storageMarkBytes = budgetBytes - Math.max(32 * MiB, Math.floor(budgetBytes / 6));
+    this.collectBytes = this.storageMarkBytes - Math.floor((budgetBytes - this.storageMarkBytes) / 2);
     this.sample();
   }
 
@@ -118,11 +127,12 @@ export class MemoryGuard {
     });
   }
 
-  /** Whether storage work may start now (read afresh); a wait is counted. */
+  /** Whether an insert into storage may start now (the resident set read afresh); a wait is counted. */
   hasRoom(): boolean {
     this.sample();
-    if (this.over) this.waits++;
-    return !this.over;
+    const room = this.rss < this.storageMarkBytes;
+    if (!room) this.waits++;
+    return room;
   }
 
   get figures(): MemoryGuardFigures {
@@ -131,17 +141,22 @@ export class MemoryGuard {
       peakRssBytes: this.peak,
       budgetBytes: this.options.budgetBytes,
       highWaterBytes: this.highWaterBytes,
+      storageMarkBytes: this.storageMarkBytes,
       refusals: this.refused,
       insertWaits: this.waits,
       collections: this.collections,
     };
   }
 
-  /** Always ok (refusing is its job, not a fault, as the in-flight budget's); says so while it refuses. */
+  /** Always ok (refusing is its job, not a fault, as the in-flight budget's); says so while it refuses or holds inserts. */
   status(): ComponentStatus {
     const figures = { ...this.figures };
+    const at = `${mib(this.rss)} resident of ${mib(this.options.budgetBytes)}`;
     if (this.over || this.now() - this.lastRefusalAt < REPORT_MS) {
-      return { ok: true, detail: `at the memory budget (${mib(this.rss)} resident of ${mib(this.options.budgetBytes)}): ingestion is refused with 503 and inserts into storage wait until it is under ${mib(this.clearBytes)}`, figures };
+      return { ok: true, detail: `at the memory budget (${at}): ingestion is refused with 503 until it is under ${mib(this.clearBytes)}, inserts into storage wait`, figures };
+    }
+    if (this.rss >= this.storageMarkBytes) {
+      return { ok: true, detail: `near the memory budget (${at}): inserts into storage wait until it is under ${mib(this.storageMarkBytes)}`, figures };
     }
     return { ok: true, figures };
   }

@@ -213,20 +213,21 @@ export class SluiceMetrics {
   });
 
   /** Reads the memory guard when Prometheus scrapes (set by the composition root when a memory budget is set). */
-  memorySource: (() => { rssBytes: number; peakRssBytes: number; budgetBytes: number; highWaterBytes: number; refusals: number; insertWaits: number }) | undefined;
+  memorySource: (() => { rssBytes: number; peakRssBytes: number; budgetBytes: number; highWaterBytes: number; storageMarkBytes: number; refusals: number; insertWaits: number }) | undefined;
 
   readonly memory: Gauge = new Gauge({
     name: 'sluice_memory_bytes',
-    help: 'The process\'s memory budget (SLUICE_MEMORY_BUDGET_MB): its resident set now (rss) and the highest the guard saw (peak_rss), the budget, and the high-water mark from which work is refused.',
+    help: 'The process\'s memory budget (SLUICE_MEMORY_BUDGET_MB): its resident set now (rss) and the highest the guard saw (peak_rss), the budget, the mark from which requests are refused (high_water) and the one from which inserts into the embedded engine wait (storage_mark).',
     labelNames: ['figure'] as const,
     registers: [this.registry],
     collect: (): void => {
       if (!this.memorySource) return;
-      const { rssBytes, peakRssBytes, budgetBytes, highWaterBytes } = this.memorySource();
+      const { rssBytes, peakRssBytes, budgetBytes, highWaterBytes, storageMarkBytes } = this.memorySource();
       this.memory.set({ figure: 'rss' }, rssBytes);
       this.memory.set({ figure: 'peak_rss' }, peakRssBytes);
       this.memory.set({ figure: 'budget' }, budgetBytes);
       this.memory.set({ figure: 'high_water' }, highWaterBytes);
+      this.memory.set({ figure: 'storage_mark' }, storageMarkBytes);
     },
   });
 
