@@ -23,7 +23,7 @@ beforeAll(async () => {
   await reader.run('default', 'CREATE DATABASE reader_test', { format: 'TSV' });
   await reader.run('reader_test', 'CREATE TABLE points (n UInt64, s String) ENGINE = MergeTree ORDER BY n', { format: 'TSV' });
   await reader.run('reader_test', "INSERT INTO points SELECT number, concat('p', toString(number)) FROM system.numbers LIMIT 100000", { format: 'TSV' });
-}, 60_000);
+}, 120_000);
 afterAll(async () => {
   await reader?.shutdown();
   await server?.stop();

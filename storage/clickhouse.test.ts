@@ -37,7 +37,7 @@ beforeAll(async () => {
   await storage.start();
   await storage.query(`CREATE DATABASE IF NOT EXISTS ${DB}`);
   await storage.query(`CREATE TABLE ${DB}.points (s String, n UInt64, f Float64, a Array(String)) ENGINE = MergeTree ORDER BY n`);
-}, 60_000);
+}, 120_000);
 afterAll(async () => {
   await storage?.shutdown();
   await server?.stop();

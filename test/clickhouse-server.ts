@@ -44,6 +44,9 @@ export async function startClickhouseServer(): Promise<ClickhouseServer> {
   }
 }
 
+/** How long a starting server may take to answer. */
+const START_DEADLINE_MS = 90_000;
+
 async function startOn(binary: string): Promise<ClickhouseServer> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-clickhouse-'));
   const [httpPort, tcpPort] = [await freePort(), await freePort()];
@@ -77,7 +80,8 @@ async function startOn(binary: string): Promise<ClickhouseServer> {
     await stopProcess(child);
     await rm(dir, { recursive: true, force: true });
   };
-  const deadline = Date.now() + 30_000;
+  // Generous: on a loaded 2-core machine the old server took over 30 s to answer once (2026-11-28).
+  const deadline = Date.now() + START_DEADLINE_MS;
   while (Date.now() < deadline && child.exitCode === null) {
     const ok = await fetch(`http://127.0.0.1:${httpPort}/ping`).then((r) => r.ok, () => false);
     if (ok) return { url, process: child, dir, stop };
@@ -86,7 +90,7 @@ async function startOn(binary: string): Promise<ClickhouseServer> {
   await stopProcess(child);
   const log = await readFile(join(dir, 'server.err.log'), 'utf8').catch(() => '');
   await rm(dir, { recursive: true, force: true });
-  const message = `clickhouse-server did not answer on ${httpPort} within 30 s (exit ${child.exitCode}):\n${stderr}\n${log.slice(-2000)}`;
+  const message = `clickhouse-server did not answer on ${httpPort} within ${START_DEADLINE_MS / 1000} s (exit ${child.exitCode}):\n${stderr}\n${log.slice(-2000)}`;
   throw /Address already in use/.test(log + stderr) ? new PortTaken(message) : new Error(message);
 }
 
