@@ -358,6 +358,23 @@ describe('classification', () => {
     expect(outcome).toEqual({ kind: 'transient', providerStatus: 'smtp connection', error: 'smtp connection: no greeting in time (ETIMEDOUT)' });
   });
 
+  it('names a server that never greets for the greeting even when its deadline ties with the inactivity one', async () => {
+    // The two tie when connecting took under a millisecond; a loaded machine then sees both late.
+    const silent = await rawServer(undefined);
+    const frozen = vi.spyOn(Date, 'now').mockReturnValue(Date.now());
+    let sending: Promise<unknown>;
+    try {
+      sending = newSender().send(settingsFor(silent.port, { connectionTimeoutMs: 300 }), addressing(), message());
+      for (let turn = 0; turn < 1000 && silent.accepted() === 0; turn += 1) await new Promise((resolve) => setTimeout(resolve, 5));
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    } finally {
+      frozen.mockRestore();
+    }
+    const blockedUntil = Date.now() + 1000;
+    while (Date.now() < blockedUntil);
+    expect(await sending).toEqual({ kind: 'transient', providerStatus: 'smtp connection', error: 'smtp connection: no greeting in time (ETIMEDOUT)' });
+  });
+
   it('a refused login (535) is permanent, and a good one delivers', async () => {
     const smtp = await startSmtp({
       authOptional: false,

@@ -77,6 +77,7 @@ const DEFAULT_IDLE_TRANSPORT_MS = 5 * 60_000;
 /** nodemailer waits 2 minutes to connect and 10 minutes for a silent server: too long to hold a delivery slot. */
 const DEFAULT_CONNECTION_TIMEOUT_MS = 30_000;
 const DEFAULT_ATTEMPT_TIMEOUT_MS = 60_000;
+const SILENCE_AFTER_GREETING_DEADLINE_MS = 250;
 /** The most of a server's reply an operator's log line carries. */
 const LOGGED_REPLY_CHARS = 200;
 
@@ -195,8 +196,10 @@ function transportOptions(settings: SmtpSettings, endpoint: SmtpEndpoint, getSoc
     tls: { rejectUnauthorized: settings.tlsInsecure !== true },
     connectionTimeout: timeout,
     greetingTimeout: timeout,
-    // Inactivity: nodemailer's default is 10 minutes of a server saying nothing.
-    socketTimeout: timeout,
+    // Inactivity: nodemailer's default is 10 minutes of a server saying nothing. Armed just
+    // before the greeting's timer, and with the same length it would fire first when the two
+    // tie: later, so that a server that never greets is named for the greeting.
+    socketTimeout: timeout + SILENCE_AFTER_GREETING_DEADLINE_MS,
     maxConnections: atLeastOne(settings.maxConnections, 1),
     maxMessages: atLeastOne(settings.maxMessagesPerConnection, 100),
     ...rateWindow(settings.ratePerSecond),

@@ -149,6 +149,8 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
 /** A raw TCP peer on loopback (startRawPeer). */
 export interface RawPeer {
   port: number;
+  /** Connections accepted so far. */
+  accepted(): number;
   /** Connections that have closed so far. */
   closed(): number;
   close(): Promise<void>;
@@ -157,8 +159,10 @@ export interface RawPeer {
 /** A TCP server that greets each connection with `greeting` (none if undefined), then does what `onData` says with what it reads. */
 export async function startRawPeer(greeting: string | undefined, onData: (socket: Socket, chunk: Buffer) => void = () => {}): Promise<RawPeer> {
   const sockets = new Set<Socket>();
+  let accepted = 0;
   let closed = 0;
   const server = createTcpServer((socket) => {
+    accepted += 1;
     sockets.add(socket);
     socket.on('close', () => {
       sockets.delete(socket);
@@ -172,6 +176,7 @@ export async function startRawPeer(greeting: string | undefined, onData: (socket
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     port: (server.address() as AddressInfo).port,
+    accepted: () => accepted,
     closed: () => closed,
     close: async () => {
       for (const socket of sockets) socket.destroy();

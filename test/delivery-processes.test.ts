@@ -264,7 +264,11 @@ describe('embedded default: `sluice serve` killed with SIGKILL and restarted on 
     const { site, form } = await relay.form({ hook });
     for (let n = 0; n < N; n++) await relay.submit(site, form, { n });
     await eventually(() => hook.held() === N, WAIT_MS, 50);
-    const hanging = await relay.jobs(site, form);
+    // The start of an attempt is recorded beside its send (delivery/worker.ts), so it may land just after the request.
+    const hanging = await eventually(async () => {
+      const listed = await relay.jobs(site, form);
+      return listed.length === N && listed.every((job) => job.state === 'sending') ? listed : undefined;
+    }, WAIT_MS, 100);
     expect(hanging.map((job) => [job.state, job.attempts])).toEqual(Array.from({ length: N }, () => ['sending', 1]));
 
     await killAndRestart();
