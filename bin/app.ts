@@ -11,6 +11,8 @@
 import type { SluiceConfig } from '../core/config.ts';
 import type { Logger } from '../core/log.ts';
 import { ByteBudget } from '../core/byte-budget.ts';
+import { describeMemoryPlan, planMemory, withMemoryPlan, type MemoryPlan, type ProcessParts } from '../core/memory-budget.ts';
+import { MemoryGuard } from '../core/memory-guard.ts';
 import type { SluiceMetrics } from '../core/metrics.ts';
 import type { Readiness } from '../core/readiness.ts';
 import { IngestService } from '../pipeline/ingest.ts';
@@ -30,6 +32,7 @@ import { captchaSettings, grpcLimits, httpServerOptions, idempotencyLeaseMs, max
 import { ControlServer } from './control.ts';
 import { serverGraceMs, SluiceGraph } from './graph.ts';
 import { MAX_RELAY_BODY_BYTES, openPublicRelay, relayHttpHandler, type Relay } from '../relay/index.ts';
+import { RENDER_THREADS } from '../relay/render-pool.ts';
 import { MAX_QUERY_BODY_BYTES, openQueryEndpoint } from '../query/index.ts';
 import { MAX_CONSOLE_BODY_BYTES } from '../console/index.ts';
 
@@ -67,19 +70,42 @@ export interface RunningSluice {
   installTokens: InstallTokens;
   metrics: SluiceMetrics;
   readiness: Readiness;
+  /** How the memory budget was divided (SLUICE_MEMORY_BUDGET_MB). */
+  memory: MemoryPlan;
   /** Stops everything; `deadline` (epoch ms) bounds how long requests in flight and flushing may take. */
   shutdown(deadline?: number): Promise<void>;
   /** The shutdown step under way (for the log when a shutdown runs out of time). */
   stopping(): string | undefined;
 }
 
-export async function startSluice(role: Role, config: Readonly<SluiceConfig>, log: Logger): Promise<RunningSluice> {
-  if (role !== 'serve' && !config.nats.url) throw new Error(`sluice ${role} runs in cluster mode: set NATS_URL`);
-  if (role === 'deliver' && !config.relay.masterKey) throw new Error('sluice deliver opens the relay\'s secrets: set SLUICE_RELAY_MASTER_KEY (the same as the gateways\')');
+/** What runs in a process of `role` (the memory budget is divided among these). */
+export function processParts(role: Role, config: Readonly<SluiceConfig>): ProcessParts {
+  const relay = role === 'deliver' || ((role === 'serve' || role === 'gateway') && (!config.nats.url || config.relay.masterKey !== ''));
+  return {
+    chdb: (role === 'serve' || role === 'consume') && !config.clickhouse.url,
+    frontEnd: role === 'serve' || role === 'gateway',
+    renderThreads: relay ? RENDER_THREADS : 0,
+  };
+}
+
+export async function startSluice(role: Role, given: Readonly<SluiceConfig>, log: Logger): Promise<RunningSluice> {
+  if (role !== 'serve' && !given.nats.url) throw new Error(`sluice ${role} runs in cluster mode: set NATS_URL`);
+  if (role === 'deliver' && !given.relay.masterKey) throw new Error('sluice deliver opens the relay\'s secrets: set SLUICE_RELAY_MASTER_KEY (the same as the gateways\')');
+  // The memory budget is divided before anything is built; the options it decides are read from `config`.
+  const plan = planMemory(given, processParts(role, given));
+  const config = withMemoryPlan(given, plan);
   const withStorage = role === 'serve' || role === 'consume';
-  const graph = new SluiceGraph(config, log, withStorage);
+  const guard = plan.budgetBytes > 0 ? new MemoryGuard({ budgetBytes: plan.budgetBytes, retryAfterSeconds: config.storage.retryAfterSeconds }) : undefined;
+  const graph = new SluiceGraph(config, log, withStorage, { plan, guard });
   const { metrics, readiness } = graph;
   const withFrontEnd = role === 'serve' || role === 'gateway';
+  log.info({ role, ...describeMemoryPlan(plan) }, 'memory budget (SLUICE_MEMORY_BUDGET_MB)');
+  if (guard) {
+    guard.start();
+    graph.onStop('memory guard', async () => guard.stop());
+    readiness.register('memory', () => guard.status());
+    metrics.memorySource = () => guard.figures;
+  }
   try {
     // chDB and the local state store live in the data dir: one owning process at a time.
     const ownsDataDir = !config.nats.url || (withStorage && !config.clickhouse.url);
@@ -125,6 +151,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
         limitBytes: config.limits.maxInFlightBytes,
         retryAfterSeconds: config.storage.retryAfterSeconds,
         onRefusal: () => metrics.byteBudgetRefusals.inc(),
+        memory: guard,
       });
       metrics.byteBudgetSource = () => budget.figures;
       readiness.register('inflight', () => budget.status());
@@ -250,7 +277,7 @@ export async function startSluice(role: Role, config: Readonly<SluiceConfig>, lo
     }
 
     log.info({ role, host: config.host, httpPort, grpcPort, relayPort: relay?.port ?? 0, queryPort, consolePort: consoleServing?.port ?? 0, dataDir: config.dataDir, cluster: !!nc, engine: http.engine, transcoder: pool?.transcoder?.transcoder ?? 'none' }, 'sluice is serving');
-    return { httpPort, grpcPort, queryPort, transcoder: pool?.transcoder, relay, console: consoleServing, storage, state, sources, configs, installTokens, metrics, readiness, shutdown: (deadline) => graph.shutdown(deadline), stopping: () => graph.stopping };
+    return { httpPort, grpcPort, queryPort, transcoder: pool?.transcoder, relay, console: consoleServing, storage, state, sources, configs, installTokens, metrics, readiness, memory: plan, shutdown: (deadline) => graph.shutdown(deadline), stopping: () => graph.stopping };
   } catch (err) {
     await graph.shutdown();
     throw err;

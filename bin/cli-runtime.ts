@@ -7,6 +7,7 @@
  * second less per command.
  */
 import { loadConfig, type SluiceConfig } from '../core/config.ts';
+import { memorySummary } from '../core/memory-budget.ts';
 import { createLogger, type Logger } from '../core/log.ts';
 import type { Admin } from './admin.ts';
 import type { Role, RunningSluice } from './app.ts';
@@ -180,7 +181,7 @@ async function runRole(role: Role, config: Readonly<SluiceConfig>): Promise<void
     const cluster = role !== 'serve' || config.nats.url !== '';
     const hasSources = (await app.sources.listSources()).length > 0;
     const transcoder = app.transcoder && { setting: config.pipeline.transcoder, ...app.transcoder };
-    process.stdout.write(servingSummary({ role, host: config.host, httpPort: app.httpPort, grpcPort: app.grpcPort, relayPort: app.relay?.port ?? 0, queryPort: app.queryPort, consoleUrl: app.console?.url ?? '', firstRunLink, dataDir: config.dataDir, cluster, hasSources, transcoder, deliveryInbox: config.delivery.inbox }));
+    process.stdout.write(servingSummary({ role, host: config.host, httpPort: app.httpPort, grpcPort: app.grpcPort, relayPort: app.relay?.port ?? 0, queryPort: app.queryPort, consoleUrl: app.console?.url ?? '', firstRunLink, dataDir: config.dataDir, cluster, hasSources, transcoder, deliveryInbox: config.delivery.inbox, memory: memorySummary(app.memory)  }));
   } else if (firstRunLink) {
     process.stderr.write(firstRunNotice(firstRunLink));
   }

@@ -9,6 +9,7 @@ import type { Bus } from '../bus/bus.ts';
 import { JetStreamBus } from '../bus/jetstream.ts';
 import { LocalLogBus } from '../bus/local-log.ts';
 import type { SluiceConfig } from '../core/config.ts';
+import { UNBUDGETED, type ChdbMemoryLimits } from '../core/memory-budget.ts';
 import { EgressPolicy, LOOPBACK_AND_PRIVATE_NETWORKS } from '../delivery/egress.ts';
 import { isFromInDomains } from '../delivery/email.ts';
 import { parseNatsUrl } from '../core/nats-url.ts';
@@ -86,12 +87,14 @@ export interface StorageChoice {
    * so they do not race each other.
    */
   migrateOnStart: boolean;
+  /** The embedded engine's memory limits (the memory budget's split); chDB's defaults without. */
+  chdbLimits?: ChdbMemoryLimits | undefined;
 }
 
 /** chDB under the data dir, or a ClickHouse server when CLICKHOUSE_URL is set. */
 export function createStorage(config: Readonly<SluiceConfig>, choice: StorageChoice): Storage {
   const schema = schemaOptions(config);
-  if (!config.clickhouse.url) return new ChdbStorage(config.dataDir, config.storage.database, schema);
+  if (!config.clickhouse.url) return new ChdbStorage(config.dataDir, config.storage.database, schema, choice.chdbLimits);
   return new ClickhouseServerStorage({
     url: config.clickhouse.url,
     database: config.storage.database,
@@ -131,15 +134,28 @@ export function createStateStore(config: Readonly<SluiceConfig>, nc: NatsConnect
   return new NatsKvStateStore(nc, { bucketPrefix: `${config.nats.prefix.toLowerCase()}_`, replicas: config.nats.replicas, log });
 }
 
-/** The local write-ahead log applied to chDB in the background, or JetStream streams consumed by any number of processes. */
-export function createBus(config: Readonly<SluiceConfig>, nc: NatsConnection | undefined, log: Logger, onRestart?: (loop: string) => void): Bus {
+/** What the memory budget gives the local log: its insert batches, and the guard its inserts wait for. */
+export interface BusMemory {
+  insertBatchBytes: number;
+  guard?: { hasRoom(): boolean } | undefined;
+}
+
+/**
+ * The local write-ahead log applied to chDB in the background, or JetStream streams consumed by
+ * any number of processes. `memory`: the local log's batches (64 MiB without a budget) and the
+ * guard of the memory budget its inserts wait for.
+ */
+export function createBus(config: Readonly<SluiceConfig>, nc: NatsConnection | undefined, log: Logger, onRestart?: (loop: string) => void, memory?: BusMemory): Bus {
   if (!nc) {
+    const batchBytes = memory?.insertBatchBytes ?? UNBUDGETED.insertBatchBytes;
     return new LocalLogBus({
       dir: join(config.dataDir, 'log'),
       maxPendingBytes: config.storage.maxPendingBytes,
-      maxBatchBytes: 64 * 1024 * 1024,
+      maxBatchBytes: batchBytes,
       flushIntervalMs: config.storage.flushIntervalMs,
-      flushBytes: 32 * 1024 * 1024,
+      // Half a batch waiting starts an insert before the interval is over.
+      flushBytes: Math.floor(batchBytes / 2),
+      memory: memory?.guard,
       timeoutMs: config.storage.timeoutMs,
       retryAfterSeconds: config.storage.retryAfterSeconds,
       log,

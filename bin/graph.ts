@@ -16,6 +16,8 @@ export function serverGraceMs(deadline: number): number {
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Bus } from '../bus/bus.ts';
 import type { SluiceConfig } from '../core/config.ts';
+import type { MemoryPlan } from '../core/memory-budget.ts';
+import type { MemoryGuard } from '../core/memory-guard.ts';
 import { descriptorStatus } from '../core/descriptors.ts';
 import type { Logger } from '../core/log.ts';
 import { SluiceMetrics } from '../core/metrics.ts';
@@ -52,6 +54,7 @@ import { readsAfter, type Storage } from '../storage/storage.ts';
 import type { StatementRunner } from '../storage/chdb-reader.ts';
 import { ChdbReadThreads } from '../storage/chdb-read-threads.ts';
 import { chdbEngineDir } from '../storage/chdb.ts';
+import { engineArgs } from '../storage/chdb-engine.ts';
 import { LocalAdmin } from './admin.ts';
 import {
   announceStorage,
@@ -87,8 +90,15 @@ export class SluiceGraph {
   /**
    * @param ownsStorage whether this process stores rows itself (serve, consume, the CLI); a
    *   cluster gateway does not, and reads storage only for the relay's listings.
+   * @param memory the memory budget's split and its guard (the roles, app.ts); the CLI's
+   *   commands run without (chDB's own limits, no guard).
    */
-  constructor(readonly config: Readonly<SluiceConfig>, readonly log: Logger, private readonly ownsStorage = true) {
+  constructor(
+    readonly config: Readonly<SluiceConfig>,
+    readonly log: Logger,
+    private readonly ownsStorage = true,
+    readonly memory: { plan: MemoryPlan; guard: MemoryGuard | undefined } | undefined = undefined,
+  ) {
     this.supervisor = new Supervisor({ log, onRestart: (loop) => this.metrics.loopRestarts.inc({ loop }) });
     this.onStop('supervisor', () => this.supervisor.stop());
     this.readiness.register('descriptors', () => descriptorStatus());
@@ -187,7 +197,7 @@ export class SluiceGraph {
    */
   storage(migrate = false): Promise<Storage> {
     return this.once('storage', async () => {
-      const storage = createStorage(this.config, { migrateOnStart: migrate });
+      const storage = createStorage(this.config, { migrateOnStart: migrate, chdbLimits: this.memory?.plan.chdb });
       await storage.start();
       this.onStop('storage', () => storage.shutdown());
       announceStorage(storage, this.log);
@@ -227,8 +237,10 @@ export class SluiceGraph {
       if (this.config.clickhouse.url || this.config.nats.url) throw new Error('the chDB reader needs the embedded engine');
       await this.storage();
       // A thread for each statement the gates in front of it let run at once: the query
-      // endpoint's (query/gate.ts) and the console's (console/read-gate.ts).
-      const reader = new ChdbReadThreads(chdbEngineDir(this.config.dataDir), this.config.query.maxConcurrent + DEFAULT_READ_LIMITS.running);
+      // endpoint's (query/gate.ts), where it is on, and the console's (console/read-gate.ts).
+      const threads = (this.config.query.port > 0 ? this.config.query.maxConcurrent : 0) + DEFAULT_READ_LIMITS.running;
+      const engineDir = chdbEngineDir(this.config.dataDir);
+      const reader = new ChdbReadThreads(engineDir, threads, engineArgs(engineDir, this.memory?.plan.chdb));
       await reader.start();
       this.onStop('chdb reader', () => reader.shutdown());
       this.readiness.register('chdb read threads', () => reader.status());
@@ -238,7 +250,8 @@ export class SluiceGraph {
 
   bus(): Promise<Bus> {
     return this.once('bus', async () => {
-      const bus = createBus(this.config, await this.nats(), this.log, (loop) => this.metrics.loopRestarts.inc({ loop }));
+      const memory = this.memory && { insertBatchBytes: this.memory.plan.insertBatchBytes, guard: this.memory.guard };
+      const bus = createBus(this.config, await this.nats(), this.log, (loop) => this.metrics.loopRestarts.inc({ loop }), memory);
       await bus.start();
       this.onStop('bus', (deadline) => bus.shutdown(deadline));
       this.metrics.busSource = () => bus.figures();

@@ -26,6 +26,8 @@ export interface Serving {
   transcoder?: { setting: string; transcoder: 'wasm' | 'js'; problem?: string | undefined } | undefined;
   /** SLUICE_DELIVERY_INBOX: nothing is sent, every message is kept in the development inbox. */
   deliveryInbox?: boolean;
+  /** How the memory budget was divided, one line (core/memory-budget.ts#memorySummary). */
+  memory?: string;
 }
 
 /** The listening address as a URL's host: a wildcard address is not one to type into a browser or an exporter. */
@@ -86,8 +88,9 @@ export function servingSummary(s: Serving): string {
   const table = rows.map(([what, url, note]) => `  ${what.padEnd(width(0))}  ${url.padEnd(width(1))}  ${note}`.trimEnd());
   const next = s.httpPort && !s.cluster ? ['', 'Next, in another terminal:', ...(s.hasSources ? NEXT_WITH_SOURCES : NEXT_FIRST)] : [];
   const inbox = s.deliveryInbox ? ['', ...INBOX_WARNING] : [];
+  const memory = s.memory ? ['', `Memory budget ${s.memory} (SLUICE_MEMORY_BUDGET_MB; docs/guides/operating.md)`] : [];
   const firstRun = s.firstRunLink ? ['', 'Sign in to the console the first time with this one-time link (24 hours; it makes you its owner):', `  ${s.firstRunLink}`] : [];
-  return [`Sluice ${s.role} is serving (${where})`, '', ...table, ...inbox, ...firstRun, ...next, '', 'Ctrl-C stops it. Logs follow.', ''].join('\n');
+  return [`Sluice ${s.role} is serving (${where})`, '', ...table, ...memory, ...inbox, ...firstRun, ...next, '', 'Ctrl-C stops it. Logs follow.', ''].join('\n');
 }
 
 const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };

@@ -274,6 +274,31 @@ describe('LocalLogBus', () => {
     expect(Date.now() - started).toBeLessThan(30_000);
   });
 
+  it('holds inserts while the memory budget has no room, and inserts once it has', async () => {
+    const memory = { room: false, asked: 0, hasRoom() { this.asked++; return this.room; } };
+    const bus = await openBus(await logDir(), { memory });
+    const storage = recordingSink();
+    bus.consume(storage.sink);
+    await bus.publish([chunk('held')]); // acknowledged: the log has it
+    // Asked again and again (every 50 ms) without inserting.
+    await eventually(() => memory.asked >= 5);
+    expect(storage.stored).toEqual({});
+    memory.room = true;
+    await eventually(() => storage.stored.otel_traces?.length === 1);
+    expect(storage.stored.otel_traces).toEqual(['held']);
+  });
+
+  it('inserts anyway after two seconds without room: memory that does not come back must not keep acknowledged rows from storage', async () => {
+    const memory = { asked: 0, hasRoom() { this.asked++; return false; } };
+    const bus = await openBus(await logDir(), { memory });
+    const storage = recordingSink();
+    bus.consume(storage.sink);
+    await bus.publish([chunk('late')]);
+    await eventually(() => storage.stored.otel_traces?.length === 1, 10_000);
+    // It waited first (50 ms apart, about 40 times in two seconds).
+    expect(memory.asked).toBeGreaterThan(10);
+  });
+
   it('takes back an append the writer has not taken yet: it is never written', async () => {
     const log = new RecordLog(await logDir(), ROW_CODEC, { segmentBytes: 1 << 20 });
     await log.open();

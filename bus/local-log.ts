@@ -45,7 +45,18 @@ export interface LocalLogBusOptions {
   retryAfterSeconds: number;
   segmentBytes?: number;
   log?: Logger;
+  /**
+   * The process's memory budget (core/memory-guard.ts): an insert waits while it has no room, so
+   * chDB can give memory back (rows wait in the log meanwhile, which refuses when full), but no
+   * longer than MEMORY_WAIT_MS: memory that is not coming back (an allocator keeping what was
+   * freed) must not hold acknowledged rows out of storage for good.
+   */
+  memory?: { hasRoom(): boolean } | undefined;
 }
+
+/** How often an insert held for memory looks again, and how long it waits at most. */
+const MEMORY_RECHECK_MS = 50;
+const MEMORY_WAIT_MS = 2_000;
 
 const LOG_FULL = 'storage is behind: the local log is full';
 
@@ -184,6 +195,8 @@ export class LocalLogBus implements Bus {
 
   private async applyLoop(sink: ChunkSink): Promise<void> {
     let retryMs = RETRY_MIN_MS;
+    /** When the next insert began to wait for memory (0: it is not waiting). */
+    let memoryWaitSince = 0;
     // A batch that was being inserted when the process stopped is replayed first, exactly.
     let replay = this.rowLog.checkpoint.inFlight;
     for (;;) {
@@ -198,6 +211,14 @@ export class LocalLogBus implements Bus {
         await this.sleep(Math.max(1, this.waitingSince + this.options.flushIntervalMs - Date.now()));
         continue;
       }
+      if (this.options.memory && !this.options.memory.hasRoom()) {
+        memoryWaitSince ||= Date.now();
+        if (Date.now() - memoryWaitSince < MEMORY_WAIT_MS) {
+          await this.sleep(MEMORY_RECHECK_MS);
+          continue;
+        }
+      }
+      memoryWaitSince = 0;
       try {
         await this.applyBatch(sink, replay);
         replay = undefined;

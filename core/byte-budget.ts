@@ -4,7 +4,8 @@
  * reservation grows with a body of unannounced length, is resized to the rows once the worker
  * pool built them, and is released when the bus settled the publish (commit or PubAck) or the
  * request failed anywhere. A reservation that cannot be had is refused with 503 + Retry-After:
- * a full budget refuses new work instead of growing the heap.
+ * a full budget refuses new work instead of growing the heap. So is one that would grow while
+ * the process is at its memory budget (`memory`, core/memory-guard.ts), whatever holds it.
  */
 import { SluiceError } from './errors.ts';
 import type { ComponentStatus } from './readiness.ts';
@@ -14,6 +15,8 @@ export interface ByteBudgetOptions {
   retryAfterSeconds: number;
   /** Called on every refusal (for the metrics counter). */
   onRefusal?: () => void;
+  /** The process's memory budget: while it refuses, no reservation is made or grows (its refusals are its own to count). */
+  memory?: { refusal(): SluiceError | undefined };
   /** Clock for "refused recently" in status(); tests inject one. */
   now?: () => number;
 }
@@ -65,6 +68,8 @@ export class ByteBudget {
     if (bytes > this.options.limitBytes) {
       throw new SluiceError('payload_too_large', `the request needs ${bytes} bytes in memory, more than the in-flight limit of ${this.options.limitBytes} bytes`);
     }
+    const overMemory = this.options.memory?.refusal();
+    if (overMemory) throw overMemory;
     // Even an empty reservation is refused when nothing is left: a full budget takes no new work.
     if (this.inUse + Math.max(bytes, 1) > this.options.limitBytes) {
       this.refused++;

@@ -30,6 +30,7 @@ export interface SluiceConfig {
     signInLockoutMaxSeconds: number;
   };
   pipeline: { workers: number; workerHeapMb: number; transcoder: 'auto' | 'wasm' | 'js' };
+  memory: { budgetMb: number };
   storage: {
     database: string;
     maxPendingBytes: number;
@@ -128,7 +129,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'grpc.idleTimeoutMs', env: 'SLUICE_GRPC_IDLE_TIMEOUT_MS', type: 'integer', default: 120_000, doc: 'How long a gRPC connection may stay without a call before it is closed (GOAWAY; clients reconnect when they next export). Pings do not count as calls.', schema: { minimum: 100, maximum: 86_400_000 } },
   { path: 'grpc.messageTimeoutMs', env: 'SLUICE_GRPC_MESSAGE_TIMEOUT_MS', type: 'integer', default: 30_000, doc: 'How long a gRPC call may take to send its whole request message (from its headers on; a shorter grpc-timeout of the client wins); past it the call ends with DEADLINE_EXCEEDED and its memory is freed.', schema: { minimum: 100, maximum: 600_000 } },
   { path: 'limits.maxBodyBytes', env: 'SLUICE_MAX_BODY_BYTES', type: 'integer', default: 10 * MiB, doc: 'Cap on the compressed and on the decompressed request body, in bytes (10 MiB).', schema: { minimum: 1024 } },
-  { path: 'limits.maxInFlightBytes', env: 'SLUICE_MAX_INFLIGHT_BYTES', type: 'integer', default: 256 * MiB, doc: 'Memory budget of a front end for requests in flight, in bytes: bodies as their bytes arrive and while they are decoded, rows until the bus made them durable (the local log or JetStream); when it is used up, requests get 503 + Retry-After. Keep it several times the body cap.', schema: { minimum: MiB } },
+  { path: 'limits.maxInFlightBytes', env: 'SLUICE_MAX_INFLIGHT_BYTES', type: 'integer', default: 0, doc: 'Memory budget of a front end for requests in flight, in bytes: bodies as their bytes arrive and while they are decoded, rows until the bus made them durable (the local log or JetStream); when it is used up, requests get 503 + Retry-After. Keep it several times the body cap. 0: a share of SLUICE_MEMORY_BUDGET_MB (an eighth of what the budget leaves after the process\'s base, 20–256 MiB; 256 MiB without a budget).', schema: { minimum: 0 } },
   { path: 'limits.bodyTimeoutMs', env: 'SLUICE_BODY_TIMEOUT_MS', type: 'integer', default: 10_000, doc: 'How long a request body may take to arrive once Sluice reads it (after the rate limit and key check), plus one second per SLUICE_BODY_MIN_BYTES_PER_SECOND bytes received; a slower body gets 408 and its connection is closed.', schema: { minimum: 100 } },
   { path: 'limits.bodyMinBytesPerSecond', env: 'SLUICE_BODY_MIN_BYTES_PER_SECOND', type: 'integer', default: 64 * 1024, doc: 'The rate a long body must keep up on average: each such many bytes received give it one more second (see SLUICE_BODY_TIMEOUT_MS).', schema: { minimum: 1 } },
   { path: 'limits.ratePerMinute', env: 'SLUICE_RATE_LIMIT_PER_MINUTE', type: 'integer', default: 600, doc: 'Ingestion requests per minute per source IP (token bucket refill rate).', schema: { minimum: 1 } },
@@ -139,8 +140,9 @@ export const OPTIONS: readonly Option[] = [
   { path: 'limits.signInLockoutSeconds', env: 'SLUICE_SIGN_IN_LOCKOUT_SECONDS', type: 'integer', default: 60, doc: 'The first lockout of an account, in seconds; each further one in a row doubles, up to SLUICE_SIGN_IN_LOCKOUT_MAX_SECONDS. A locked account gets 429 + Retry-After, its password not checked.', schema: { minimum: 1, maximum: 86_400 } },
   { path: 'limits.signInLockoutMaxSeconds', env: 'SLUICE_SIGN_IN_LOCKOUT_MAX_SECONDS', type: 'integer', default: 900, doc: 'The longest lockout of an account, in seconds (15 minutes): a lockout always ends, so nobody can lock an account for good by guessing at it.', schema: { minimum: 1, maximum: 86_400 } },
   { path: 'pipeline.workers', env: 'SLUICE_WORKERS', type: 'integer', default: Math.max(1, availableParallelism()), shownDefault: 'cores', doc: 'Worker threads that decompress, decode and build rows (default: one per core).', schema: { minimum: 1, maximum: 256 } },
-  { path: 'pipeline.workerHeapMb', env: 'SLUICE_WORKER_HEAP_MB', type: 'integer', default: 512, doc: 'Heap limit of each worker thread (the worker pool\'s and the relay\'s render threads), in MiB (V8\'s old generation): a request that needs more fails with 503 and its thread is replaced, the process keeps serving. An OTLP/JSON body of 10 MiB of tiny records needs about 96; raise it with SLUICE_MAX_BODY_BYTES.', schema: { minimum: 32, maximum: 65_536 } },
+  { path: 'pipeline.workerHeapMb', env: 'SLUICE_WORKER_HEAP_MB', type: 'integer', default: 0, doc: 'Heap limit of each worker thread (the worker pool\'s and the relay\'s render threads), in MiB (V8\'s old generation): a request that needs more fails with 503 and its thread is replaced, the process keeps serving. An OTLP/JSON body of 10 MiB of tiny records needs about 96; raise it with SLUICE_MAX_BODY_BYTES. 0: a share of SLUICE_MEMORY_BUDGET_MB (a quarter of what the budget leaves after the process\'s base, across the threads, 32–512 each; 512 without a budget).', schema: { minimum: 0, maximum: 65_536 } },
   { path: 'pipeline.transcoder', env: 'SLUICE_TRANSCODER', type: 'string', default: 'auto', doc: 'The worker threads\' OTLP transcoder (protobuf to rows): auto (WebAssembly, compiled from C, where it loads and Node runs with --disable-wasm-trap-handler, as every way of starting Sluice does; else JavaScript), wasm (WebAssembly, or Sluice does not start) or js (JavaScript, the reference). Both write the same rows and refusals; a request the module cannot serve (a trap, more than its 256 MiB of memory) is served by JavaScript, logged and counted (sluice_transcoder_fallbacks_total). See [Transcoder](../internals/transcoder.md).', schema: { enum: ['auto', 'wasm', 'js'] } },
+  { path: 'memory.budgetMb', env: 'SLUICE_MEMORY_BUDGET_MB', type: 'integer', default: 768, doc: 'Memory budget of the whole process, in MiB of resident memory (see [Memory](../guides/operating.md#memory)): divided at start among the process\'s base, requests in flight, the worker threads\' heaps and, where it runs in the process, the embedded engine (chDB: its memory limit, caches and merges, and the query endpoint\'s per-statement limit); options set explicitly keep their value. At the budget, ingestion gets 503 + Retry-After and inserts into chDB wait. 768 fits a machine of 1 GiB; a budget too small is refused at start, saying the least that runs. 0: no budget.', schema: { minimum: 0 } },
   { path: 'storage.database', env: 'SLUICE_CLICKHOUSE_DATABASE', type: 'string', default: 'otel', doc: 'ClickHouse database holding the tables.', schema: { pattern: '^[A-Za-z_][A-Za-z0-9_]*$' } },
   { path: 'storage.maxPendingBytes', env: 'SLUICE_STORAGE_MAX_PENDING_BYTES', type: 'integer', default: GiB, doc: 'Embedded: bytes of rows in the local log (<dataDir>/log) not yet inserted into chDB; past it requests get 503 (bounds the disk the log takes while storage is slow or down).', schema: { minimum: MiB } },
   { path: 'storage.flushIntervalMs', env: 'SLUICE_STORAGE_FLUSH_INTERVAL_MS', type: 'integer', default: 1000, doc: 'Embedded: the longest rows wait in the local log before they are inserted into chDB (sooner when 32 MiB are waiting); larger batches make fewer parts to merge. Reads through Sluice wait for rows acknowledged before them.', schema: { minimum: 10, maximum: 60_000 } },
@@ -154,7 +156,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'query.maxResultRows', env: 'SLUICE_QUERY_MAX_RESULT_ROWS', type: 'integer', default: 1_000_000, doc: 'Most rows a query of the endpoint may return (max_result_rows); see SLUICE_QUERY_RESULT_OVERFLOW_MODE. A client may ask for less, never more.', schema: { minimum: 1 } },
   { path: 'query.maxResultBytes', env: 'SLUICE_QUERY_MAX_RESULT_BYTES', type: 'integer', default: 100 * MiB, doc: 'Most bytes (uncompressed, in memory) a query of the endpoint may return (max_result_bytes); bounds the memory a result takes. A client may ask for less, never more.', schema: { minimum: 1024 } },
   { path: 'query.resultOverflowMode', env: 'SLUICE_QUERY_RESULT_OVERFLOW_MODE', type: 'string', default: 'throw', doc: 'What a result over a limit does (result_overflow_mode): throw (the query fails with TOO_MANY_ROWS_OR_BYTES) or break (the rows so far are returned, up to a block more than the limit).', schema: { enum: ['throw', 'break'] } },
-  { path: 'query.maxMemoryBytes', env: 'SLUICE_QUERY_MAX_MEMORY_BYTES', type: 'integer', default: 512 * MiB, doc: 'Most memory the engine may take for one query of the endpoint (ClickHouse max_memory_usage); past it the query fails with MEMORY_LIMIT_EXCEEDED. The endpoint as a whole takes at most SLUICE_QUERY_MAX_CONCURRENT times this. A client may ask for less, never more.', schema: { minimum: 16 * MiB } },
+  { path: 'query.maxMemoryBytes', env: 'SLUICE_QUERY_MAX_MEMORY_BYTES', type: 'integer', default: 0, doc: 'Most memory the engine may take for one query of the endpoint (ClickHouse max_memory_usage); past it the query fails with MEMORY_LIMIT_EXCEEDED. The endpoint as a whole takes at most SLUICE_QUERY_MAX_CONCURRENT times this. A client may ask for less, never more. 0: a quarter of the engine\'s share of SLUICE_MEMORY_BUDGET_MB (512 MiB without a budget).', schema: { minimum: 0 } },
   { path: 'query.maxConcurrent', env: 'SLUICE_QUERY_MAX_CONCURRENT', type: 'integer', default: 2, doc: 'Queries of the endpoint that run at once; the rest wait their turn (up to 100; more are refused). Each holds a thread of libuv\'s pool, which chDB inserts and disk writes share.', schema: { minimum: 1, maximum: 64 } },
   { path: 'clickhouse.url', env: 'CLICKHOUSE_URL', type: 'string', default: '', doc: 'ClickHouse server (http://user:password@host:8123) instead of the embedded chDB engine.', schema: { pattern: '^(|https?://.+)$' } },
   { path: 'clickhouse.cluster', env: 'SLUICE_CLICKHOUSE_CLUSTER', type: 'string', default: '', doc: 'Cluster name for ON CLUSTER DDL in `sluice migrate` (empty: a single server).', schema: { pattern: '^[A-Za-z0-9_]*$' } },
@@ -300,6 +302,25 @@ function serviceUrlProblems(raw: Record<string, any>): string[] {
   return problems;
 }
 
+/** Options whose 0 means "a share of the memory budget" (core/memory-budget.ts); any other value has a floor. */
+const ZERO_OR_AT_LEAST = [
+  { path: 'limits.maxInFlightBytes', env: 'SLUICE_MAX_INFLIGHT_BYTES', minimum: MiB },
+  { path: 'pipeline.workerHeapMb', env: 'SLUICE_WORKER_HEAP_MB', minimum: 32 },
+  { path: 'query.maxMemoryBytes', env: 'SLUICE_QUERY_MAX_MEMORY_BYTES', minimum: 16 * MiB },
+] as const;
+
+function budgetShareProblems(raw: Record<string, any>): string[] {
+  const problems: string[] = [];
+  for (const { path, env, minimum } of ZERO_OR_AT_LEAST) {
+    const [section, key] = path.split('.') as [string, string];
+    const value: unknown = raw[section]?.[key];
+    if (typeof value === 'number' && value !== 0 && value < minimum) {
+      problems.push(`${path} (${env}): must be 0 (a share of the memory budget) or >= ${minimum}`);
+    }
+  }
+  return problems;
+}
+
 /** The query endpoint needs a password, and the embedded engine to serve (a ClickHouse server has its own HTTP port). */
 function queryEndpointProblems(raw: Record<string, any>): string[] {
   if (!raw.query?.port) return [];
@@ -354,7 +375,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
     const envByPath = new Map(OPTIONS.map((o) => [o.path, o.env]));
     problems.push(...(validate.errors ?? []).map((e) => describe(e, envByPath)));
   }
-  problems.push(...serviceUrlProblems(raw), ...queryEndpointProblems(raw), ...deliveryInboxProblems(raw));
+  problems.push(...serviceUrlProblems(raw), ...queryEndpointProblems(raw), ...deliveryInboxProblems(raw), ...budgetShareProblems(raw));
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(raw as SluiceConfig);
 }

@@ -212,6 +212,43 @@ export class SluiceMetrics {
     registers: [this.registry],
   });
 
+  /** Reads the memory guard when Prometheus scrapes (set by the composition root when a memory budget is set). */
+  memorySource: (() => { rssBytes: number; peakRssBytes: number; budgetBytes: number; highWaterBytes: number; storageMarkBytes: number; refusals: number; insertWaits: number }) | undefined;
+
+  readonly memory: Gauge = new Gauge({
+    name: 'sluice_memory_bytes',
+    help: 'The process\'s memory budget (SLUICE_MEMORY_BUDGET_MB): its resident set now (rss) and the highest the guard saw (peak_rss), the budget, the mark from which requests are refused (high_water) and the one from which inserts into the embedded engine wait (storage_mark).',
+    labelNames: ['figure'] as const,
+    registers: [this.registry],
+    collect: (): void => {
+      if (!this.memorySource) return;
+      const { rssBytes, peakRssBytes, budgetBytes, highWaterBytes, storageMarkBytes } = this.memorySource();
+      this.memory.set({ figure: 'rss' }, rssBytes);
+      this.memory.set({ figure: 'peak_rss' }, peakRssBytes);
+      this.memory.set({ figure: 'budget' }, budgetBytes);
+      this.memory.set({ figure: 'high_water' }, highWaterBytes);
+      this.memory.set({ figure: 'storage_mark' }, storageMarkBytes);
+    },
+  });
+
+  readonly memoryRefusals: Counter = new Counter({
+    name: 'sluice_memory_refusals_total',
+    help: 'Requests refused with 503 because the process was at its memory budget (SLUICE_MEMORY_BUDGET_MB).',
+    registers: [this.registry],
+    collect: (): void => {
+      if (this.memorySource) setTotals(this.memoryRefusals, [[{}, this.memorySource().refusals]]);
+    },
+  });
+
+  readonly memoryInsertWaits: Counter = new Counter({
+    name: 'sluice_memory_insert_waits_total',
+    help: 'Times an insert into the embedded engine waited because the process was at its memory budget.',
+    registers: [this.registry],
+    collect: (): void => {
+      if (this.memorySource) setTotals(this.memoryInsertWaits, [[{}, this.memorySource().insertWaits]]);
+    },
+  });
+
   private readonly busTimedOutPending: Gauge = new Gauge({
     name: 'sluice_bus_timed_out_pending_messages',
     help: 'Messages of JetStream publishes that got no PubAck in time (their requests got 503) and are still to be withdrawn.',

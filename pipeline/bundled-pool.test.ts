@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPTIONS } from '../core/config.ts';
+import { UNBUDGETED } from '../core/memory-budget.ts';
 import { SluiceError } from '../core/errors.ts';
 import { BundledPool, DEFAULT_WORKER_HEAP_MB } from './bundled-pool.ts';
 
@@ -49,7 +50,8 @@ describe('BundledPool', () => {
     }
   });
 
-  it('has the default the configuration documents', () => {
-    expect(OPTIONS.find((option) => option.path === 'pipeline.workerHeapMb')?.default).toBe(DEFAULT_WORKER_HEAP_MB);
+  it('has the default the configuration documents without a memory budget', () => {
+    expect(OPTIONS.find((option) => option.path === 'pipeline.workerHeapMb')?.default).toBe(0); // a share of the budget
+    expect(UNBUDGETED.workerHeapMb).toBe(DEFAULT_WORKER_HEAP_MB);
   });
 });

@@ -79,8 +79,9 @@ export class ChdbReadThreads implements StatementRunner {
   /**
    * `engineDir`: chDB's directory in the data dir (chdbEngineDir). `threads`: statements that run
    * at once, the sum of the caps of the gates in front of it (query/gate.ts, console/read-gate.ts).
+   * `engineArgs`: the engine's settings (storage/chdb-engine.ts).
    */
-  constructor(private readonly engineDir: string, private readonly threads: number) {}
+  constructor(private readonly engineDir: string, private readonly threads: number, private readonly engineArgs: readonly string[] = []) {}
 
   /** Starts the process's read threads (once per process); resolves once each has loaded the code. */
   async start(): Promise<void> {
@@ -89,7 +90,7 @@ export class ChdbReadThreads implements StatementRunner {
 
   async run(database: string, sql: string, options: StatementOptions): Promise<StatementOutput> {
     if (!this.pool || this.stopped) throw new SluiceError('unavailable', 'the chDB read threads are not running', { retryAfterSeconds: 5 });
-    const task: ReadTask = { reader: this.reader, engineDir: this.engineDir, database, sql, options };
+    const task: ReadTask = { reader: this.reader, engineDir: this.engineDir, engineArgs: this.engineArgs, database, sql, options };
     const answer = this.pool.run(task) as Promise<ReadAnswer>;
     this.running.add(answer);
     try {

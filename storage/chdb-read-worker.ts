@@ -12,6 +12,8 @@ export interface ReadTask {
   /** The ChdbReadThreads instance the statement is for: its connections are its own. */
   reader: number;
   engineDir: string;
+  /** The engine's settings, for a connection that would start it (storage/chdb-engine.ts). */
+  engineArgs: readonly string[];
   database: string;
   sql: string;
   options: StatementOptions;
@@ -37,7 +39,7 @@ const readers = new Map<number, ChdbReader>();
 export default async function read(task: ReadTask): Promise<unknown> {
   let reader = readers.get(task.reader);
   if (!reader) {
-    reader = new ChdbReader(task.engineDir);
+    reader = new ChdbReader(task.engineDir, task.engineArgs);
     readers.set(task.reader, reader);
   }
   try {

@@ -52,8 +52,8 @@ export class ChdbReader implements StatementRunner {
   private readonly idle = new Map<string, Session[]>();
   private closed = false;
 
-  /** `engineDir`: chDB's directory in the data dir (chdbEngineDir). */
-  constructor(private readonly engineDir: string) {}
+  /** `engineDir`: chDB's directory in the data dir (chdbEngineDir); `engineArgs`: the engine's settings (storage/chdb-engine.ts). */
+  constructor(private readonly engineDir: string, private readonly engineArgs: readonly string[] = []) {}
 
   async run(database: string, sql: string, { format, params }: StatementOptions): Promise<StatementOutput> {
     const session = this.idle.get(database)?.pop() ?? await this.open(database);
@@ -87,7 +87,7 @@ export class ChdbReader implements StatementRunner {
   }
 
   private async open(database: string): Promise<Session> {
-    const session = await openChdbSession(this.engineDir);
+    const session = await openChdbSession(this.engineDir, this.engineArgs);
     try {
       // A database that does not exist fails here (UNKNOWN_DATABASE) and gets no connection.
       await session.queryAsync(`USE ${quoteIdentifier(database)}`);

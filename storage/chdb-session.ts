@@ -27,10 +27,14 @@ import type { Session } from 'chdb';
 /** The signals chDB's engine catches to print a crash report it never prints. */
 export const CHDB_CRASH_SIGNALS: readonly NodeJS.Signals[] = ['SIGABRT', 'SIGSEGV', 'SIGBUS', 'SIGILL', 'SIGFPE', 'SIGSYS', 'SIGTRAP', 'SIGTSTP'];
 
-/** Opens a chDB Session on `engineDir` and gives the crash signals back their default action. */
-export async function openChdbSession(engineDir: string): Promise<Session> {
+/**
+ * Opens a chDB Session on `engineDir` and gives the crash signals back their default action.
+ * `engineArgs` start the engine with them if this Session is the one that starts it
+ * (storage/chdb-engine.ts).
+ */
+export async function openChdbSession(engineDir: string, engineArgs: readonly string[] = []): Promise<Session> {
   const { Session } = await import('chdb');
-  const session = new Session(engineDir);
+  const session = new Session(engineDir, engineArgs.length > 0 ? { connectionArgs: [...engineArgs] } : {});
   restoreDefaultCrashSignals();
   return session;
 }

@@ -18,6 +18,8 @@ import { mkdir, open, readdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Session } from 'chdb';
 import { SluiceError } from '../core/errors.ts';
+import type { ChdbMemoryLimits } from '../core/memory-budget.ts';
+import { engineArgs, writeEngineConfig } from './chdb-engine.ts';
 import { ChdbReader } from './chdb-reader.ts';
 import { openChdbSession } from './chdb-session.ts';
 import { insertError } from './errors.ts';
@@ -61,6 +63,8 @@ export class ChdbStorage implements Storage {
     private readonly database: string,
     /** How the tables are created (ttlDays is the one that fits one machine). Default: no TTL. */
     private readonly schema: SchemaOptions = {},
+    /** The engine's memory limits (from the memory budget; storage/chdb-engine.ts). Default: chDB's own. */
+    private readonly limits?: ChdbMemoryLimits,
   ) {
     this.engineDir = chdbEngineDir(dataDir);
     this.scratchDir = join(this.engineDir, 'sluice-scratch');
@@ -72,8 +76,10 @@ export class ChdbStorage implements Storage {
     for (const name of await readdir(this.scratchDir)) {
       if (INSERT_FILE.test(name)) await rm(join(this.scratchDir, name), { force: true });
     }
-    this.session = await openChdbSession(this.engineDir);
-    this.statements = new ChdbReader(this.engineDir);
+    await writeEngineConfig(this.engineDir, this.limits);
+    const args = engineArgs(this.engineDir, this.limits);
+    this.session = await openChdbSession(this.engineDir, args);
+    this.statements = new ChdbReader(this.engineDir, args);
     await migrate(this, this.database, this.schema);
     await this.syncPartsToDisk();
   }

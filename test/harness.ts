@@ -31,7 +31,9 @@ export interface TestSluice extends RunningSluice {
 /**
  * A config for tests: free ports, quiet logs (SLUICE_TEST_LOG_LEVEL to see them), the HTTP
  * engine of the vitest project (SLUICE_TEST_HTTP_ENGINE: vitest.config.ts runs the HTTP-facing
- * files once per engine), the environment otherwise ignored.
+ * files once per engine), the environment otherwise ignored. No memory budget by default: a
+ * server started in the test process would count vitest's memory, and other servers', as its
+ * own (the budget is tested on processes of its own, test/memory-limit-processes.test.ts).
  */
 export function testConfig(dataDir: string, overrides: Record<string, unknown> = {}): Readonly<SluiceConfig> {
   return loadConfig(
@@ -45,6 +47,7 @@ export function testConfig(dataDir: string, overrides: Record<string, unknown> =
       'relay.port': 0,
       'console.port': 0,
       'pipeline.workers': 2,
+      'memory.budgetMb': 0,
       ...overrides,
     },
   );
