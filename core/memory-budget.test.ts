@@ -46,6 +46,25 @@ describe('planMemory', () => {
     expect(plan.explicit).toEqual([]);
   });
 
+  it('grows the default budget to the least that fits the process, never one set explicitly', () => {
+    // A serve of test/fatal-processes: 2 pool and 2 render threads of 64 MiB each leave chDB too little of 768.
+    const heavy = { SLUICE_WORKER_HEAP_MB: '64' };
+    const grown = planMemory(config(heavy), SERVE);
+    expect(grown.grownFromMb).toBe(768);
+    expect(grown.budgetBytes).toBeGreaterThan(768 * MiB);
+    expect(grown.chdbBytes).toBe(MIN_CHDB_SHARE_BYTES);
+    expect(grown.baseBytes + grown.inFlightBytes + 4 * 64 * MiB + grown.chdbBytes).toBe(grown.budgetBytes);
+    expect(memorySummary(grown)).toMatch(/^\d+ MiB: /);
+    // Many cores: one thread each.
+    expect(planMemory(config({ SLUICE_WORKERS: '32' }), SERVE).grownFromMb).toBe(768);
+    // A per-query limit over what the default leaves chDB grows it too.
+    const query = planMemory(config({ SLUICE_QUERY_MAX_MEMORY_BYTES: String(1024 * MiB) }), SERVE);
+    expect(query.chdb!.maxServerMemoryBytes).toBeGreaterThanOrEqual(1024 * MiB);
+    // The default where it fits; an explicit budget is the user's and is refused instead.
+    expect(planMemory(config(), SERVE).grownFromMb).toBeUndefined();
+    expect(problemsOf(() => planMemory(config({ ...heavy, SLUICE_MEMORY_BUDGET_MB: '768' }), SERVE))[0]).toMatch(/^memory\.budgetMb \(SLUICE_MEMORY_BUDGET_MB\): 768 MiB leaves the embedded engine/);
+  });
+
   it('gives a larger budget to chDB mostly, the in-flight bytes up to 256 MiB and the heaps up to 512 MiB', () => {
     const small = planMemory(config(), SERVE);
     const large = planMemory(config({ SLUICE_MEMORY_BUDGET_MB: '8192' }), SERVE);
@@ -88,16 +107,16 @@ describe('planMemory', () => {
     expect(Number(least)).toBeLessThanOrEqual(768);
   });
 
-  it('refuses explicit options that leave chDB too little, naming them', () => {
-    const problems = problemsOf(() => planMemory(config({ SLUICE_MAX_INFLIGHT_BYTES: String(256 * MiB) }), SERVE));
+  it('refuses explicit options that leave chDB too little of a budget set explicitly, naming them', () => {
+    const problems = problemsOf(() => planMemory(config({ SLUICE_MEMORY_BUDGET_MB: '768', SLUICE_MAX_INFLIGHT_BYTES: String(256 * MiB) }), SERVE));
     expect(problems[0]).toContain('requests in flight (SLUICE_MAX_INFLIGHT_BYTES, 256 MiB)');
     expect(problems[0]).toMatch(/this process needs at least \d+ MiB with these options/);
-    const heaps = problemsOf(() => planMemory(config({ SLUICE_WORKER_HEAP_MB: '512' }), SERVE));
+    const heaps = problemsOf(() => planMemory(config({ SLUICE_MEMORY_BUDGET_MB: '768', SLUICE_WORKER_HEAP_MB: '512' }), SERVE));
     expect(heaps[0]).toContain('4 worker threads × 512 MiB of heap (SLUICE_WORKER_HEAP_MB)');
   });
 
-  it('refuses a per-query limit more than the engine may take in all', () => {
-    const problems = problemsOf(() => planMemory(config({ SLUICE_QUERY_MAX_MEMORY_BYTES: String(512 * MiB) }), SERVE));
+  it('refuses a per-query limit more than the engine may take in all of a budget set explicitly', () => {
+    const problems = problemsOf(() => planMemory(config({ SLUICE_MEMORY_BUDGET_MB: '768', SLUICE_QUERY_MAX_MEMORY_BYTES: String(512 * MiB) }), SERVE));
     expect(problems).toEqual([expect.stringMatching(/^query\.maxMemoryBytes \(SLUICE_QUERY_MAX_MEMORY_BYTES\): 512 MiB per statement is more than the embedded engine may take in all under SLUICE_MEMORY_BUDGET_MB=768 \(\d+ MiB\)$/)]);
   });
 
@@ -131,7 +150,7 @@ describe('the options a budget shares', () => {
     expect(loadConfig({}).limits.maxInFlightBytes).toBe(0);
     expect(loadConfig({}).pipeline.workerHeapMb).toBe(0);
     expect(loadConfig({}).query.maxMemoryBytes).toBe(0);
-    expect(loadConfig({}).memory.budgetMb).toBe(768);
+    expect(loadConfig({}).memory.budgetMb).toBeUndefined();
     const problems = problemsOf(() => loadConfig({ SLUICE_MAX_INFLIGHT_BYTES: '1000', SLUICE_WORKER_HEAP_MB: '16', SLUICE_QUERY_MAX_MEMORY_BYTES: '1024', SLUICE_MEMORY_BUDGET_MB: '-1' }));
     expect(problems).toEqual(expect.arrayContaining([
       'limits.maxInFlightBytes (SLUICE_MAX_INFLIGHT_BYTES): must be 0 (a share of the memory budget) or >= 1048576',

@@ -17,6 +17,9 @@ import { ConfigError, type SluiceConfig } from './config.ts';
 
 const MiB = 1024 * 1024;
 
+/** The budget when SLUICE_MEMORY_BUDGET_MB is not set: fits a machine of 1 GiB beside its OS. */
+export const DEFAULT_BUDGET_MB = 768;
+
 /**
  * Resident memory of a Sluice process before it does any work: Node, Sluice's code, the main
  * thread's heap, and the idle threads of the worker pool and the render pool. `sluice gateway`
@@ -83,6 +86,8 @@ export interface ChdbMemoryLimits {
 export interface MemoryPlan {
   /** 0: no budget. */
   budgetBytes: number;
+  /** Set when the budget is the default grown to fit the process (its threads, options set explicitly): the default it grew from, in MiB. */
+  grownFromMb?: number;
   baseBytes: number;
   inFlightBytes: number;
   /** Threads whose heap is limited (pool and render threads), and the limit of each. */
@@ -121,7 +126,12 @@ export function planMemory(config: Readonly<SluiceConfig>, parts: ProcessParts):
   if (config.pipeline.workerHeapMb > 0) explicit.push('pipeline.workerHeapMb');
   if (config.query.maxMemoryBytes > 0) explicit.push('query.maxMemoryBytes');
   const workerThreads = (parts.frontEnd ? config.pipeline.workers : 0) + parts.renderThreads;
-  const budgetBytes = config.memory.budgetMb * MiB;
+  // The default is a starting point, not a promise made by the user: it grows to fit what they did set.
+  const givenMb = config.memory.budgetMb;
+  const leastMb = givenMb === undefined ? leastBudgetMb(config, parts) : undefined;
+  const budgetMb = givenMb ?? Math.max(DEFAULT_BUDGET_MB, leastMb ?? DEFAULT_BUDGET_MB);
+  const grownFromMb = givenMb === undefined && budgetMb > DEFAULT_BUDGET_MB ? DEFAULT_BUDGET_MB : undefined;
+  const budgetBytes = budgetMb * MiB;
 
   if (budgetBytes === 0) {
     return {
@@ -151,7 +161,7 @@ export function planMemory(config: Readonly<SluiceConfig>, parts: ProcessParts):
     const remedy = least === undefined
       ? 'no budget fits the options set explicitly: lower them'
       : `this process needs at least ${least} MiB with these options`;
-    problems.push(`memory.budgetMb (SLUICE_MEMORY_BUDGET_MB): ${config.memory.budgetMb} MiB ${why}; ${remedy} (or 0 for no budget)`);
+    problems.push(`memory.budgetMb (SLUICE_MEMORY_BUDGET_MB): ${budgetMb} MiB ${why}; ${remedy} (or 0 for no budget)`);
   }
 
   let chdb: ChdbMemoryLimits | undefined;
@@ -169,13 +179,13 @@ export function planMemory(config: Readonly<SluiceConfig>, parts: ProcessParts):
     };
     queryMaxMemoryBytes = config.query.maxMemoryBytes || Math.max(QUERY_MIN_MEMORY_BYTES, Math.floor(maxServerMemoryBytes / 4 / MiB) * MiB);
     if (queryMaxMemoryBytes > maxServerMemoryBytes) {
-      problems.push(`query.maxMemoryBytes (SLUICE_QUERY_MAX_MEMORY_BYTES): ${mib(queryMaxMemoryBytes)} per statement is more than the embedded engine may take in all under SLUICE_MEMORY_BUDGET_MB=${config.memory.budgetMb} (${mib(maxServerMemoryBytes)})`);
+      problems.push(`query.maxMemoryBytes (SLUICE_QUERY_MAX_MEMORY_BYTES): ${mib(queryMaxMemoryBytes)} per statement is more than the embedded engine may take in all under SLUICE_MEMORY_BUDGET_MB=${budgetMb} (${mib(maxServerMemoryBytes)})`);
     }
     // An insert's tracked peak was 38 MiB for 4 MiB of rows, 55 for 8.8 (storage/chdb-engine.ts): a 32nd leaves room for a merge beside it.
     insertBatchBytes = clamp(Math.floor(maxServerMemoryBytes / 32 / MiB) * MiB, MIN_INSERT_BATCH_BYTES, MAX_INSERT_BATCH_BYTES);
   }
   if (problems.length > 0) throw new ConfigError(problems);
-  return { budgetBytes, baseBytes, inFlightBytes, workerThreads, workerHeapBytes, chdbBytes, chdb, queryMaxMemoryBytes, insertBatchBytes, explicit };
+  return { budgetBytes, ...(grownFromMb ? { grownFromMb } : {}), baseBytes, inFlightBytes, workerThreads, workerHeapBytes, chdbBytes, chdb, queryMaxMemoryBytes, insertBatchBytes, explicit };
 }
 
 /** The configuration with the options the plan decided (those left at 0) filled in, frozen. */
@@ -194,6 +204,7 @@ export function describeMemoryPlan(plan: MemoryPlan): Record<string, number | st
     budgetMb: plan.budgetBytes / MiB,
     baseMb: plan.baseBytes / MiB,
   };
+  if (plan.grownFromMb) figures.grownFromDefaultMb = plan.grownFromMb;
   if (plan.inFlightBytes > 0) figures.inFlightMb = Math.round(plan.inFlightBytes / MiB);
   if (plan.workerThreads > 0) figures.workers = `${plan.workerThreads} × ${plan.workerHeapBytes / MiB} MiB`;
   if (plan.chdb) {
@@ -223,6 +234,8 @@ interface Split {
   /** What is left for chDB (0 where it does not run; negative when the rest took more than the budget). */
   chdbBytes: number;
   fits: boolean;
+  /** A per-query limit set explicitly is within chDB's share. */
+  queryFits: boolean;
 }
 
 /** The shares of `budgetBytes` (see planMemory), explicit options as they are. */
@@ -238,12 +251,16 @@ function split(config: Readonly<SluiceConfig>, parts: ProcessParts, budgetBytes:
   const workerHeapBytes = workerHeapMb * MiB;
   const left = working - inFlightBytes - workerThreads * workerHeapBytes;
   const chdbBytes = parts.chdb ? left : 0;
-  return { baseBytes, inFlightBytes, workerHeapBytes, chdbBytes, fits: parts.chdb ? chdbBytes >= MIN_CHDB_SHARE_BYTES : left >= 0 };
+  const fits = parts.chdb ? chdbBytes >= MIN_CHDB_SHARE_BYTES : left >= 0;
+  return { baseBytes, inFlightBytes, workerHeapBytes, chdbBytes, fits, queryFits: !parts.chdb || config.query.maxMemoryBytes <= chdbBytes };
 }
 
 /** The smallest budget (MiB) whose split fits, explicit options as they are; undefined if none does (up to 64 GiB). */
 function leastBudgetMb(config: Readonly<SluiceConfig>, parts: ProcessParts): number | undefined {
-  for (let mb = 1; mb <= 65_536; mb++) if (split(config, parts, mb * MiB).fits) return mb;
+  for (let mb = 1; mb <= 65_536; mb++) {
+    const { fits, queryFits } = split(config, parts, mb * MiB);
+    if (fits && queryFits) return mb;
+  }
   return undefined;
 }
 
