@@ -45,6 +45,8 @@ export interface Options {
   deliveryTimeout: number;
   /** Times every target is measured, the targets taking turns (rounds.ts). */
   rounds: number;
+  /** SLUICE_TRANSCODER values to measure Sluice's targets with, one after the other in each round; empty: as the environment says. */
+  transcoders: string[];
 }
 
 /** Where a load goes: a base URL and the headers every request needs (authentication). */
@@ -154,6 +156,8 @@ export interface OpenRun {
 
 export interface Row {
   target: string;
+  /** The transcoder Sluice's processes ran with (--transcoders), where the run compared them. */
+  transcoder?: string;
   /** The closed-loop run at saturation: responses (any status) per second... */
   reqPerSec: number;
   /** ...items acknowledged per second (cluster: stored, until all were; cluster-consumer: stored by the consumer). */

@@ -7,7 +7,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, totalmem } from 'node:os';
 import { relative } from 'node:path';
 import type { Options, Row, RunCpu } from './measure.ts';
-import type { RoundedRow } from './rounds.ts';
+import { rowLabel, type RoundedRow } from './rounds.ts';
 import type { Scenario } from './scenarios.ts';
 import type { WakeupCost } from './wakeups.ts';
 
@@ -77,13 +77,13 @@ export function markdown(name: string, scenario: Scenario, opts: Options, rows: 
   ];
   for (const r of rows) {
     if (r.error) {
-      lines.push(`| ${r.target} | failed: ${r.error.split('\n')[0]} |`);
+      lines.push(`| ${rowLabel(r)} | failed: ${r.error.split('\n')[0]} |`);
       continue;
     }
     const o = r.open?.result;
     const openErrors = o ? o.answered - o.ok + o.sent - o.answered : 0;
     lines.push(
-      `| ${r.target} | ${fixed(r.reqPerSec)} | ${fixed(r.itemsPerSec)} | ${fixed(r.p50Ms)} | ${fixed(r.p99Ms)} |` +
+      `| ${rowLabel(r)} | ${fixed(r.reqPerSec)} | ${fixed(r.itemsPerSec)} | ${fixed(r.p50Ms)} | ${fixed(r.p99Ms)} |` +
         (latency ? ` ${o ? `${fixed(o.rate, 1)} / ${fixed(o.achievedRate, 1)}` : '–'} | ${fixed(o?.latencyMs.p50)} | ${fixed(o?.latencyMs.p90)} | ${fixed(o?.latencyMs.p99)} | ${fixed(o?.latencyMs.max)} |` : '') +
         ` ${r.errors + openErrors} | ${fixed(r.cpuSecondsPerItems, digits)} | ${fixed(r.serverCores, 2)} | ${fixed(r.otherCores, 2)} | ` +
         `${r.verified ? 'yes' : `NO (${r.storedItems} / ${r.acknowledgedItems})`} |`,
@@ -107,7 +107,7 @@ function processTable(rows: Row[], unit: string, per: string, digits: number, pc
     const cells = (pick: (run: RunCpu) => { perItems?: number; cores: number }) =>
       runs.map((run) => (run ? `${fixed(pick(run).perItems, digits)} | ${fixed(pick(run).cores, 2)}` : '– | –')).join(' | ');
     const line = (label: string, pick: (run: RunCpu) => { perItems?: number; cores: number }, rss?: number) =>
-      lines.push(`| ${r.target} | ${label} | ${cells(pick)} | ${rss === undefined || Number.isNaN(rss) ? '–' : fixed(rss)} |`);
+      lines.push(`| ${rowLabel(r)} | ${label} | ${cells(pick)} | ${rss === undefined || Number.isNaN(rss) ? '–' : fixed(rss)} |`);
     const last = r.open?.cpu ?? r.cpu!;
     for (const [i, p] of r.cpu!.processes.entries()) {
       line(p.server ? `${p.name} (server)` : p.name, (run) => run.processes[i] ?? { perItems: NaN, cores: NaN }, last.processes[i]?.peakRssMiB);
@@ -129,7 +129,7 @@ function roundsNote(r: RoundedRow, unit: string, per: string, digits: number): s
   if (!r.rounds || r.rounds.length < 2) return undefined;
   const range = (values: number[], places = 0) => `${fixed(Math.min(...values), places)}–${fixed(Math.max(...values), places)}`;
   const p99s = r.rounds.flatMap((round) => (round.openP99Ms === undefined ? [] : [round.openP99Ms]));
-  return `- ${r.target}: over ${r.rounds.length} rounds, CPU-s / ${per} ${unit} ${range(r.rounds.map((round) => round.cpuSecondsPerItems), digits)}, ` +
+  return `- ${rowLabel(r)}: over ${r.rounds.length} rounds, CPU-s / ${per} ${unit} ${range(r.rounds.map((round) => round.cpuSecondsPerItems), digits)}, ` +
     `${unit}/s ${range(r.rounds.map((round) => round.itemsPerSec))}` + (p99s.length ? `, open-loop p99 ${range(p99s)} ms` : '') +
     (r.rounds.every((round) => round.verified) ? '' : `; stored ≠ acknowledged in ${r.rounds.filter((round) => !round.verified).length} of them`) + '.';
 }
@@ -141,10 +141,10 @@ function notes(rows: RoundedRow[], unit: string, per: string, digits: number, po
     const spread = roundsNote(r, unit, per, digits);
     if (spread) lines.push(spread);
     if (naive && (r.target === 'sluice' || r.target === 'sluice-uws')) {
-      lines.push(`- ${r.target}: ${fixed(naive.cpuSecondsPerItems / r.cpuSecondsPerItems, 2)}× the ${unit} per CPU-second of naive, ${fixed(r.itemsPerSec / naive.itemsPerSec, 2)}× its ${unit}/s.`);
+      lines.push(`- ${rowLabel(r)}: ${fixed(naive.cpuSecondsPerItems / r.cpuSecondsPerItems, 2)}× the ${unit} per CPU-second of naive, ${fixed(r.itemsPerSec / naive.itemsPerSec, 2)}× its ${unit}/s.`);
     }
     if ((r.target === 'sluice' || r.target === 'sluice-uws') && r.tailSeconds !== undefined) {
-      lines.push(`- ${r.target}: acknowledged ${fixed(r.ackedPerSec)} ${unit}/s during the closed-loop load (into its local log); all of it was in chDB ${fixed(r.tailSeconds, 1)} s after the load ended ` +
+      lines.push(`- ${rowLabel(r)}: acknowledged ${fixed(r.ackedPerSec)} ${unit}/s during the closed-loop load (into its local log); all of it was in chDB ${fixed(r.tailSeconds, 1)} s after the load ended ` +
         `(${unit}/s and CPU cover the load and that tail)` + (r.open?.tailSeconds !== undefined ? `; after the open-loop load, ${fixed(r.open.tailSeconds, 1)} s.` : '.'));
     }
     if (r.target === 'cluster') {
@@ -161,7 +161,7 @@ function notes(rows: RoundedRow[], unit: string, per: string, digits: number, po
     if (o) {
       const waited = o.peakInFlight > pool ? ' (more than the pool: some waited for a connection, counted in latency)' : '';
       const warm = r.open?.warmup;
-      lines.push(`- ${r.target} open loop: ${o.sent} requests at ${fixed(o.rate, 1)}/s, at most ${o.peakInFlight} in flight${waited}, generator timer at most ${fixed(o.maxTimerLagMs)} ms late; ` +
+      lines.push(`- ${rowLabel(r)} open loop: ${o.sent} requests at ${fixed(o.rate, 1)}/s, at most ${o.peakInFlight} in flight${waited}, generator timer at most ${fixed(o.maxTimerLagMs)} ms late; ` +
         `statuses ${JSON.stringify(o.statusCodes)}` + (Object.keys(o.errors).length ? `, no answer: ${JSON.stringify(o.errors)}` : '') + '; ' +
         `p99 by second ${bySecond(o.p99BySecondMs)}` + (warm ? `; its warm-up (not measured): p99 ${fixed(warm.latencyMs.p99)} ms, by second ${bySecond(warm.p99BySecondMs)}` : '') + '.');
     }
@@ -192,11 +192,11 @@ export function webhookMarkdown(scenario: string, description: string, opts: Opt
   for (const r of rows) {
     const w = r.webhooks;
     if (r.error || !w) {
-      lines.push(`| ${r.target} | failed: ${r.error?.split('\n')[0]} | | | | | | | | | |`);
+      lines.push(`| ${rowLabel(r)} | failed: ${r.error?.split('\n')[0]} | | | | | | | | | |`);
       continue;
     }
     lines.push(
-      `| ${r.target} | ${fixed(w.acceptedPerSec)} | ${fixed(w.deliveredPerSec)} | ${fixed(w.p50Ms)} | ${fixed(w.p99Ms)} | ${r.errors} | ${fixed(r.cpuSecondsPerItems, 3)} | ` +
+      `| ${rowLabel(r)} | ${fixed(w.acceptedPerSec)} | ${fixed(w.deliveredPerSec)} | ${fixed(w.p50Ms)} | ${fixed(w.p99Ms)} | ${r.errors} | ${fixed(r.cpuSecondsPerItems, 3)} | ` +
         `${fixed(r.serverCores, 2)} | ${fixed(r.loadgenCores, 2)} | ${fixed(r.otherCores, 2)} | ${r.verified ? 'yes' : `NO (${w.missing} missing)`} |`,
     );
   }
@@ -206,7 +206,7 @@ export function webhookMarkdown(scenario: string, description: string, opts: Opt
     const spread = roundsNote(r, 'webhooks', 'k', 3);
     if (spread) lines.push(spread);
     lines.push(
-      `- ${r.target}: submit p50 ${fixed(r.p50Ms)} ms, p99 ${fixed(r.p99Ms)} ms; last webhook ${fixed(w.tailSeconds, 1)} s after the load; ` +
+      `- ${rowLabel(r)}: submit p50 ${fixed(r.p50Ms)} ms, p99 ${fixed(r.p99Ms)} ms; last webhook ${fixed(w.tailSeconds, 1)} s after the load; ` +
         `${r.storedItems} webhooks for ${r.acknowledgedItems} accepted submissions (warm-up included), ${w.unacknowledged} of them for requests cut off unanswered; ` +
         `${w.repeats} repeated webhook-ids; ${w.signaturesChecked} signatures checked, ${w.badSignatures} bad.`,
     );

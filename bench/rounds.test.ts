@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Row } from './measure.ts';
-import { medianRounds } from './rounds.ts';
+import { medianRounds, rowLabel } from './rounds.ts';
 
 const row = (target: string, cpuSecondsPerItems: number, more: Partial<Row> = {}): Row =>
   ({ target, cpuSecondsPerItems, itemsPerSec: 1000 / cpuSecondsPerItems, verified: true, storedItems: 10, acknowledgedItems: 10, ...more }) as Row;
@@ -16,6 +16,14 @@ describe('medianRounds', () => {
     expect(sluice).toMatchObject({ target: 'sluice', cpuSecondsPerItems: 9.1, p99Ms: 30 });
     expect(sluice!.rounds!.map((r) => r.cpuSecondsPerItems)).toEqual([9.1, 12.3, 8.2]);
     expect(naive).toMatchObject({ target: 'naive', cpuSecondsPerItems: 160 });
+  });
+
+  it('keeps a target measured with two transcoders as two rows', () => {
+    const rounds = [
+      [row('sluice', 9, { transcoder: 'js' }), row('sluice', 6, { transcoder: 'wasm' })],
+      [row('sluice', 11, { transcoder: 'js' }), row('sluice', 7, { transcoder: 'wasm' })],
+    ];
+    expect(medianRounds(rounds).map((r) => [rowLabel(r), r.cpuSecondsPerItems])).toEqual([['sluice (js)', 9], ['sluice (wasm)', 6]]);
   });
 
   it('takes the lower of the middle two for an even count', () => {

@@ -17,6 +17,11 @@ export interface RoundFigures {
   verified: boolean;
 }
 
+/** A row's name in a report: its target, and its transcoder where the run compared them. */
+export function rowLabel(row: Pick<Row, 'target' | 'transcoder'>): string {
+  return row.transcoder ? `${row.target} (${row.transcoder})` : row.target;
+}
+
 export type RoundedRow = Row & { rounds?: RoundFigures[] };
 
 /**
@@ -25,9 +30,9 @@ export type RoundedRow = Row & { rounds?: RoundFigures[] };
  */
 export function medianRounds(rounds: Row[][]): RoundedRow[] {
   if (rounds.length === 1) return rounds[0]!;
-  const targets = [...new Set(rounds.flat().map((row) => row.target))];
-  return targets.map((target) => {
-    const rows = rounds.flatMap((round) => round.filter((row) => row.target === target));
+  const labels = [...new Set(rounds.flat().map(rowLabel))];
+  return labels.map((label) => {
+    const rows = rounds.flatMap((round) => round.filter((row) => rowLabel(row) === label));
     const failed = rows.find((row) => row.error);
     if (failed) return { ...failed, error: `${failed.error} (in one of ${rows.length} rounds)` };
     const sorted = [...rows].sort((a, b) => a.cpuSecondsPerItems - b.cpuSecondsPerItems);

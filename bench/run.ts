@@ -7,7 +7,9 @@
  * usage: tsx bench/run.ts [--scenario otlp-http-protobuf-gzip] [--targets sluice,sluice-uws,naive]
  *                         [--duration 20] [--warmup 10] [--connections 32] [--load-fraction 0.7]
  *                         [--open-connections 256] [--delivery-timeout 120] [--rounds 1]
+ *                         [--transcoders js,wasm]
  *   targets: sluice, sluice-uws, naive, cluster-gateway, cluster-consumer, cluster
+ *   transcoders: measure Sluice's targets once with each SLUICE_TRANSCODER, side by side (naive once)
  */
 import { parseArgs } from 'node:util';
 import { measureCluster, measureGatewayThenConsumer } from './measure-cluster.ts';
@@ -33,12 +35,16 @@ function options(): Options {
       'open-connections': { type: 'string', default: '256' },
       'delivery-timeout': { type: 'string', default: '120' },
       rounds: { type: 'string', default: '1' },
+      transcoders: { type: 'string', default: '' },
     },
     strict: true,
   });
   const targets = values.targets.split(',').map((t) => t.trim()) as TargetName[];
   const unknown = targets.filter((t) => !ALL_TARGETS.includes(t));
   if (unknown.length) throw new Error(`unknown target ${unknown.join(', ')} (known: ${ALL_TARGETS.join(', ')})`);
+  const transcoders = values.transcoders.split(',').map((t) => t.trim()).filter(Boolean);
+  const badTranscoder = transcoders.find((t) => t !== 'js' && t !== 'wasm');
+  if (badTranscoder) throw new Error(`unknown transcoder ${badTranscoder} (known: js, wasm)`);
   if (!SCENARIOS[values.scenario]) throw new Error(`unknown scenario ${values.scenario} (known: ${Object.keys(SCENARIOS).join(', ')})`);
   const number = (name: string, v: string, min: number, max = Infinity) => {
     const n = Number(v);
@@ -55,6 +61,7 @@ function options(): Options {
     openConnections: number('open-connections', values['open-connections'], 1),
     deliveryTimeout: number('delivery-timeout', values['delivery-timeout'], 1),
     rounds: number('rounds', values.rounds, 1, 9),
+    transcoders,
   };
 }
 
@@ -83,14 +90,20 @@ async function main(): Promise<void> {
   const rounds: Row[][] = [];
   for (let round = 1; round <= opts.rounds; round++) {
     if (opts.rounds > 1) process.stderr.write(`round ${round} of ${opts.rounds}\n`);
-    gatewayThenConsumer = undefined;
     const rows: Row[] = [];
-    for (const name of opts.targets.filter((t) => !unsupported.includes(t))) {
-      try {
-        rows.push(await measureTarget(name, scenario));
-      } catch (err) {
-        process.stderr.write(`[${name}] failed: ${(err as Error).message}\n`);
-        rows.push({ target: name, error: (err as Error).message } as Row);
+    // Sluice's processes inherit SLUICE_TRANSCODER; naive has no transcoder and runs once.
+    const passes = opts.transcoders.length > 0 ? opts.transcoders : [undefined];
+    for (const [pass, transcoder] of passes.entries()) {
+      if (transcoder) process.env.SLUICE_TRANSCODER = transcoder;
+      gatewayThenConsumer = undefined;
+      for (const name of opts.targets.filter((t) => !unsupported.includes(t) && (pass === 0 || t !== 'naive'))) {
+        const variant = transcoder && name !== 'naive' ? { transcoder } : {};
+        try {
+          rows.push({ ...(await measureTarget(name, scenario)), ...variant });
+        } catch (err) {
+          process.stderr.write(`[${name}${transcoder ? ` ${transcoder}` : ''}] failed: ${(err as Error).message}\n`);
+          rows.push({ target: name, error: (err as Error).message, ...variant } as Row);
+        }
       }
     }
     rounds.push(rows);
