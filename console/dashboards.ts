@@ -4,7 +4,7 @@
  * saving the same dashboard at once both land one after the other, never half of each.
  */
 import { randomBytes } from 'node:crypto';
-import { ApiError } from '../gateway/http/json-api.ts';
+import { ApiError } from '../core/errors.ts';
 import type { StateStore } from '../state/store.ts';
 import type { ChartSpec, Dashboard } from './api.ts';
 

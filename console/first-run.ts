@@ -8,7 +8,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { sha256Hex } from '../core/hash.ts';
 import type { AccountStore, User } from '../accounts/index.ts';
-import { ApiError } from '../gateway/http/json-api.ts';
+import { ApiError } from '../core/errors.ts';
 import type { StateStore } from '../state/store.ts';
 
 const OFFERS = 'console_first_run';

@@ -6,7 +6,8 @@
  * things answer 404, and storage is only ever asked about the tenant's own SourceIds.
  */
 import type { HttpHandler, HttpRequest, HttpResponse } from '../gateway/http/adapter.ts';
-import { ApiError, apiErrorResponse, JSON_TYPE, matchPath, readJsonBody } from '../gateway/http/json-api.ts';
+import { ApiError } from '../core/errors.ts';
+import { apiErrorResponse, JSON_TYPE, matchPath, readJsonBody } from '../gateway/http/json-api.ts';
 import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import { CHOOSE_TENANT_MESSAGE, mayDo, refusalMessage, RIGHTS, signIn } from '../accounts/index.ts';
 import type { Me, SignInRequest } from './api.ts';

@@ -6,7 +6,7 @@
  * the process's, 503.
  */
 import { ConcurrencyGate } from '../core/concurrency-gate.ts';
-import { ApiError } from '../gateway/http/json-api.ts';
+import { ApiError } from '../core/errors.ts';
 
 export interface ReadGateLimits {
   /** Reads running at once in the process, and waiting. */

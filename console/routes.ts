@@ -3,7 +3,7 @@
  * development inbox. Each
  * works on the caller's tenant only (console/http.ts admits the call and gives its session).
  */
-import { ApiError } from '../gateway/http/json-api.ts';
+import { ApiError } from '../core/errors.ts';
 import type { ApiKeyRecord, Source } from '../gateway/sources.ts';
 import type { InstallTokenView, IssuedKeyView, SourceView } from './api.ts';
 import type { Call, ConsoleHttpDeps, Route } from './route.ts';

@@ -5,7 +5,7 @@
 import { Ajv } from 'ajv';
 import { firstProblem } from '../core/validation.ts';
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../accounts/passwords.ts';
-import { ApiError } from '../gateway/http/json-api.ts';
+import { ApiError } from '../core/errors.ts';
 import { isEmailAddress } from '../core/email-address.ts';
 
 const object = (properties: Record<string, unknown>, required: string[]) => ({ type: 'object', properties, required, additionalProperties: false });

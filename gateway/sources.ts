@@ -19,7 +19,7 @@ import { CapLedger, type MemberState } from '../state/cap-ledger.ts';
 import { StateMirror } from '../state/mirror.ts';
 import { recordOf } from '../state/shape.ts';
 import type { StateStore } from '../state/store.ts';
-import { ApiError } from './http/json-api.ts';
+import { ApiError } from '../core/errors.ts';
 
 /** Active (not revoked, not expired) API keys a source may have; past it a new one is refused. */
 export const MAX_KEYS_PER_SOURCE = 20;

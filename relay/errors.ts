@@ -2,7 +2,7 @@
  * The relay's errors: every one answers `{ "message": string, "statusCode": integer }` (the
  * relay spec's shape), with extra fields where they help (the field of a validation error).
  */
-import { ApiError } from '../gateway/http/json-api.ts';
+import { ApiError } from '../core/errors.ts';
 
 export class RelayError extends ApiError {
   override name = 'RelayError';

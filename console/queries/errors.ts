@@ -9,12 +9,12 @@
  * Anything else the engine reports is not the user's to fix (storage down, or a bug in our SQL)
  * and is thrown as it came: the console answers it as a server error.
  */
-import { ApiError } from '../../gateway/http/json-api.ts';
+import { ApiError, type HttpStatus } from '../../core/errors.ts';
 import { clickhouseException } from '../../storage/errors.ts';
 import type { ConsoleQueryLimits } from './config.ts';
 
 export class ConsoleQueryError extends ApiError {
-  constructor(statusCode: number, message: string, options?: { cause?: unknown; details?: Record<string, unknown> }) {
+  constructor(statusCode: HttpStatus, message: string, options?: { cause?: unknown; details?: Record<string, unknown> }) {
     super(statusCode, message, options?.details);
     this.name = 'ConsoleQueryError';
     if (options?.cause !== undefined) this.cause = options.cause;

@@ -4,26 +4,13 @@
  * `{ "message", "statusCode" }` plus Retry-After where the error says when to come back.
  */
 import type { ByteBudget } from '../../core/byte-budget.ts';
-import { SluiceError } from '../../core/errors.ts';
+import { ApiError, SluiceError } from '../../core/errors.ts';
 import { nestedDeeperThan } from '../../core/json-depth.ts';
 import type { Logger } from '../../core/log.ts';
 import type { HttpRequest, HttpResponse } from './adapter.ts';
 
 export const JSON_TYPE = 'application/json';
 const MAX_BODY_DEPTH = 32;
-
-/** An error a JSON API answers as it is: `{ message, statusCode, ...details }`. */
-export class ApiError extends Error {
-  constructor(
-    readonly statusCode: number,
-    message: string,
-    /** Extra fields of the response body (`retryAfterSeconds` becomes the Retry-After header). */
-    readonly details: Record<string, unknown> = {},
-  ) {
-    super(message);
-    this.name = 'ApiError';
-  }
-}
 
 /** The parameters of `path` when it matches `pattern` (`/api/sources/:id`), else undefined. */
 export function matchPath(pattern: string, path: string): Record<string, string> | undefined {
