@@ -99,8 +99,13 @@ export async function startSluice(role: Role, given: Readonly<SluiceConfig>, log
   const graph = new SluiceGraph(config, log, withStorage, { plan, guard });
   const { metrics, readiness } = graph;
   const withFrontEnd = role === 'serve' || role === 'gateway';
-  if (plan.grownFromMb) log.warn({ role, ...describeMemoryPlan(plan) }, `memory budget: the default of ${plan.grownFromMb} MiB is too small for this process's threads and options, so it is ${plan.budgetBytes / 1024 / 1024} MiB (set SLUICE_MEMORY_BUDGET_MB to choose)`);
-  else log.info({ role, ...describeMemoryPlan(plan) }, 'memory budget (SLUICE_MEMORY_BUDGET_MB)');
+  if (plan.grownFromMb) {
+    // A warning where the user's own options took the default past what fits a 1 GiB machine; a thread per core is expected.
+    const level = plan.explicit.length > 0 ? 'warn' : 'info';
+    log[level]({ role, ...describeMemoryPlan(plan) }, `memory budget: the default of ${plan.grownFromMb} MiB is too small for this process's threads and options, so it is ${plan.budgetBytes / 1024 / 1024} MiB (set SLUICE_MEMORY_BUDGET_MB to choose)`);
+  } else {
+    log.info({ role, ...describeMemoryPlan(plan) }, 'memory budget (SLUICE_MEMORY_BUDGET_MB)');
+  }
   if (guard) {
     guard.start();
     graph.onStop('memory guard', async () => guard.stop());
