@@ -6,7 +6,7 @@
  */
 import type { AccountStore } from '../accounts/store.ts';
 import type { AgentConfigs } from '../gateway/agent-configs.ts';
-import type { RelayAdmin } from '../relay/admin.ts';
+import type { RelayAdmin } from '../relay/admin/index.ts';
 import { runOperatorCommand, type OperatorInput } from '../relay/operator.ts';
 import type { RelayStore } from '../relay/store.ts';
 import type { InstallTokens } from '../gateway/install-tokens.ts';

@@ -36,7 +36,7 @@ interface Claim {
 /** What the admin shows of a claim (never its token). */
 export type ClaimView = Omit<Claim, 'tenantId' | 'generation'>;
 
-/** The accounts a handover reads and changes (RelayAdmin's, with its compare-and-set). */
+/** The accounts a handover reads and changes (the admin's, relay/admin/context.ts, with its compare-and-set). */
 export interface HandoverAccounts {
   activeOwners(tenantId: string): User[];
   tenantExists(tenantId: string): boolean;

@@ -16,7 +16,7 @@ import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import type { AccountStore } from '../accounts/store.ts';
 import type { StateStore } from '../state/store.ts';
 import type { Storage } from '../storage/storage.ts';
-import { RelayAdmin, type DeploymentChecks } from './admin.ts';
+import { RelayAdmin, type DeploymentChecks } from './admin/index.ts';
 import { AdminSessions } from './auth.ts';
 import { RelayError } from './errors.ts';
 import { CaptchaVerifier, type CaptchaEndpoints } from './captcha.ts';

@@ -1,7 +1,7 @@
 /**
  * What the relay answers, as JSON Schemas for its OpenAPI document (relay/openapi.ts): the
- * views of relay/admin.ts (never a password hash, a sealed secret or a key hash), the listings
- * of relay/submissions.ts and delivery/history.ts, and the error body of relay/errors.ts.
+ * views of relay/admin/views.ts (never a password hash, a sealed secret or a key hash), the
+ * listings of relay/submissions.ts and delivery/history.ts, and the error body of relay/errors.ts.
  */
 import { DELIVERY_CHANNELS, JOB_STATES } from '../delivery/index.ts';
 import { ROLES } from '../accounts/model.ts';

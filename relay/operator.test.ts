@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { RelayAdmin } from './admin.ts';
+import type { RelayAdmin } from './admin/index.ts';
 import { runOperatorCommand } from './operator.ts';
 import type { RelayStore } from './store.ts';
 

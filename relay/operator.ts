@@ -5,7 +5,7 @@
  * the --site given.
  */
 import { notFound, validationFailed } from './errors.ts';
-import type { Actor, RelayAdmin } from './admin.ts';
+import type { Actor, RelayAdmin } from './admin/index.ts';
 import type { RelayStore } from './store.ts';
 
 export type OperatorInput = Record<string, string | string[] | boolean | undefined>;
@@ -57,49 +57,49 @@ function actorFor(store: RelayStore, input: OperatorInput): Actor {
 type Operation = (admin: RelayAdmin, actor: () => Actor, input: OperatorInput) => unknown;
 
 export const OPERATOR_COMMANDS: Record<string, Operation> = {
-  onboard: (admin, _actor, input) => admin.onboard({ name: str(input, 'tenant'), owner: { email: str(input, 'owner') } }),
-  'tenants list': (admin) => admin.listTenants(),
-  'sites create': (admin, actor, input) => admin.createSite(actor(), { name: str(input, 'name'), ...origins(input), ...active(input) }),
-  'sites list': (admin, actor) => admin.listSites(actor()),
+  onboard: (admin, _actor, input) => admin.tenants.onboard({ name: str(input, 'tenant'), owner: { email: str(input, 'owner') } }),
+  'tenants list': (admin) => admin.tenants.list(),
+  'sites create': (admin, actor, input) => admin.sites.create(actor(), { name: str(input, 'name'), ...origins(input), ...active(input) }),
+  'sites list': (admin, actor) => admin.sites.list(actor()),
   'sites update': (admin, actor, input) =>
-    admin.updateSite(actor(), str(input, 'site'), { ...(input.name ? { name: input.name } : {}), ...origins(input), ...active(input) }),
+    admin.sites.update(actor(), str(input, 'site'), { ...(input.name ? { name: input.name } : {}), ...origins(input), ...active(input) }),
   'captcha set': (admin, actor, input) =>
-    admin.setCaptcha(actor(), str(input, 'site'), {
+    admin.sites.setCaptcha(actor(), str(input, 'site'), {
       provider: str(input, 'provider'),
       siteKey: str(input, 'site-key'),
       ...(input.secret !== undefined ? { secret: str(input, 'secret') } : {}),
       ...(input['score-threshold'] ? { scoreThreshold: Number(input['score-threshold']) } : {}),
     }),
-  'captcha clear-secret': (admin, actor, input) => admin.removeCaptchaSecret(actor(), str(input, 'site')),
-  'captcha remove': (admin, actor, input) => admin.removeCaptcha(actor(), str(input, 'site')),
+  'captcha clear-secret': (admin, actor, input) => admin.sites.removeCaptchaSecret(actor(), str(input, 'site')),
+  'captcha remove': (admin, actor, input) => admin.sites.removeCaptcha(actor(), str(input, 'site')),
   'forms create': (admin, actor, input) =>
-    admin.createForm(actor(), str(input, 'site'), { name: str(input, 'name'), ...(input.key ? { formKey: input.key } : {}), ...active(input) }),
-  'forms list': (admin, actor, input) => admin.listForms(actor(), str(input, 'site')),
+    admin.forms.create(actor(), str(input, 'site'), { name: str(input, 'name'), ...(input.key ? { formKey: input.key } : {}), ...active(input) }),
+  'forms list': (admin, actor, input) => admin.forms.list(actor(), str(input, 'site')),
   'forms update': (admin, actor, input) =>
-    admin.updateForm(actor(), str(input, 'site'), str(input, 'form'), {
+    admin.forms.update(actor(), str(input, 'site'), str(input, 'form'), {
       ...(input.name ? { name: input.name } : {}),
       ...active(input),
       ...(input.template !== undefined ? { templateId: input.template === 'none' ? null : str(input, 'template') } : {}),
     }),
   'recipients add': (admin, actor, input) =>
-    admin.addRecipient(actor(), str(input, 'site'), str(input, 'form'), { channel: str(input, 'channel'), address: str(input, 'address'), ...active(input) }),
+    admin.forms.addRecipient(actor(), str(input, 'site'), str(input, 'form'), { channel: str(input, 'channel'), address: str(input, 'address'), ...active(input) }),
   'recipients update': (admin, actor, input) => {
     const { active: value } = active(input);
     if (value === undefined) throw validationFailed('active', '--active true|false is required');
-    return admin.updateRecipient(actor(), str(input, 'site'), str(input, 'form'), str(input, 'recipient'), { active: value });
+    return admin.forms.updateRecipient(actor(), str(input, 'site'), str(input, 'form'), str(input, 'recipient'), { active: value });
   },
-  'recipients remove': (admin, actor, input) => admin.removeRecipient(actor(), str(input, 'site'), str(input, 'form'), str(input, 'recipient')),
+  'recipients remove': (admin, actor, input) => admin.forms.removeRecipient(actor(), str(input, 'site'), str(input, 'form'), str(input, 'recipient')),
   'submissions list': (admin, actor, input) => {
     const limit = integer(input, 'limit');
-    return admin.listSubmissions(actor(), str(input, 'site'), str(input, 'form'), { ...(limit !== undefined ? { limit } : {}), ...(input.before ? { before: str(input, 'before') } : {}) });
+    return admin.forms.listSubmissions(actor(), str(input, 'site'), str(input, 'form'), { ...(limit !== undefined ? { limit } : {}), ...(input.before ? { before: str(input, 'before') } : {}) });
   },
   'jobs list': (admin, actor, input) => {
     const limit = integer(input, 'limit');
-    return admin.listJobs(actor(), str(input, 'site'), str(input, 'form'), { ...(limit !== undefined ? { limit } : {}), ...(input.state ? { state: str(input, 'state') } : {}) });
+    return admin.delivery.listJobs(actor(), str(input, 'site'), str(input, 'form'), { ...(limit !== undefined ? { limit } : {}), ...(input.state ? { state: str(input, 'state') } : {}) });
   },
-  'jobs show': (admin, actor, input) => admin.getJob(actor(), str(input, 'job')),
-  'jobs retry': (admin, actor, input) => admin.retryJob(actor(), str(input, 'job')),
-  'jobs retry-dead': (admin, actor, input) => admin.retryDeadJobs(actor(), str(input, 'site'), str(input, 'form')),
+  'jobs show': (admin, actor, input) => admin.delivery.getJob(actor(), str(input, 'job')),
+  'jobs retry': (admin, actor, input) => admin.delivery.retryJob(actor(), str(input, 'job')),
+  'jobs retry-dead': (admin, actor, input) => admin.delivery.retryDeadJobs(actor(), str(input, 'site'), str(input, 'form')),
   'inbox list': (admin, actor, input) => {
     const limit = integer(input, 'limit');
     const waitFor = integer(input, 'wait-for');
@@ -107,29 +107,29 @@ export const OPERATOR_COMMANDS: Record<string, Operation> = {
     // Without --tenant: every tenant's messages, the operator's view.
     return input.tenant ? admin.inbox.list(actor().tenantId, query) : admin.inbox.listAll(query);
   },
-  'delivery show': (admin, actor) => admin.getDeliverySettings(actor()),
+  'delivery show': (admin, actor) => admin.delivery.getSettings(actor()),
   'delivery set-email': (admin, actor, input) =>
     // The SMTP URL holds a password: it comes from --secret-file, never the command line.
-    admin.putDeliverySettings(actor(), { email: { ...(input.from ? { from: str(input, 'from') } : {}), ...(input.secret !== undefined ? { smtpUrl: str(input, 'secret') } : {}) } }),
+    admin.delivery.putSettings(actor(), { email: { ...(input.from ? { from: str(input, 'from') } : {}), ...(input.secret !== undefined ? { smtpUrl: str(input, 'secret') } : {}) } }),
   'delivery set-whatsapp': (admin, actor, input) =>
-    admin.putDeliverySettings(actor(), {
+    admin.delivery.putSettings(actor(), {
       whatsapp: {
         phoneNumberId: str(input, 'phone-number-id'),
         token: str(input, 'secret'),
         ...(input.template ? { template: { name: str(input, 'template'), language: str(input, 'language') } } : {}),
       },
     }),
-  'delivery clear': (admin, actor, input) => admin.putDeliverySettings(actor(), { [str(input, 'channel')]: null }),
-  'webhooks add': (admin, actor, input) => admin.addWebhook(actor(), str(input, 'site'), str(input, 'form'), { url: str(input, 'url') }),
-  'api-keys create': (admin, actor, input) => admin.createApiKey(actor(), { siteId: str(input, 'site'), name: str(input, 'name') }),
-  'api-keys list': (admin, actor) => admin.listApiKeys(actor()),
-  'api-keys revoke': (admin, actor, input) => admin.revokeApiKey(actor(), str(input, 'key')),
-  'users create': (admin, actor, input) => admin.createUser(actor(), { email: str(input, 'email'), role: str(input, 'role') }),
-  'users list': (admin, actor) => admin.listUsers(actor()),
-  handover: (admin, actor) => admin.createHandover(actor()),
-  'handovers list': (admin, actor) => admin.listHandovers(actor()),
+  'delivery clear': (admin, actor, input) => admin.delivery.putSettings(actor(), { [str(input, 'channel')]: null }),
+  'webhooks add': (admin, actor, input) => admin.forms.addWebhook(actor(), str(input, 'site'), str(input, 'form'), { url: str(input, 'url') }),
+  'api-keys create': (admin, actor, input) => admin.apiKeys.create(actor(), { siteId: str(input, 'site'), name: str(input, 'name') }),
+  'api-keys list': (admin, actor) => admin.apiKeys.list(actor()),
+  'api-keys revoke': (admin, actor, input) => admin.apiKeys.revoke(actor(), str(input, 'key')),
+  'users create': (admin, actor, input) => admin.users.create(actor(), { email: str(input, 'email'), role: str(input, 'role') }),
+  'users list': (admin, actor) => admin.users.list(actor()),
+  handover: (admin, actor) => admin.handovers.create(actor()),
+  'handovers list': (admin, actor) => admin.handovers.list(actor()),
   'handovers revoke': async (admin, actor, input) => {
-    await admin.revokeHandover(actor(), str(input, 'claim'));
+    await admin.handovers.revoke(actor(), str(input, 'claim'));
     return { revoked: str(input, 'claim') };
   },
 };

@@ -32,7 +32,7 @@ beforeAll(async () => {
   owner = new ConsoleClient(app.console!.url);
   await owner.firstRun(app.console!.firstRunLink!, { name: 'Ada', email: 'ada@example.com', password: PASSWORD });
   // A second tenant, onboarded through the relay: the same accounts.
-  await app.relay!.admin.onboard({ name: 'Other Co', owner: { email: 'bob@other.example', password: PASSWORD } });
+  await app.relay!.admin.tenants.onboard({ name: 'Other Co', owner: { email: 'bob@other.example', password: PASSWORD } });
   other = new ConsoleClient(app.console!.url);
   await other.signIn('bob@other.example', PASSWORD);
 }, 60_000);
@@ -63,7 +63,7 @@ describe('first sign-in and sessions', () => {
   });
 
   it('a one-time password signs in only once it was changed', async () => {
-    const { oneTimePassword } = await app.relay!.admin.onboard({ name: 'Third Co', owner: { email: 'carol@third.example' } }) as { oneTimePassword: string };
+    const { oneTimePassword } = await app.relay!.admin.tenants.onboard({ name: 'Third Co', owner: { email: 'carol@third.example' } }) as { oneTimePassword: string };
     const refused = await new ConsoleClient(app.console!.url).call('/api/session', { method: 'POST', body: { email: 'carol@third.example', password: oneTimePassword } });
     expect(refused.status).toBe(403);
     expect(refused.headers.get('set-cookie')).toBeNull();

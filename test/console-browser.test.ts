@@ -92,7 +92,7 @@ async function sendMetrics(target: Target): Promise<void> {
 
 beforeAll(async () => {
   app = await startTestSluice({ 'console.enabled': true, 'console.port': 0 });
-  await app.relay!.admin.onboard({ name: 'Other Co', owner: { email: 'bob@other.example', password: PASSWORD } });
+  await app.relay!.admin.tenants.onboard({ name: 'Other Co', owner: { email: 'bob@other.example', password: PASSWORD } });
   browser = await launchChromium();
   const tab = await browser.newContext({ viewport: { width: 1366, height: 768 }, baseURL: app.console!.url });
   page = await tab.newPage();
@@ -284,7 +284,7 @@ describe("another tenant's user", () => {
 
 describe('a member of the tenant', () => {
   it('reads every page but is shown no control the API would refuse', async () => {
-    await app.relay!.admin.createUser({ tenantId: 'ten_default', role: 'operator' }, { email: 'mia@example.com', name: 'Mia', role: 'member', password: PASSWORD });
+    await app.relay!.admin.users.create({ tenantId: 'ten_default', role: 'operator' }, { email: 'mia@example.com', name: 'Mia', role: 'member', password: PASSWORD });
     const tab = await browser.newContext({ viewport: { width: 1366, height: 768 }, baseURL: app.console!.url });
     const member = await tab.newPage();
     await member.goto('/sign-in');
@@ -312,7 +312,7 @@ describe('a person with accounts in two tenants', () => {
   it('chooses the tenant after the password, and is signed in to that one', async () => {
     const otherTenant = app.relay!.store.accounts.tenants.find((tenant) => tenant.name === 'Other Co')!;
     for (const tenantId of ['ten_default', otherTenant.id]) {
-      await app.relay!.admin.createUser({ tenantId, role: 'operator' }, { email: 'sam@example.com', name: 'Sam', role: 'member', password: PASSWORD });
+      await app.relay!.admin.users.create({ tenantId, role: 'operator' }, { email: 'sam@example.com', name: 'Sam', role: 'member', password: PASSWORD });
     }
     const tab = await browser.newContext({ viewport: { width: 1366, height: 768 }, baseURL: app.console!.url });
     const sam = await tab.newPage();

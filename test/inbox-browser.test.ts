@@ -43,16 +43,16 @@ async function signIn(tab: Page, email: string): Promise<void> {
 beforeAll(async () => {
   app = await startTestSluice({ 'console.enabled': true, 'console.port': 0, 'delivery.inbox': true });
   const admin = app.relay!.admin;
-  const onboarded = await admin.onboard({ name: 'Acme', owner: { email: 'owner@acme.example', password: PASSWORD } }) as { tenant: { id: string } };
+  const onboarded = await admin.tenants.onboard({ name: 'Acme', owner: { email: 'owner@acme.example', password: PASSWORD } }) as { tenant: { id: string } };
   tenantId = onboarded.tenant.id;
-  await admin.onboard({ name: 'Other Co', owner: { email: 'bob@other.example', password: PASSWORD } });
+  await admin.tenants.onboard({ name: 'Other Co', owner: { email: 'bob@other.example', password: PASSWORD } });
   const operator = { tenantId, role: 'operator' as const };
   const pagePort = await freePort();
   pageOrigin = `http://127.0.0.1:${pagePort}`;
-  const site = await admin.createSite(operator, { name: 'Marketing site', allowedOrigins: [pageOrigin] }) as { id: string; siteKey: string };
-  const form = await admin.createForm(operator, site.id, { name: 'Contact', formKey: 'contact' }) as { id: string };
-  await admin.addRecipient(operator, site.id, form.id, { channel: 'email', address: 'sales@acme.example' });
-  await admin.addRecipient(operator, site.id, form.id, { channel: 'whatsapp', address: '+4915112345678' });
+  const site = await admin.sites.create(operator, { name: 'Marketing site', allowedOrigins: [pageOrigin] }) as { id: string; siteKey: string };
+  const form = await admin.forms.create(operator, site.id, { name: 'Contact', formKey: 'contact' }) as { id: string };
+  await admin.forms.addRecipient(operator, site.id, form.id, { channel: 'email', address: 'sales@acme.example' });
+  await admin.forms.addRecipient(operator, site.id, form.id, { channel: 'whatsapp', address: '+4915112345678' });
 
   // The command as the tutorial runs it; the relay's address from the same settings the server has.
   examplePage = spawn(process.execPath, [SLUICE, 'relay', 'example-page', '--site-key', site.siteKey, '--port', String(pagePort)], {

@@ -191,7 +191,7 @@ describe('the relay port answers as its document says', () => {
     await check(op, relay.call('POST', '/admin/login', { body: { email: member } }));
     await check(op, relay.call('POST', '/admin/login', { body: { email: member, password: 'not the password' } }));
     // The same email and password as the owner of another tenant: which one?
-    await relay.app.relay!.admin.onboard({ name: 'Second', owner: { email: member, password: 'a long password for tests' } });
+    await relay.app.relay!.admin.tenants.onboard({ name: 'Second', owner: { email: member, password: 'a long password for tests' } });
     await check(op, relay.call('POST', '/admin/login', { body: { email: member, password: 'a long password for tests' } }));
     await check(op, relay.call('POST', '/admin/login', { raw: 'x'.repeat(1024 * 1024 + 1), headers: { 'content-type': 'application/json' } }));
     await check(op, relay.call('POST', '/admin/login', { raw: '{}', headers: { 'content-type': 'text/plain' } }));

@@ -59,7 +59,7 @@ describe('relay in cluster mode', () => {
     const [one, two] = gateways as [RunningSluice, RunningSluice];
     expect(one.relay).toBeDefined();
     const url = (gateway: RunningSluice, path: string) => `http://127.0.0.1:${gateway.relay!.port}/api/v1${path}`;
-    const onboarded = (await one.relay!.admin.onboard({ name: 'Cluster Co', owner: { email: 'owner@cluster.test', password: 'cluster password 1' } })) as { tenant: { id: string } };
+    const onboarded = (await one.relay!.admin.tenants.onboard({ name: 'Cluster Co', owner: { email: 'owner@cluster.test', password: 'cluster password 1' } })) as { tenant: { id: string } };
     // The owner appears on the other gateway through the KV watch, and signs in there.
     await until(() => two.relay!.store.accounts.usersByEmail('owner@cluster.test')[0], Boolean);
     const login = await fetch(url(two, '/admin/login'), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'owner@cluster.test', password: 'cluster password 1' }) });
@@ -111,10 +111,10 @@ describe('public relay endpoints in cluster mode', () => {
   beforeAll(async () => {
     const [one, two] = gateways as [RunningSluice, RunningSluice];
     const actor = { tenantId: '', role: 'operator' as const };
-    const { tenant } = (await one.relay!.admin.onboard({ name: 'Public Co', owner: { email: 'owner@public.test', password: 'public password 1' } })) as { tenant: { id: string } };
+    const { tenant } = (await one.relay!.admin.tenants.onboard({ name: 'Public Co', owner: { email: 'owner@public.test', password: 'public password 1' } })) as { tenant: { id: string } };
     actor.tenantId = tenant.id;
-    const site = (await one.relay!.admin.createSite(actor, { name: 'Shop' })) as { id: string; siteKey: string };
-    await one.relay!.admin.createForm(actor, site.id, { name: 'Contact', formKey: 'contact' });
+    const site = (await one.relay!.admin.sites.create(actor, { name: 'Shop' })) as { id: string; siteKey: string };
+    await one.relay!.admin.forms.create(actor, site.id, { name: 'Contact', formKey: 'contact' });
     siteKey = site.siteKey;
     await until(() => two.relay!.store.formByKey(site.id, 'contact'), Boolean);
   });

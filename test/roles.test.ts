@@ -57,10 +57,10 @@ const concrete = (pattern: string) => pattern.replace(/:(\w+)/g, (_m, name: stri
 
 beforeAll(async () => {
   app = await startTestSluice({ 'console.enabled': true, 'console.port': 0, 'limits.trustedProxies': ['127.0.0.1'] });
-  const onboarded = await app.relay!.admin.onboard({ name: 'Roles Co', owner: { email: emailOf('owner'), password: PASSWORD } }) as { tenant: { id: string } };
+  const onboarded = await app.relay!.admin.tenants.onboard({ name: 'Roles Co', owner: { email: emailOf('owner'), password: PASSWORD } }) as { tenant: { id: string } };
   tenantId = onboarded.tenant.id;
   for (const role of ['member', 'admin'] as const) {
-    await app.relay!.admin.createUser({ tenantId, role: 'operator' }, { email: emailOf(role), name: role, role, password: PASSWORD });
+    await app.relay!.admin.users.create({ tenantId, role: 'operator' }, { email: emailOf(role), name: role, role, password: PASSWORD });
   }
 }, 60_000);
 afterAll(async () => app?.stop());

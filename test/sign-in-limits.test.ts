@@ -67,7 +67,7 @@ function query(from: string, password: string) {
 /** An account with a password of its own (no one-time password to change). */
 async function account(): Promise<string> {
   const email = uniqueEmail('owner');
-  await app.relay!.admin.onboard({ name: `Tenant ${email}`, owner: { email, password: PASSWORD } });
+  await app.relay!.admin.tenants.onboard({ name: `Tenant ${email}`, owner: { email, password: PASSWORD } });
   return email;
 }
 

@@ -1,0 +1,52 @@
+/**
+ * A tenant's users: invited with a role (a one-time password when none is given), changed and
+ * deactivated by those with the rights over both the old and the new role; a tenant always
+ * keeps one active owner, and a deactivation ends the user's sessions.
+ */
+import { oneTimePassword, type Role } from '../../accounts/index.ts';
+import { conflict } from '../errors.ts';
+import type { Actor, AdminContext } from './context.ts';
+import { userView } from './views.ts';
+
+interface UserBody { email?: string; name?: string; role?: Role; password?: string; active?: boolean }
+
+export class UserAdmin {
+  constructor(private readonly c: AdminContext) {}
+
+  /** Creates (invites) a user; without a password, a one-time password is returned once. */
+  async create(actor: Actor, body: unknown) {
+    const input = this.c.validateBody<UserBody>('CreateUser', body);
+    this.c.requireUserRights(actor, input.role!);
+    const email = input.email!.toLowerCase();
+    const password = input.password ?? oneTimePassword();
+    const user = await this.c.putNewUser(actor.tenantId, { email, name: input.name ?? '', role: input.role! }, password, input.password === undefined);
+    return { user: userView(user), ...(input.password === undefined ? { oneTimePassword: password } : {}) };
+  }
+
+  list(actor: Actor) {
+    return this.c.store.accounts.users.filter((user) => user.tenantId === actor.tenantId).map(userView);
+  }
+
+  get(actor: Actor, userId: string) {
+    return userView(this.c.user(actor, userId));
+  }
+
+  async update(actor: Actor, userId: string, body: unknown) {
+    const user = this.c.user(actor, userId);
+    const input = this.c.validateBody<UserBody>('UpdateUser', body);
+    this.c.requireUserRights(actor, user.role);
+    if (input.role) this.c.requireUserRights(actor, input.role);
+    const demotesOrRemovesOwner = user.role === 'owner' && ((input.role && input.role !== 'owner') || input.active === false);
+    if (demotesOrRemovesOwner && this.c.activeOwners(actor.tenantId).length === 1) {
+      throw conflict('A tenant keeps at least one active owner');
+    }
+    return userView(await this.c.change(this.c.store.accounts.users, user.id, 'User', (current) => ({
+      ...current,
+      ...(input.name !== undefined ? { name: input.name } : {}),
+      ...(input.role !== undefined ? { role: input.role } : {}),
+      ...(input.active !== undefined ? { active: input.active } : {}),
+      // A deactivation ends the user's sessions.
+      sessionVersion: input.active === false && current.active ? current.sessionVersion + 1 : current.sessionVersion,
+    })));
+  }
+}
