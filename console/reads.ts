@@ -16,6 +16,7 @@ export interface ConsoleReads {
   servicesHealth(sources: Scope, query: TimeRange & { services?: string[] }): Promise<ServicesHealth>;
   serviceOperations(sources: Scope, query: TimeRange & { service: string }): Promise<{ operations: OperationHealth[] }>;
   logs(sources: Scope, query: LogQuery): Promise<LogPage>;
+  logCount(sources: Scope, query: LogQuery): Promise<number>;
   traces(sources: Scope, query: TraceQuery): Promise<TraceSummary[]>;
   trace(sources: Scope, traceId: string): Promise<TraceView | undefined>;
   metricNames(sources: Scope, range: TimeRange): Promise<MetricInfo[]>;

@@ -438,7 +438,7 @@ export function refuseWebhookChannel(body: unknown): unknown {
 }
 
 /** The form's active recipients of `channels`, and its active webhooks. */
-function formTargets(form: Form, channels: readonly Channel[]): JobTarget[] {
+export function formTargets(form: Form, channels: readonly Channel[]): JobTarget[] {
   return [
     ...form.recipients.filter((r) => r.active && channels.includes(r.channel)).map((r) => ({ channel: r.channel, destination: r.address })),
     ...form.webhooks.filter((w) => w.active).map((w) => ({ channel: 'webhook' as const, destination: w.id })),

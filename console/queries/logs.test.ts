@@ -112,6 +112,16 @@ describe('logs', () => {
     expect(await refusing.logs([], { ...range })).toEqual({ logs: [] });
   });
 
+  it('counts what the list shows, with the same filters, for the given sources only', async () => {
+    const count = (query: Partial<LogQuery>, sources = ['src-a']) => queries.logCount(sources, { ...range, ...query });
+    for (const query of [{}, { services: ['postgres'] }, { minSeverity: 13 }, { text: 'payment' }, { attributes: [{ key: 'host.name', value: 'db-1' }] }, { traceId }]) {
+      expect(await count(query), JSON.stringify(query)).toBe((await page({ ...query, limit: 1000 })).logs.length);
+    }
+    expect(await count({}, ['src-a', 'src-b'])).toBe(24);
+    expect(await count({}, [])).toBe(0);
+    await expect(count({ traceId: 'nope' })).rejects.toBeInstanceOf(QueryValidationError);
+  });
+
   it('refuses a cursor it did not make', async () => {
     for (const cursor of ['x', Buffer.from("1' OR 1=1").toString('base64url'), Buffer.from('99999999999999999999.1').toString('base64url')]) {
       await expect(page({ cursor })).rejects.toThrow(QueryValidationError);

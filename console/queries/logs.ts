@@ -85,6 +85,17 @@ export async function logs(db: StatementExecutor, sources: readonly string[], qu
   return { logs: entries, cursor: encodeCursor({ timeNs: last, skip: before + atLast }) };
 }
 
+/** How many entries match the filters in the range (`cursor` and `limit` do not apply): an alert rule's log count. */
+export async function logCount(db: StatementExecutor, sources: readonly string[], query: LogQuery): Promise<number> {
+  const params = new Params();
+  const { otel, agent } = conditions(params, sources, query, undefined);
+  const [row] = await db.rows<{ n: string | number }>(
+    `SELECT (SELECT count() FROM otel_logs WHERE ${otel}) + (SELECT count() FROM agent_logs WHERE ${agent}) AS n`,
+    params,
+  );
+  return Number(row?.n ?? 0);
+}
+
 /** The WHERE of each table: the tenant's sources, the range (up to the cursor), the filters. */
 function conditions(params: Params, sources: readonly string[], query: LogQuery, cursor: Cursor | undefined): { otel: string; agent: string } {
   const source = params.sources('SourceId', sources);

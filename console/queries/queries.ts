@@ -15,7 +15,7 @@ import type {
 } from '../api.ts';
 import { agents, deploys, services } from './catalog.ts';
 import { resolveLimits, type ConsoleQueryLimits } from './config.ts';
-import { logs } from './logs.ts';
+import { logCount, logs } from './logs.ts';
 import { overview } from './overview.ts';
 import { chooseStep, metric, metricNames } from './metrics.ts';
 import {
@@ -64,6 +64,12 @@ export class ConsoleQueries {
   async logs(sources: readonly string[], query: LogQuery): Promise<LogPage> {
     const valid = validateLogQuery(query);
     return sources.length === 0 ? { logs: [] } : logs(this.db, sources, valid);
+  }
+
+  /** How many OTLP and agent log entries match the filters in the range. */
+  async logCount(sources: readonly string[], query: LogQuery): Promise<number> {
+    const valid = validateLogQuery(query);
+    return sources.length === 0 ? 0 : logCount(this.db, sources, valid);
   }
 
   /** Summaries of the traces with a span matching the filters, most recent first. */
