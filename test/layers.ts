@@ -24,6 +24,7 @@ export const LAYERS: Record<string, Allowance[]> = {
   core: [],
   state: any('core'),
   accounts: any('core', 'state'),
+  alerts: any('core', 'state'),
   storage: any('core'),
   bus: any('core', 'storage'),
   pipeline: any('core', 'bus', 'storage'),
