@@ -16,7 +16,8 @@ export type MetricAggregation = 'avg' | 'sum' | 'min' | 'max' | 'rate' | 'p50' |
 /** What a rule measures; the composition root's `measure` turns it into one number per window. */
 export type AlertCondition =
   | { kind: 'metric'; query: { name: string; kind: MetricKind; aggregation: MetricAggregation; services?: string[]; attributes?: { key: string; value: string }[] } }
-  | { kind: 'log_count'; search?: string; services?: string[]; severities?: string[] }
+  /** Log entries matching the console's log filters: a case-insensitive text, services, the least severity (OTLP numbers), attributes. */
+  | { kind: 'log_count'; text?: string; services?: string[]; minSeverity?: number; attributes?: Array<{ key: string; value: string }> }
   /** The fraction (0..1) of the service's server and consumer spans in error. */
   | { kind: 'error_rate'; service: string }
   /** Milliseconds. */

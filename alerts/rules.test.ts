@@ -29,7 +29,7 @@ describe('validateRuleFields', () => {
   it('takes every kind of condition', () => {
     const conditions = [
       { kind: 'metric', query: { name: 'http.server.duration', kind: 'histogram', aggregation: 'p99', services: ['api'], attributes: [{ key: 'route', value: '/pay' }] } },
-      { kind: 'log_count', search: 'timeout', services: ['api'], severities: ['ERROR'] },
+      { kind: 'log_count', text: 'timeout', services: ['api'], minSeverity: 17, attributes: [{ key: 'user', value: 'u1' }] },
       { kind: 'error_rate', service: 'api' },
       { kind: 'latency', service: 'api', percentile: 50 },
       { kind: 'deploy_regression' },

@@ -37,7 +37,10 @@ const condition = {
         attributes: texts(20, object({ key: text(1024, 1), value: text(4096) }, ['key', 'value'])),
       }, ['name', 'kind', 'aggregation']),
     }, ['kind', 'query']),
-    object({ kind: { const: 'log_count' }, search: text(1024), services: texts(50), severities: texts(10, text(32, 1)) }, ['kind']),
+    object({
+      kind: { const: 'log_count' }, text: text(1024), services: texts(50), minSeverity: { type: 'integer', minimum: 1, maximum: 24 },
+      attributes: texts(20, object({ key: text(1024, 1), value: text(4096) }, ['key', 'value'])),
+    }, ['kind']),
     object({ kind: { const: 'error_rate' }, service: text(1024, 1) }, ['kind', 'service']),
     object({ kind: { const: 'latency' }, service: text(1024, 1), percentile: { enum: [50, 95, 99] } }, ['kind', 'service', 'percentile']),
     object({ kind: { const: 'deploy_regression' }, service: text(1024, 1) }, ['kind']),

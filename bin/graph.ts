@@ -13,6 +13,8 @@ export function serverGraceMs(deadline: number): number {
  * place knows how the parts depend on each other. Every long-lived part registers with
  * readiness here; every loop runs under the graph's supervisor.
  */
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Bus } from '../bus/bus.ts';
 import type { SluiceConfig } from '../core/config.ts';
@@ -29,7 +31,12 @@ import type { ClientLimiter } from '../gateway/client-ip.ts';
 import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
 import { AccountStore } from '../accounts/store.ts';
+import { AlertEvaluator, AlertRules, Lease, Silences, type AlertEvaluatorDeps } from '../alerts/index.ts';
+import { alertMeasure } from '../console/alert-measure.ts';
 import { openConsole, type Console, type ConsoleParts } from '../console/index.ts';
+import { ReadGate } from '../console/read-gate.ts';
+import type { ConsoleReads } from '../console/reads.ts';
+import type { ConsoleAlerts, ContactPoint } from '../console/route.ts';
 import { DEFAULT_READ_LIMITS } from '../console/read-gate.ts';
 import { ConsoleQueries } from '../console/queries/index.ts';
 import { buildConsoleAssets } from '../console/ui/build.ts';
@@ -77,6 +84,12 @@ import {
   tenantEgressPolicy,
 } from './components.ts';
 import { lockDataDir } from './lock.ts';
+
+/** What the relay gives alert rules (relay/index.ts relayAlerts). */
+export interface RelayAlertParts {
+  notify: AlertEvaluatorDeps['notify'];
+  contactPoints(tenantId: string): ContactPoint[];
+}
 
 export class SluiceGraph {
   readonly metrics = new SluiceMetrics();
@@ -354,7 +367,7 @@ export class SluiceGraph {
    * The web console's module (its port is the role's business): storage reads on the embedded
    * engine's read connections, or on the ClickHouse server of CLICKHOUSE_URL in a cluster.
    */
-  console(front: Pick<ConsoleParts, 'clientIp' | 'budget' | 'ingest'>): Promise<Console> {
+  console(front: Pick<ConsoleParts, 'clientIp' | 'budget' | 'ingest'>, relayAlerts?: RelayAlertParts): Promise<Console> {
     return this.once('console', async () => {
       let runner: StatementRunner;
       if (this.config.clickhouse.url) {
@@ -365,15 +378,20 @@ export class SluiceGraph {
         runner = await this.chdbReader();
       }
       const inbox = await this.deliveryInbox();
+      const reads = new ConsoleQueries(runner, this.config.storage.database);
+      const readGate = new ReadGate();
+      const alerts = relayAlerts && (await this.alerts(reads, readGate, relayAlerts));
       return openConsole({
         ...front,
         ...(inbox ? { inbox } : {}),
+        ...(alerts ? { alerts } : {}),
+        readGate,
         accounts: await this.accounts(),
         state: await this.state(),
         masterKey: await masterKey(this.config, 'the console'),
         sources: await this.sources(),
         installTokens: await this.installTokens(),
-        reads: new ConsoleQueries(runner, this.config.storage.database),
+        reads,
         assets: await buildConsoleAssets(),
         signInLimiter: await this.limiter('sign-in'),
         signInLockout: await this.signInLockout(),
@@ -381,6 +399,33 @@ export class SluiceGraph {
         publicUrl: this.config.console.publicUrl,
       });
     });
+  }
+
+  /**
+   * Alert rules and their evaluator: measured through the console's reads and read gate, notified
+   * through the relay. Every process that serves both runs an evaluator; the lease lets one work at a time.
+   */
+  private async alerts(reads: ConsoleReads, readGate: ReadGate, relay: RelayAlertParts): Promise<ConsoleAlerts> {
+    const state = await this.state();
+    const sources = await this.sources();
+    const rules = new AlertRules(state);
+    const silences = new Silences(state);
+    const intervalMs = this.config.alerts.intervalSeconds * 1000;
+    const holder = `${hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
+    const evaluator = new AlertEvaluator({
+      rules,
+      silences,
+      state,
+      lease: new Lease(state, 'alert evaluator', holder, 3 * intervalMs),
+      measure: alertMeasure(reads, readGate, (tenantId) => sources.sourceIdsOf(tenantId)),
+      notify: relay.notify,
+      log: this.log,
+      intervalMs,
+    });
+    evaluator.start();
+    this.onStop('alert evaluator', () => evaluator.stop());
+    this.readiness.register('alerts', () => evaluator.loopStatus());
+    return { rules, silences, evaluator, contactPoints: relay.contactPoints };
   }
 
   /** The delivery queue (jobs are enqueued by the relay's intake and its manual retries). */

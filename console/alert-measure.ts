@@ -4,7 +4,7 @@
  * evaluation costs what a chart does and one tenant's rules wait their turn behind its own reads.
  * A window with nothing in it is "no data" (null), which the rule's no-data policy decides on.
  */
-import type { AlertCondition, AlertRule } from '../alerts/model.ts';
+import type { AlertCondition, AlertRule } from '../alerts/index.ts';
 import type { MetricSeries } from './api.ts';
 import type { ReadGate } from './read-gate.ts';
 import type { ConsoleReads, Scope } from './reads.ts';
@@ -15,8 +15,11 @@ const METRIC_STEP_SECONDS = 60;
 export type Measure = (rule: AlertRule, range: { from: number; to: number }) => Promise<number | null>;
 
 /** `sourcesOf`: the tenant's SourceIds (nothing outside them is read). */
-export function alertMeasure(reads: ConsoleReads, gate: ReadGate, sourcesOf: (tenantId: string) => Scope): Measure {
-  return (rule, range) => gate.run(rule.tenantId, () => measureCondition(reads, sourcesOf(rule.tenantId), rule.condition, range));
+export function alertMeasure(reads: ConsoleReads, gate: ReadGate, sourcesOf: (tenantId: string) => Promise<Scope>): Measure {
+  return async (rule, range) => {
+    const sources = await sourcesOf(rule.tenantId);
+    return gate.run(rule.tenantId, () => measureCondition(reads, sources, rule.condition, range));
+  };
 }
 
 async function measureCondition(reads: ConsoleReads, sources: Scope, condition: AlertCondition, range: { from: number; to: number }): Promise<number | null> {

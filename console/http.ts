@@ -15,7 +15,7 @@ import type { ConsoleAssets } from './ui/build.ts';
 import type { FirstRun } from './first-run.ts';
 import { validBody } from './schemas.ts';
 import type { ConsoleSessions, SignedIn } from './sessions.ts';
-import { dashboardRoutes, inboxRoutes, queryRoutes, sourceRoutes } from './routes.ts';
+import { alertRoutes, dashboardRoutes, inboxRoutes, queryRoutes, sourceRoutes } from './routes.ts';
 import type { Access, Call, ConsoleHttpDeps, Route } from './route.ts';
 
 export type { Access, ConsoleHttpDeps } from './route.ts';
@@ -85,7 +85,7 @@ function me({ user, tenant, csrfToken }: SignedIn, deps: Pick<ConsoleHttpDeps, '
 const jsonHeaders = () => ({ 'content-type': JSON_TYPE, 'cache-control': 'no-store' });
 
 function routeTable(deps: ConsoleHttpDeps): Route[] {
-  return [...sessionRoutes(deps), ...sourceRoutes(deps), ...queryRoutes(deps), ...dashboardRoutes(deps), ...inboxRoutes(deps)];
+  return [...sessionRoutes(deps), ...sourceRoutes(deps), ...queryRoutes(deps), ...dashboardRoutes(deps), ...inboxRoutes(deps), ...alertRoutes(deps)];
 }
 
 /** The routes as data, for the route-by-role test (the handlers are never called: no deps needed). */

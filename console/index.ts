@@ -20,6 +20,7 @@ import type { ConsoleAssets } from './ui/build.ts';
 import { Dashboards } from './dashboards.ts';
 import { FirstRun } from './first-run.ts';
 import { ReadGate } from './read-gate.ts';
+import type { ConsoleAlerts } from './route.ts';
 import { consoleHandler } from './http.ts';
 import type { ConsoleReads } from './reads.ts';
 import { ConsoleSessions } from './sessions.ts';
@@ -48,6 +49,10 @@ export interface ConsoleParts {
   ingest: () => { otlpHttp: string; otlpGrpc: string };
   /** The development inbox, when SLUICE_DELIVERY_INBOX is on: its page shows the tenant's messages. */
   inbox?: Pick<DevelopmentInbox, 'list'>;
+  /** The turns of the reads (the alert evaluator's measures take them too); one of its own when absent. */
+  readGate?: ReadGate;
+  /** Alert rules, where the relay runs beside the console. */
+  alerts?: ConsoleAlerts;
 }
 
 export interface Console {
@@ -70,7 +75,7 @@ export function openConsole(parts: ConsoleParts): Console {
     sessions,
     firstRun,
     dashboards: new Dashboards(parts.state),
-    readGate: new ReadGate(),
+    readGate: parts.readGate ?? new ReadGate(),
     isConsoleOrigin: (origin) => origins.has(origin),
   });
   return {

@@ -19,6 +19,19 @@ import type { ConsoleReads } from './reads.ts';
 import type { ReadGate } from './read-gate.ts';
 import type { ConsoleSessions, SignedIn } from './sessions.ts';
 import type { DevelopmentInbox } from '../delivery/index.ts';
+import type { AlertEvaluator, AlertRules, Silences } from '../alerts/index.ts';
+
+/** A relay form an alert rule may notify: its recipients and webhooks get the notifications. */
+export interface ContactPoint { siteId: string; siteName: string; formId: string; formName: string }
+
+/** Alert rules, silences and their states, where the relay runs beside the console (it delivers the notifications). */
+export interface ConsoleAlerts {
+  rules: AlertRules;
+  silences: Silences;
+  evaluator: Pick<AlertEvaluator, 'status' | 'statuses'>;
+  /** The tenant's active forms, which rules may name in `notify`. */
+  contactPoints(tenantId: string): ContactPoint[];
+}
 
 export interface ConsoleHttpDeps {
   accounts: AccountStore;
@@ -45,6 +58,7 @@ export interface ConsoleHttpDeps {
   log: Logger;
   /** The development inbox, when SLUICE_DELIVERY_INBOX is on. */
   inbox?: Pick<DevelopmentInbox, 'list'>;
+  alerts?: ConsoleAlerts;
 }
 
 /** What a route is given. */

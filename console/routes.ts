@@ -1,8 +1,9 @@
 /**
  * The console API's routes past sign-in: sources and their keys, the reads, dashboards, the
- * development inbox. Each
+ * development inbox, alerts. Each
  * works on the caller's tenant only (console/http.ts admits the call and gives its session).
  */
+import { validateRuleFields, validateSilenceFields, type AlertRule, type AlertStatus } from '../alerts/index.ts';
 import { ApiError } from '../core/errors.ts';
 import type { ApiKeyRecord, Source } from '../gateway/sources.ts';
 import type { InstallTokenView, IssuedKeyView, SourceView } from './api.ts';
@@ -129,4 +130,50 @@ export function inboxRoutes({ inbox }: ConsoleHttpDeps): Route[] {
       return { messages: await inbox.list({ tenantId: call.session.tenant.id, limit: INBOX_PAGE }) };
     } },
   ];
+}
+
+/**
+ * Alert rules and silences of the caller's tenant, each rule with its state and history. A rule
+ * names a relay form of the tenant to notify (contact points); 404 when the relay does not run.
+ */
+export function alertRoutes({ alerts }: ConsoleHttpDeps): Route[] {
+  const on = (): NonNullable<ConsoleHttpDeps['alerts']> => {
+    if (!alerts) throw new ApiError(404, 'Alerts need the relay, which delivers their notifications: it is off here');
+    return alerts;
+  };
+  const tenant = (call: Call) => call.session.tenant.id;
+  /** The rule's fields, its `notify` one of the tenant's contact points (else 400, never another tenant's form). */
+  const validFields = (call: Call) => {
+    const fields = validateRuleFields(call.body);
+    const { notify } = fields;
+    if (notify && !on().contactPoints(tenant(call)).some((point) => point.siteId === notify.siteId && point.formId === notify.formId)) {
+      throw new ApiError(400, 'Validation failed: notify must name an active form of one of your sites (GET /api/alerts/contact-points)', { field: 'notify' });
+    }
+    return fields;
+  };
+  const withStatus = async (rule: AlertRule) => ({ rule, status: (await on().evaluator.status(rule.tenantId, rule.id)) ?? null });
+  return [
+    { method: 'GET', pattern: '/api/alerts/contact-points', access: 'read', run: async (call) => ({ contactPoints: on().contactPoints(tenant(call)) }) },
+    { method: 'GET', pattern: '/api/alerts/rules', access: 'read', run: async (call) => {
+      const [rules, statuses] = await Promise.all([on().rules.list(tenant(call)), on().evaluator.statuses(tenant(call))]);
+      const byRule = new Map(statuses.map((status) => [status.ruleId, status]));
+      // The list shows the state, not the history (GET one rule for it).
+      return { rules: rules.map((rule) => ({ rule, status: summary(byRule.get(rule.id)) })) };
+    } },
+    { method: 'POST', pattern: '/api/alerts/rules', access: 'configure', status: 201, run: async (call) => withStatus(await on().rules.create(tenant(call), validFields(call))) },
+    { method: 'GET', pattern: '/api/alerts/rules/:id', access: 'read', run: async (call) => withStatus(await on().rules.get(tenant(call), call.params.id!)) },
+    { method: 'PUT', pattern: '/api/alerts/rules/:id', access: 'configure', run: async (call) => withStatus(await on().rules.replace(tenant(call), call.params.id!, validFields(call))) },
+    { method: 'DELETE', pattern: '/api/alerts/rules/:id', access: 'configure', status: 204, run: (call) => on().rules.remove(tenant(call), call.params.id!) },
+    { method: 'GET', pattern: '/api/alerts/silences', access: 'read', run: async (call) => ({ silences: await on().silences.list(tenant(call)) }) },
+    { method: 'POST', pattern: '/api/alerts/silences', access: 'configure', status: 201, run: (call) =>
+      on().silences.create(tenant(call), call.session.user.email, validateSilenceFields(call.body, Date.now())) },
+    { method: 'DELETE', pattern: '/api/alerts/silences/:id', access: 'configure', status: 204, run: (call) => on().silences.expire(tenant(call), call.params.id!) },
+  ];
+}
+
+/** A rule's state without its history. */
+function summary(status: AlertStatus | undefined) {
+  if (!status) return null;
+  const { history: _history, ...rest } = status;
+  return rest;
 }

@@ -55,6 +55,7 @@ export interface SluiceConfig {
   nats: { url: string; prefix: string; replicas: number; maxStreamBytes: number; ackWaitSeconds: number };
   redis: { url: string; timeoutMs: number };
   console: { enabled: boolean; port: number; publicUrl: string };
+  alerts: { intervalSeconds: number };
   relay: {
     port: number;
     masterKey: string;
@@ -171,6 +172,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'console.enabled', env: 'SLUICE_CONSOLE', type: 'boolean', default: true, doc: 'Serve the web console (see [Console](../guides/console.md)) on `sluice serve`, and on `sluice gateway` when SLUICE_RELAY_MASTER_KEY and CLICKHOUSE_URL are set.' },
   { path: 'console.port', env: 'SLUICE_CONSOLE_PORT', type: 'integer', default: 4320, doc: 'Web console port, its own origin (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'console.publicUrl', env: 'SLUICE_CONSOLE_PUBLIC_URL', type: 'string', default: '', doc: 'URL users open the console at (https://console.example.com): its origin is the only one the console API answers, and https makes its cookie Secure. Default: http://localhost:<console port> (and its 127.0.0.1 and [::1] forms).', schema: { pattern: '^(|https?://[^\\s"\'\\\\<>`/]+(:[0-9]+)?/?)$' } },
+  { path: 'alerts.intervalSeconds', env: 'SLUICE_ALERT_INTERVAL_SECONDS', type: 'integer', default: 30, doc: 'How often alert rules are evaluated, each over its own window (see [Console](../guides/console.md), *Alerts*). One process evaluates at a time: it holds a lease in the state store for three intervals, renewed every round, which another process takes over when it lapses.', schema: { minimum: 5, maximum: 3600 } },
   { path: 'relay.port', env: 'SLUICE_RELAY_PORT', type: 'integer', default: 8080, doc: 'Notification relay port (0 picks a free port).', schema: { minimum: 0, maximum: 65535 } },
   { path: 'relay.masterKey', env: 'SLUICE_RELAY_MASTER_KEY', type: 'string', default: '', doc: 'Base64 of 32 random bytes: seals stored relay secrets and signs admin and console sessions. Embedded default: generated into <dataDir>/relay-master.key. Cluster: required for the relay (the same on every gateway).', schema: { pattern: '^(|[A-Za-z0-9+/]{43}=)$' } },
   { path: 'relay.operatorToken', env: 'SLUICE_RELAY_OPERATOR_TOKEN', type: 'string', default: '', doc: 'Enables tenant onboarding over HTTP (POST /api/v1/admin/tenants with x-operator-token); empty: CLI only.' },

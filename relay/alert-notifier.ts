@@ -5,7 +5,7 @@
  * rule and its transition) is the submission's, so a notification handed over twice — an
  * evaluator that died after handing it over — is one submission, and each destination gets it once.
  */
-import type { AlertNotification } from '../alerts/model.ts';
+import type { AlertNotification } from '../alerts/index.ts';
 import type { Logger } from '../core/log.ts';
 import type { RelayIntake } from './intake.ts';
 import { CHANNELS } from './model.ts';

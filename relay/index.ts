@@ -23,6 +23,7 @@ import { CaptchaVerifier, type CaptchaEndpoints } from './captcha.ts';
 import { relayHandler } from './http.ts';
 import { Idempotency } from './idempotency.ts';
 import type { InboxReader } from './inbox.ts';
+import { alertNotifier } from './alert-notifier.ts';
 import { RelayIntake } from './intake.ts';
 import { relayOpenApiDocument } from './openapi.ts';
 import { PublicRelay } from './public.ts';
@@ -133,6 +134,18 @@ export function openPublicRelay(relay: Relay, parts: PublicRelayParts): PublicRe
     ...(parts.onAnswer ? { onAnswer: parts.onAnswer } : {}),
     log: parts.log,
   });
+}
+
+/** What alert rules need of the relay: a notifier through its intake, and the forms a tenant's rules may notify. */
+export function relayAlerts(relay: Relay, parts: Pick<PublicRelayParts, 'bus' | 'deliveries' | 'history' | 'log'>) {
+  const { store } = relay;
+  return {
+    notify: alertNotifier(store, new RelayIntake(parts.bus, parts.deliveries, parts.history), parts.log),
+    contactPoints: (tenantId: string) => store.forms
+      .filter((form) => form.active && store.sites.get(form.siteId)?.tenantId === tenantId)
+      .map((form) => ({ siteId: form.siteId, siteName: store.sites.get(form.siteId)!.name, formId: form.id, formName: form.name }))
+      .sort((a, b) => `${a.siteName}/${a.formName}`.localeCompare(`${b.siteName}/${b.formName}`)),
+  };
 }
 
 export interface RelayHttpParts {

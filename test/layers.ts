@@ -31,8 +31,8 @@ export const LAYERS: Record<string, Allowance[]> = {
   delivery: any('core', 'state', 'bus', 'storage'),
   gateway: any('core', 'state', 'accounts', 'pipeline'),
   query: [...any('core', 'storage', 'gateway'), { module: 'pipeline', only: ['pipeline/decompress.ts'] }],
-  console: [...any('core', 'state', 'accounts', 'storage', 'gateway'), { module: 'delivery', only: ['delivery/index.ts'] }],
-  relay: [...any('core', 'state', 'accounts', 'storage', 'bus', 'gateway'), { module: 'delivery', only: ['delivery/index.ts'] }, { module: 'pipeline', only: ['pipeline/bundled-pool.ts'] }],
+  console: [...any('core', 'state', 'accounts', 'storage', 'gateway'), { module: 'delivery', only: ['delivery/index.ts'] }, { module: 'alerts', only: ['alerts/index.ts'] }],
+  relay: [...any('core', 'state', 'accounts', 'storage', 'bus', 'gateway'), { module: 'delivery', only: ['delivery/index.ts'] }, { module: 'alerts', only: ['alerts/index.ts'] }, { module: 'pipeline', only: ['pipeline/bundled-pool.ts'] }],
 };
 
 /** Modules above every layer: the composition root and the CLI, the tests, the benchmarks. */
