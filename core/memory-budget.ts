@@ -13,12 +13,30 @@
  * README's Memory section): a split is only as good as them, which is why core/memory-guard.ts
  * also watches the process's resident set and refuses work at the budget whatever the cause.
  */
+import { totalmem } from 'node:os';
 import { ConfigError, type SluiceConfig } from './config.ts';
 
 const MiB = 1024 * 1024;
 
-/** The budget when SLUICE_MEMORY_BUDGET_MB is not set: fits a machine of 1 GiB beside its OS. */
+/** The least default budget: fits a machine of 1 GiB beside its OS. */
 export const DEFAULT_BUDGET_MB = 768;
+/** The largest default budget: past it a process takes what it needs (its own figures, not a share of the machine). */
+const DEFAULT_BUDGET_MAX_MB = 4096;
+
+/** The memory this process may have: the machine's, or its cgroup's limit (a container) where that is less. */
+export function machineMemoryBytes(total = totalmem(), constrained = process.constrainedMemory?.() ?? 0): number {
+  // Without a limit, the cgroup's "max" reads as 2^64 - 1 (or 0 outside a cgroup).
+  return constrained > 0 && constrained < total ? constrained : total;
+}
+
+/**
+ * The budget when SLUICE_MEMORY_BUDGET_MB is not set: a quarter of the machine's memory, at least
+ * 768 MiB (a machine of 1 GiB) and at most 4 GiB. A fixed 768 MiB held `sluice serve` at a tenth
+ * of its throughput at saturation on a machine of 24 GiB (docs/guides/operating.md#memory).
+ */
+export function defaultBudgetMb(machineBytes: number): number {
+  return Math.min(DEFAULT_BUDGET_MAX_MB, Math.max(DEFAULT_BUDGET_MB, Math.floor(machineBytes / 4 / MiB)));
+}
 
 /**
  * Resident memory of a Sluice process before it does any work: Node, Sluice's code, the main
@@ -120,7 +138,7 @@ const clamp = (value: number, min: number, max: number) => Math.min(max, Math.ma
  * left it too little to insert at the default budget, so it is told its share, and the guard
  * (core/memory-guard.ts) holds the whole process to the budget.
  */
-export function planMemory(config: Readonly<SluiceConfig>, parts: ProcessParts): MemoryPlan {
+export function planMemory(config: Readonly<SluiceConfig>, parts: ProcessParts, machineBytes = machineMemoryBytes()): MemoryPlan {
   const explicit: MemoryPlan['explicit'][number][] = [];
   if (config.limits.maxInFlightBytes > 0) explicit.push('limits.maxInFlightBytes');
   if (config.pipeline.workerHeapMb > 0) explicit.push('pipeline.workerHeapMb');
@@ -129,8 +147,9 @@ export function planMemory(config: Readonly<SluiceConfig>, parts: ProcessParts):
   // The default is a starting point, not a promise made by the user: it grows to fit what they did set.
   const givenMb = config.memory.budgetMb;
   const leastMb = givenMb === undefined ? leastBudgetMb(config, parts) : undefined;
-  const budgetMb = givenMb ?? Math.max(DEFAULT_BUDGET_MB, leastMb ?? DEFAULT_BUDGET_MB);
-  const grownFromMb = givenMb === undefined && budgetMb > DEFAULT_BUDGET_MB ? DEFAULT_BUDGET_MB : undefined;
+  const defaultMb = defaultBudgetMb(machineBytes);
+  const budgetMb = givenMb ?? Math.max(defaultMb, leastMb ?? defaultMb);
+  const grownFromMb = givenMb === undefined && budgetMb > defaultMb ? defaultMb : undefined;
   const budgetBytes = budgetMb * MiB;
 
   if (budgetBytes === 0) {
