@@ -7,6 +7,7 @@
  * to the millisecond, except `startNs`/`durationNs` of spans, which stay exact as strings.
  */
 
+import type { AlertRule, AlertStatus } from '../alerts/index.ts';
 import type { SignalChange, Verdict } from './deploy-verdict.ts';
 
 export type { SignalChange, Verdict } from './deploy-verdict.ts';
@@ -172,6 +173,18 @@ export interface Overview { stepSeconds: number; series: OverviewSeries[] }
 
 /** GET /api/inbox: the tenant's messages the development inbox kept, newest first (delivery/inbox.ts). */
 export type { InboxMessage } from '../delivery/index.ts';
+
+// ---- alerts --------------------------------------------------------------------------------
+
+/** Rules, their states and silences as the alert API sends them (alerts/model.ts). */
+export type { AlertCondition, AlertRule, AlertStateName, AlertStatus, RuleFields, Silence, SilenceFields, Transition } from '../alerts/index.ts';
+
+/** A relay form an alert rule may notify: its recipients and webhooks get the notifications. */
+export interface ContactPoint { siteId: string; siteName: string; formId: string; formName: string }
+/** GET /api/alerts/rules: each rule with its state, without the history (null: not evaluated yet). */
+export interface AlertRuleSummary { rule: AlertRule; status: Omit<AlertStatus, 'history'> | null }
+/** GET /api/alerts/rules/:id, and the answer to a POST or PUT: the state with its last 200 changes. */
+export interface AlertRuleView { rule: AlertRule; status: AlertStatus | null }
 
 // ---- dashboards ----------------------------------------------------------------------------
 

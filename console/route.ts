@@ -20,9 +20,9 @@ import type { ReadGate } from './read-gate.ts';
 import type { ConsoleSessions, SignedIn } from './sessions.ts';
 import type { DevelopmentInbox } from '../delivery/index.ts';
 import type { AlertEvaluator, AlertRules, Silences } from '../alerts/index.ts';
+import type { ContactPoint } from './api.ts';
 
-/** A relay form an alert rule may notify: its recipients and webhooks get the notifications. */
-export interface ContactPoint { siteId: string; siteName: string; formId: string; formName: string }
+export type { ContactPoint } from './api.ts';
 
 /** Alert rules, silences and their states, where the relay runs beside the console (it delivers the notifications). */
 export interface ConsoleAlerts {

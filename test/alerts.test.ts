@@ -8,48 +8,23 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ON_CALL, OWNER, sendSpans as sendSpansOf, startAlertingSluice, subjectsAbout, type AlertingSluice } from './alerting.ts';
 import { ConsoleClient } from './console-client.ts';
-import { startSmtpInbox, startWebhookReceiver, type SmtpInbox, type WebhookReceiver } from './delivery-peers.ts';
-import { eventually, startTestSluice, type TestSluice } from './harness.ts';
+import { startWebhookReceiver, type SmtpInbox, type WebhookReceiver } from './delivery-peers.ts';
+import { eventually, type TestSluice } from './harness.ts';
 
-const PASSWORD = 'correct horse battery staple';
+const PASSWORD = OWNER.password;
 /** Rounds are 5 s apart; a few rounds and a delivery on a loaded machine. */
 const WAIT_MS = 60_000;
 
+let alerting: AlertingSluice;
 let app: TestSluice;
 let smtp: SmtpInbox;
 let hook: WebhookReceiver;
 let owner: ConsoleClient;
 let contactPoint: { siteId: string; formId: string };
 
-/** `count` server spans of `service`, `errors` of them failed, ending now. */
-async function sendSpans(service: string, count: number, errors: number): Promise<void> {
-  const now = BigInt(Date.now()) * 1_000_000n;
-  const spans = Array.from({ length: count }, (_, i) => ({
-    traceId: randomBytes(16).toString('hex'),
-    spanId: randomBytes(8).toString('hex'),
-    name: 'POST /pay',
-    kind: 2,
-    startTimeUnixNano: String(now - 20_000_000n),
-    endTimeUnixNano: String(now),
-    status: { code: i < errors ? 2 : 1 },
-  }));
-  const payload = { resourceSpans: [{ resource: { attributes: [{ key: 'service.name', value: { stringValue: service } }] }, scopeSpans: [{ spans }] }] };
-  const response = await fetch(`${app.baseUrl}/v1/traces`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': app.apiKey }, body: JSON.stringify(payload) });
-  expect(response.status).toBe(200);
-}
-
-/** A relay admin call as the console's owner (the same account signs in to both). */
-async function relayAdmin(token: string, method: string, path: string, body?: unknown): Promise<any> {
-  const response = await fetch(`http://127.0.0.1:${app.relay!.port}/api/v1${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await response.text();
-  if (response.status >= 300) throw new Error(`${method} ${path}: ${response.status} ${text}`);
-  return text ? JSON.parse(text) : undefined;
-}
+const sendSpans = (service: string, count: number, errors: number) => sendSpansOf(app, service, count, errors);
 
 const rule = (name: string, threshold = 0.5) => ({
   name,
@@ -65,34 +40,19 @@ const rule = (name: string, threshold = 0.5) => ({
   enabled: true,
 });
 
-const mailsAbout = (name: string) => smtp.mails.filter((mail) => mail.parsed.subject?.includes(name)).map((mail) => mail.parsed.subject);
+const mailsAbout = (name: string) => subjectsAbout(smtp, name);
 const hooksAbout = (name: string) => hook.calls.filter((call) => call.body.includes(name));
 
 beforeAll(async () => {
-  smtp = await startSmtpInbox();
   hook = await startWebhookReceiver();
-  app = await startTestSluice({
-    'console.enabled': true,
-    'console.port': 0,
-    'alerts.intervalSeconds': 5,
-    'relay.allowPrivateWebhooks': true,
-    'delivery.smtpUrl': smtp.url,
-    'delivery.smtpFrom': 'Sluice Alerts <alerts@sluice.test>',
-  });
-  owner = new ConsoleClient(app.console!.url);
-  await owner.firstRun(app.console!.firstRunLink!, { name: 'Ada', email: 'ada@example.com', password: PASSWORD });
-  const login = await fetch(`http://127.0.0.1:${app.relay!.port}/api/v1/admin/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'ada@example.com', password: PASSWORD }) });
-  const { token } = (await login.json()) as { token: string };
-  const site = await relayAdmin(token, 'POST', '/admin/sites', { name: 'ops', allowedOrigins: [] });
-  const form = await relayAdmin(token, 'POST', `/admin/sites/${site.id}/forms`, { name: 'On call', formKey: 'on-call' });
-  await relayAdmin(token, 'POST', `/admin/sites/${site.id}/forms/${form.id}/recipients`, { channel: 'email', address: 'oncall@acme.test' });
-  hook.secret = (await relayAdmin(token, 'POST', `/admin/sites/${site.id}/forms/${form.id}/webhooks`, { url: hook.url })).secret;
-  contactPoint = { siteId: site.id, formId: form.id };
+  alerting = await startAlertingSluice({ 'relay.allowPrivateWebhooks': true });
+  ({ app, smtp, owner, contactPoint } = alerting);
+  const { siteId, formId } = contactPoint;
+  hook.secret = (await alerting.relayAdmin('POST', `/admin/sites/${siteId}/forms/${formId}/webhooks`, { url: hook.url })).secret;
 }, 90_000);
 
 afterAll(async () => {
-  await app?.stop();
-  await smtp?.stop();
+  await alerting?.stop();
   await hook?.close();
 });
 
@@ -110,7 +70,7 @@ describe('an alert rule on a service\'s error rate', () => {
     await sendSpans('checkout', 10, 8);
     await eventually(() => mailsAbout('Checkout failing').length === 1 && hooksAbout('Checkout failing').length === 1, WAIT_MS, 200);
     expect(mailsAbout('Checkout failing')).toEqual(['[FIRING] Checkout failing']);
-    expect(smtp.mails.find((mail) => mail.parsed.subject === '[FIRING] Checkout failing')!.rcptTo).toEqual(['oncall@acme.test']);
+    expect(smtp.mails.find((mail) => mail.parsed.subject === '[FIRING] Checkout failing')!.rcptTo).toEqual([ON_CALL]);
     const [fired] = hooksAbout('Checkout failing');
     expect(fired!.verified).toBe(true);
     expect(JSON.parse(fired!.body).data).toMatchObject({

@@ -4,9 +4,9 @@
  * sign-in and first-run means the session is gone: the app is told, and shows the sign-in page.
  */
 import type {
-  AgentView, Dashboard, DeployMarker, DeployVerdictView, FirstRunRequest, InboxMessage, InstallTokenView, IssuedKeyView, LogPage, LogQuery, Me,
-  MetricInfo, MetricQuery, MetricResult, OperationHealth, Overview, ServicesHealth, SignInRequest, SourceKey, SourceView, TimeRange, TraceQuery,
-  TraceSummary, TraceView,
+  AgentView, AlertRuleSummary, AlertRuleView, ContactPoint, Dashboard, DeployMarker, DeployVerdictView, FirstRunRequest, InboxMessage, InstallTokenView, IssuedKeyView, LogPage, LogQuery, Me,
+  MetricInfo, MetricQuery, MetricResult, OperationHealth, Overview, RuleFields, ServicesHealth, Silence, SilenceFields, SignInRequest, SourceKey, SourceView,
+  TimeRange, TraceQuery, TraceSummary, TraceView,
 } from '../api.ts';
 
 /** An error answer of the API (or no answer at all: status 0). */
@@ -106,6 +106,16 @@ export const api = {
   deleteDashboard: (id: string) => call<void>('DELETE', `/api/dashboards/${enc(id)}`),
 
   inbox: () => call<{ messages: InboxMessage[] }>('GET', '/api/inbox'),
+
+  contactPoints: () => call<{ contactPoints: ContactPoint[] }>('GET', '/api/alerts/contact-points'),
+  alertRules: () => call<{ rules: AlertRuleSummary[] }>('GET', '/api/alerts/rules'),
+  alertRule: (id: string) => call<AlertRuleView>('GET', `/api/alerts/rules/${enc(id)}`),
+  createAlertRule: (fields: RuleFields) => call<AlertRuleView>('POST', '/api/alerts/rules', fields),
+  saveAlertRule: (id: string, fields: RuleFields) => call<AlertRuleView>('PUT', `/api/alerts/rules/${enc(id)}`, fields),
+  deleteAlertRule: (id: string) => call<void>('DELETE', `/api/alerts/rules/${enc(id)}`),
+  silences: () => call<{ silences: Silence[] }>('GET', '/api/alerts/silences'),
+  createSilence: (fields: SilenceFields) => call<Silence>('POST', '/api/alerts/silences', fields),
+  endSilence: (id: string) => call<void>('DELETE', `/api/alerts/silences/${enc(id)}`),
 };
 
 /** A message for the page from whatever a call threw. */

@@ -8,6 +8,7 @@ import { useEffect, useState } from 'preact/hooks';
 import type { Me } from '../api.ts';
 import { api, problem, rememberSession, whenSignedOut } from './api.ts';
 import { SessionContext } from './hooks.ts';
+import { AlertRulePage, AlertsPage } from './pages/alerts.tsx';
 import { DashboardPage, DashboardsPage } from './pages/dashboards.tsx';
 import { DeploysPage } from './pages/deploys.tsx';
 import { FirstRunPage, SignInPage } from './pages/sign-in.tsx';
@@ -36,6 +37,8 @@ const PAGES: Array<[pattern: string, page: Page]> = [
   ['/deploys', DeploysPage],
   ['/dashboards', DashboardsPage],
   ['/dashboards/:id', DashboardPage],
+  ['/alerts', AlertsPage],
+  ['/alerts/:id', AlertRulePage],
   ['/inbox', InboxPage],
 ];
 
@@ -47,8 +50,11 @@ const NAV: Array<[path: string, label: string, testid: string]> = [
   ['/metrics', 'Metrics', 'nav-metrics'],
   ['/deploys', 'Deploys', 'nav-deploys'],
   ['/dashboards', 'Dashboards', 'nav-dashboards'],
+  ['/alerts', 'Alerts', 'nav-alerts'],
   ['/ingest', 'Ingest', 'nav-ingest'],
 ];
+/** Pages that have no time range: their nav link carries none along. */
+const WITHOUT_RANGE = new Set(['/sources', '/dashboards', '/alerts', '/inbox']);
 /** Shown only while the development inbox is on (SLUICE_DELIVERY_INBOX). */
 const INBOX_NAV: [path: string, label: string, testid: string] = ['/inbox', 'Inbox', 'nav-inbox'];
 
@@ -70,7 +76,7 @@ function NavBar({ me, place, onSignOut }: { me: Me; place: Place; onSignOut: () 
         <ul>
           {[...NAV, ...(me.deliveryInbox ? [INBOX_NAV] : [])].map(([path, label, testid]) => (
             <li key={path}>
-              <Link href={path === '/sources' || path === '/dashboards' || path === '/inbox' ? path : href(path, range)} class={active(path) ? 'active' : ''} aria-current={active(path) ? 'page' : undefined} data-testid={testid}>
+              <Link href={WITHOUT_RANGE.has(path) ? path : href(path, range)} class={active(path) ? 'active' : ''} aria-current={active(path) ? 'page' : undefined} data-testid={testid}>
                 {label}
               </Link>
             </li>

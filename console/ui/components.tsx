@@ -1,6 +1,6 @@
 /**
- * Small pieces every page uses: error and loading notes, a copy button, a key/value table, the
- * attribute filter editor, and the empty state that tells a new user what to send and how.
+ * Small pieces every page uses: error and loading notes, a copy button, a key/value table, label
+ * chips, the attribute filter editor, and the empty state that tells a new user what to send and how.
  */
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
@@ -65,6 +65,13 @@ export function KeyValues({ values, testid, empty = 'none' }: { values: Record<s
       </tbody>
     </table>
   );
+}
+
+/** Labels (an alert rule's, a silence's) as `key=value` chips; nothing when there are none. */
+export function LabelChips({ labels }: { labels: Record<string, string> | undefined }) {
+  const entries = Object.entries(labels ?? {});
+  if (entries.length === 0) return null;
+  return <ul class="chips label-chips" aria-label="Labels">{entries.map(([key, value]) => <li key={key} class="chip"><code>{key}={value}</code></li>)}</ul>;
 }
 
 /** The Service field of a search form. `current` (the URL's) stays an option when the range has none of it. */

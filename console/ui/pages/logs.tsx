@@ -10,6 +10,7 @@ import { api, problem } from '../api.ts';
 import { AttributeFilters, ErrorNote, KeyValues, Loading, Onboarding, ServiceSelect, parseAttribute } from '../components.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
 import { Link, href, navigate, withQuery, type Place } from '../router.tsx';
+import { SEVERITIES, severityName } from '../severity.ts';
 import { RangePageHead, rangeQuery, useTimeRange } from '../time-range.tsx';
 import { formatClock, formatDay, formatDateTime, formatStamp } from '../time.ts';
 
@@ -18,13 +19,6 @@ const TAIL_EVERY_MS = 2000;
 /** Live tail keeps this many rows; older ones drop off the bottom. */
 const TAIL_KEEP = 2000;
 
-export const SEVERITIES: Array<[number, string]> = [[1, 'trace'], [5, 'debug'], [9, 'info'], [13, 'warn'], [17, 'error'], [21, 'fatal']];
-
-export function severityName(entry: Pick<LogEntry, 'severityNumber' | 'severityText'>): string {
-  if (entry.severityText) return entry.severityText.toLowerCase();
-  const found = [...SEVERITIES].reverse().find(([floor]) => entry.severityNumber >= floor);
-  return found?.[1] ?? 'unset';
-}
 function severityClass(number: number): string {
   return number >= 17 ? 'sev sev-error' : number >= 13 ? 'sev sev-warn' : number >= 9 ? 'sev sev-info' : 'sev sev-debug';
 }
