@@ -16,8 +16,8 @@ const SECOND = 1000;
 const TTL = 90 * SECOND;
 const fresh = storeFixtures();
 
-/** The id every process must give the notification of a rule's transition `seq`. */
-const expectedId = (ruleId: string, seq: number) => derivedUuid('alert notification', ruleId, String(seq));
+/** The id every process must give the notification of transition `seq` of a rule's status record begun at `startedAt`. */
+const expectedId = (ruleId: string, seq: number, startedAt: number) => derivedUuid('alert notification', ruleId, String(startedAt), String(seq));
 
 async function setup(perTenant?: number) {
   const fixture = await fresh();
@@ -59,6 +59,7 @@ describe('AlertEvaluator', () => {
     await tickAfter(0);
     expect(measured).toEqual([{ holder: 'process-a', ruleId: rule.id, from: clock.now() - 300 * SECOND, to: clock.now() }]);
     expect(await evaluating.status('tnt_a', rule.id)).toMatchObject({ state: 'ok', value: 5, seq: 0, evaluatedAt: clock.now() });
+    const started = (await evaluating.status('tnt_a', rule.id))!.startedAt!;
 
     values.set(rule.id, 20);
     await tickAfter(30 * SECOND);
@@ -68,17 +69,17 @@ describe('AlertEvaluator', () => {
     expect(sent).toEqual([]);
     await tickAfter(30 * SECOND);
     expect(sent).toHaveLength(1);
-    expect(sent[0]).toMatchObject({ id: expectedId(rule.id, 2), rule, transition: { seq: 2, kind: 'firing', from: 'pending', to: 'firing', value: 20 }, status: { state: 'firing' } });
+    expect(sent[0]).toMatchObject({ id: expectedId(rule.id, 2, started), rule, transition: { seq: 2, kind: 'firing', from: 'pending', to: 'firing', value: 20 }, status: { state: 'firing' } });
 
     await tickAfter(30 * SECOND);
     expect(sent).toHaveLength(1);
     await tickAfter(270 * SECOND);
-    expect(sent.map((n) => [n.id, n.transition.kind])).toEqual([[expectedId(rule.id, 2), 'firing'], [expectedId(rule.id, 3), 'repeat']]);
+    expect(sent.map((n) => [n.id, n.transition.kind])).toEqual([[expectedId(rule.id, 2, started), 'firing'], [expectedId(rule.id, 3, started), 'repeat']]);
 
     values.set(rule.id, 5);
     await tickAfter(30 * SECOND);
     await tickAfter(30 * SECOND);
-    expect(sent.map((n) => [n.id, n.transition.kind])).toEqual([[expectedId(rule.id, 2), 'firing'], [expectedId(rule.id, 3), 'repeat'], [expectedId(rule.id, 4), 'resolved']]);
+    expect(sent.map((n) => [n.id, n.transition.kind])).toEqual([[expectedId(rule.id, 2, started), 'firing'], [expectedId(rule.id, 3, started), 'repeat'], [expectedId(rule.id, 4, started), 'resolved']]);
     const status = (await evaluating.status('tnt_a', rule.id))!;
     expect(status).toMatchObject({ state: 'ok', seq: 4, notifiedSeq: 4 });
     expect(status.history.map((t) => t.kind)).toEqual(['pending', 'firing', 'repeat', 'resolved']);
@@ -146,12 +147,13 @@ describe('AlertEvaluator', () => {
     values.set(rule.id, 20);
     await evaluating.tick();
     expect((await evaluating.status('tnt_a', rule.id))!).toMatchObject({ state: 'firing', seq: 1, notifiedSeq: 0 });
+    const started = (await evaluating.status('tnt_a', rule.id))!.startedAt!;
     // Past the reminder interval while the first notification still waits: still only that one.
     clock.advance(600 * SECOND);
     await evaluating.tick();
     clock.advance(30 * SECOND);
     await evaluating.tick();
-    expect(attempts.map((n) => n.id)).toEqual([expectedId(rule.id, 1), expectedId(rule.id, 1), expectedId(rule.id, 1)]);
+    expect(attempts.map((n) => n.id)).toEqual([expectedId(rule.id, 1, started), expectedId(rule.id, 1, started), expectedId(rule.id, 1, started)]);
     expect((await evaluating.status('tnt_a', rule.id))!).toMatchObject({ seq: 1, notifiedSeq: 1, lastNotifiedAt: clock.now() });
 
     clock.advance(30 * SECOND);
@@ -222,7 +224,8 @@ describe('AlertEvaluator', () => {
     await a.tick();
     await b.tick();
     expect(measured.map((m) => m.holder)).toEqual(['process-a']);
-    expect(handedOverByA.map((n) => n.id)).toEqual([expectedId(rule.id, 1)]);
+    const started = (await a.status('tnt_a', rule.id))!.startedAt!;
+    expect(handedOverByA.map((n) => n.id)).toEqual([expectedId(rule.id, 1, started)]);
 
     values.set(rule.id, 1);
     clock.advance(30 * SECOND);
@@ -235,7 +238,7 @@ describe('AlertEvaluator', () => {
     clock.advance(1);
     await b.tick();
     expect(measured.map((m) => m.holder)).toEqual(['process-a', 'process-a', 'process-b']);
-    expect(sentByB.map((n) => [n.id, n.transition.kind])).toEqual([[expectedId(rule.id, 2), 'resolved']]);
+    expect(sentByB.map((n) => [n.id, n.transition.kind])).toEqual([[expectedId(rule.id, 2, started), 'resolved']]);
     expect(handedOverByA[1]!.id).toBe(sentByB[0]!.id);
     expect((await b.status('tnt_a', rule.id))!).toMatchObject({ state: 'ok', seq: 2, notifiedSeq: 2 });
   });
@@ -253,6 +256,20 @@ describe('AlertEvaluator', () => {
     expect((await store.list('alert_status')).map(([ruleId]) => ruleId)).toEqual([kept.id]);
   });
 
+  it('gives the notifications of a status record begun again new ids: a new firing is never taken for one already delivered', async () => {
+    const { store, clock, values, sent, evaluator, create } = await setup();
+    const rule = await create({});
+    const evaluating = evaluator('process-a');
+    values.set(rule.id, 20);
+    await evaluating.tick();
+    // The record is lost (swept, or its bucket emptied) while the rule lives on.
+    await store.delete('alert_status', rule.id);
+    clock.advance(30 * SECOND);
+    await evaluating.tick();
+    expect(sent.map((n) => [n.transition.seq, n.transition.kind])).toEqual([[1, 'firing'], [1, 'firing']]);
+    expect(sent[1]!.id).not.toBe(sent[0]!.id);
+  });
+
   it('notifies once when two rounds overlap (a lease changing hands mid-round): the status write that loses the race sends nothing', async () => {
     const { store, values, sent, lines, evaluator, create } = await setup();
     const rule = await create({});
@@ -261,7 +278,8 @@ describe('AlertEvaluator', () => {
     const other = evaluator('process-a');
     const overlapped = evaluator('process-a', undefined, racingStore(store, rule.id, () => other.tick()));
     await overlapped.tick();
-    expect(sent.map((n) => [n.id, n.transition.kind])).toEqual([[expectedId(rule.id, 1), 'firing']]);
+    const started = (await other.status('tnt_a', rule.id))!.startedAt!;
+    expect(sent.map((n) => [n.id, n.transition.kind])).toEqual([[expectedId(rule.id, 1, started), 'firing']]);
     expect((await other.status('tnt_a', rule.id))!).toMatchObject({ state: 'firing', seq: 1, notifiedSeq: 1 });
     expect(lines.some((l) => l.msg === 'alert rule status written by another evaluator meanwhile: evaluated again next round')).toBe(true);
   });

@@ -208,7 +208,7 @@ export class AlertEvaluator {
     for (const transition of notificationsDue(current.value)) {
       if (current.value.notifiedSeq >= transition.seq) continue;
       const held = resolvesUnannounced(current.value, transition) || (silenced ??= await this.deps.silences.silences(rule, now));
-      const id = notificationId(rule.id, transition.seq);
+      const id = notificationId(rule.id, current.value.startedAt ?? 0, transition.seq);
       const context = { ruleId: rule.id, tenantId: rule.tenantId, kind: transition.kind, seq: transition.seq, notificationId: id };
       if (!held) {
         try {

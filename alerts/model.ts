@@ -81,6 +81,12 @@ export interface AlertStatus {
   value: number | null;
   /** When it was last measured (0: not yet). */
   evaluatedAt: number;
+  /**
+   * When this status record was begun (epoch ms). Seqs count from 0 again in a new record (the
+   * old one lost, or swept while the rule's list was incomplete), so notification ids name it
+   * too: a new firing is never taken downstream for an old one already delivered.
+   */
+  startedAt?: number;
   /** The last transition's seq (0: none). */
   seq: number;
   /** The last seq whose notification was handed over (or silenced). */
@@ -118,7 +124,7 @@ export interface AlertNotification {
   status: AlertStatus;
 }
 
-/** The id of the notification of a rule's transition `seq`: the same in every process. */
-export function notificationId(ruleId: string, seq: number): string {
-  return derivedUuid('alert notification', ruleId, String(seq));
+/** The id of the notification of transition `seq` of a rule's status record begun at `startedAt`: the same in every process. */
+export function notificationId(ruleId: string, startedAt: number, seq: number): string {
+  return derivedUuid('alert notification', ruleId, String(startedAt), String(seq));
 }

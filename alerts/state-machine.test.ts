@@ -120,7 +120,7 @@ describe('initialStatus', () => {
   it('is ok, unmeasured, with no transition', () => {
     expect(initialStatus(testRule(), START)).toEqual({
       ruleId: 'alr_0123456789abcdef', tenantId: 'tnt_a', state: 'ok', since: START, value: null, evaluatedAt: 0,
-      seq: 0, notifiedSeq: 0, lastNotifiedAt: 0, history: [],
+      startedAt: START, seq: 0, notifiedSeq: 0, lastNotifiedAt: 0, history: [],
     });
   });
 });

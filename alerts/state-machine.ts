@@ -53,7 +53,7 @@ function repeatDue(rule: AlertRule, status: AlertStatus, now: number): boolean {
 
 /** A new rule's status: ok, nothing measured, no transition. */
 export function initialStatus(rule: AlertRule, now: number): AlertStatus {
-  return { ruleId: rule.id, tenantId: rule.tenantId, state: 'ok', since: now, value: null, evaluatedAt: 0, seq: 0, notifiedSeq: 0, lastNotifiedAt: 0, history: [] };
+  return { ruleId: rule.id, tenantId: rule.tenantId, state: 'ok', since: now, value: null, evaluatedAt: 0, startedAt: now, seq: 0, notifiedSeq: 0, lastNotifiedAt: 0, history: [] };
 }
 
 /** The transitions still to notify (or silence), oldest first: firing, resolved and repeat past notifiedSeq. */
