@@ -421,6 +421,7 @@ export class SluiceGraph {
       notify: relay.notify,
       log: this.log,
       intervalMs,
+      onRestart: (loop) => this.metrics.loopRestarts.inc({ loop }),
     });
     evaluator.start();
     this.onStop('alert evaluator', () => evaluator.stop());
