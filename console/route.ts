@@ -28,7 +28,7 @@ export type { ContactPoint } from './api.ts';
 export interface ConsoleAlerts {
   rules: AlertRules;
   silences: Silences;
-  evaluator: Pick<AlertEvaluator, 'status' | 'statuses'>;
+  evaluator: Pick<AlertEvaluator, 'status'>;
   /** The tenant's active forms, which rules may name in `notify`. */
   contactPoints(tenantId: string): ContactPoint[];
 }
