@@ -22,8 +22,6 @@ import type { DevelopmentInbox } from '../delivery/index.ts';
 import type { AlertEvaluator, AlertRules, Silences } from '../alerts/index.ts';
 import type { ContactPoint } from './api.ts';
 
-export type { ContactPoint } from './api.ts';
-
 /** Alert rules, silences and their states, where the relay runs beside the console (it delivers the notifications). */
 export interface ConsoleAlerts {
   rules: AlertRules;

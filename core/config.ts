@@ -30,7 +30,7 @@ export interface SluiceConfig {
     signInLockoutMaxSeconds: number;
   };
   pipeline: { workers: number; workerHeapMb: number; transcoder: 'auto' | 'wasm' | 'js' };
-  /** budgetMb absent: the default (core/memory-budget.ts DEFAULT_BUDGET_MB, grown to fit options set explicitly). */
+  /** budgetMb absent: the default (core/memory-budget.ts defaultBudgetMb: a share of the machine, grown to fit the process). */
   memory: { budgetMb?: number };
   storage: {
     database: string;

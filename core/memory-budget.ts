@@ -146,9 +146,8 @@ export function planMemory(config: Readonly<SluiceConfig>, parts: ProcessParts, 
   const workerThreads = (parts.frontEnd ? config.pipeline.workers : 0) + parts.renderThreads;
   // The default is a starting point, not a promise made by the user: it grows to fit what they did set.
   const givenMb = config.memory.budgetMb;
-  const leastMb = givenMb === undefined ? leastBudgetMb(config, parts) : undefined;
   const defaultMb = defaultBudgetMb(machineBytes);
-  const budgetMb = givenMb ?? Math.max(defaultMb, leastMb ?? defaultMb);
+  const budgetMb = givenMb ?? leastBudgetMb(config, parts, defaultMb) ?? defaultMb;
   const grownFromMb = givenMb === undefined && budgetMb > defaultMb ? defaultMb : undefined;
   const budgetBytes = budgetMb * MiB;
 
@@ -274,9 +273,9 @@ function split(config: Readonly<SluiceConfig>, parts: ProcessParts, budgetBytes:
   return { baseBytes, inFlightBytes, workerHeapBytes, chdbBytes, fits, queryFits: !parts.chdb || config.query.maxMemoryBytes <= chdbBytes };
 }
 
-/** The smallest budget (MiB) whose split fits, explicit options as they are; undefined if none does (up to 64 GiB). */
-function leastBudgetMb(config: Readonly<SluiceConfig>, parts: ProcessParts): number | undefined {
-  for (let mb = 1; mb <= 65_536; mb++) {
+/** The smallest budget (MiB) from `fromMb` on whose split fits, explicit options as they are; undefined if none does (up to 64 GiB). */
+function leastBudgetMb(config: Readonly<SluiceConfig>, parts: ProcessParts, fromMb = 1): number | undefined {
+  for (let mb = fromMb; mb <= 65_536; mb++) {
     const { fits, queryFits } = split(config, parts, mb * MiB);
     if (fits && queryFits) return mb;
   }
