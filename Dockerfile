@@ -1,5 +1,7 @@
 # The sluice image: one executable, the role is the command (serve, gateway, consume, migrate).
-FROM node:20-bookworm-slim
+# Node 24 LTS: Node 20 is past its end of life, and 24 decodes zstd request bodies in the worker
+# thread, reusing its decoder (docs/guides/sending-data.md#compression).
+FROM node:24-bookworm-slim
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund

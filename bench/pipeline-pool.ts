@@ -5,7 +5,10 @@
  * does once the bus published them. No HTTP, no bus: what is left is decompression, transcoding, piscina and the two
  * threads' garbage. Prints items per CPU second of the whole process (every thread).
  *
- *   node --disable-wasm-trap-handler --import tsx bench/pipeline-pool.ts [traces|agent-logs] [seconds=10] [workers=2] [inFlight=8] [transcoders=auto]
+ *   node --disable-wasm-trap-handler --import tsx bench/pipeline-pool.ts [traces|agent-logs] [seconds=10] [workers=2] [inFlight=8] [transcoders=auto] [encoding=gzip]
+ *
+ * `encoding` zstd sends the same requests compressed with zstd (level 3, as the Collector's
+ * `compression: zstd`) instead of gzip.
  *
  * `transcoders` (SLUICE_TRANSCODER, comma-separated: js,wasm) runs a pool of each, measured in
  * turns (three rounds each, every round starting with another), and prints each one's median
@@ -15,6 +18,8 @@
  * With `node --cpu-prof --cpu-prof-dir=DIR --import tsx bench/pipeline-pool.ts ...` each
  * thread writes a profile; bench/cpu-profile-summary.ts adds them up (GC share, top functions).
  */
+import { gunzipSync } from 'node:zlib';
+import { compress as zstdCompress } from '@mongodb-js/zstd';
 import { agentLogBodies, loadTraceTypes, traceBodies } from './payload.ts';
 import { PipelinePool } from '../pipeline/pool.ts';
 import type { PipelineTask } from '../pipeline/tasks.ts';
@@ -25,17 +30,20 @@ const seconds = Number(process.argv[3] ?? 10);
 const workers = Number(process.argv[4] ?? 2);
 const inFlight = Number(process.argv[5] ?? 8);
 const transcoders = (process.argv[6] ?? 'auto').split(',') as TranscoderSetting[];
+const encoding = (process.argv[7] ?? 'gzip') as 'gzip' | 'zstd';
+if (encoding !== 'gzip' && encoding !== 'zstd') throw new Error(`encoding: gzip or zstd, not ${encoding}`);
 
-const { bodies, items } = kind === 'agent-logs'
+const { bodies: gzipped, items } = kind === 'agent-logs'
   ? { bodies: agentLogBodies(64, 1000).bodies, items: 1000 }
   : { bodies: traceBodies(loadTraceTypes(), 64, 100).bodies, items: 100 };
+const bodies = encoding === 'gzip' ? gzipped : await Promise.all(gzipped.map((body) => zstdCompress(gunzipSync(body), 3)));
 
 function task(i: number): PipelineTask {
   const compressed = bodies[i % bodies.length]!;
   // A buffer of its own, as BodyCollector makes it: the pool transfers it to the worker.
   const body = Buffer.allocUnsafeSlow(compressed.byteLength);
   body.set(compressed);
-  const common = { encoding: 'gzip' as const, body, sourceId: 'bench', maxBytes: 10 * 1024 * 1024, maxChunkBytes: 1024 * 1024 };
+  const common = { encoding, body, sourceId: 'bench', maxBytes: 10 * 1024 * 1024, maxChunkBytes: 1024 * 1024 };
   return kind === 'agent-logs'
     ? { kind: 'agent', payload: 'logs', ...common, receivedAt: String(BigInt(Date.now()) * 1_000_000n) }
     : { kind: 'otlp', signal: 'traces', format: 'protobuf', ...common };
@@ -97,5 +105,5 @@ for (const [p, own] of rounds.entries()) {
   const middle = own.find((r) => r.handled / r.cpuSeconds === median(rates[p]!))!;
   const versus = p === 0 ? '' : `, ${median(rates[p]!.map((rate, r) => rate / rates[0]![r]!)).toFixed(2)}x ${transcoders[0]}`;
   const of = own.length > 1 ? `median of ${own.length} rounds; ` : '';
-  console.log(`${kind}, ${label}: ${fmt(median(rates[p]!))} ${unit} per CPU-second${versus} (${of}${fmt(middle.handled / items)} requests of ${items}, ${middle.cpuSeconds.toFixed(1)} CPU-s over ${middle.wallSeconds.toFixed(1)} s: ${(middle.cpuSeconds / middle.wallSeconds).toFixed(2)} cores; ${workers} workers, ${inFlight} in flight)`);
+  console.log(`${kind} (${encoding}), ${label}: ${fmt(median(rates[p]!))} ${unit} per CPU-second${versus} (${of}${fmt(middle.handled / items)} requests of ${items}, ${middle.cpuSeconds.toFixed(1)} CPU-s over ${middle.wallSeconds.toFixed(1)} s: ${(middle.cpuSeconds / middle.wallSeconds).toFixed(2)} cores; ${workers} workers, ${inFlight} in flight)`);
 }

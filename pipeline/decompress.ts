@@ -2,20 +2,20 @@
  * Request-body decompression with a hard cap on the output, for gzip and zstd bodies.
  *
  * A compression bomb must be refused without allocating much more than the cap:
- * - gzip: inflated into a buffer of at most the cap plus one byte (gunzip.ts), refused when
+ * - gzip: inflated into a buffer of at most the cap plus one byte (inflate.ts), refused when
  *   it fills.
  * - zstd: we walk the frame and block headers first (RFC 8878) and refuse when a sound upper
- *   bound of the output exceeds the cap, before decompressing anything. Then Node's own zstd
- *   (Node 22.15+, 23.8+) decompresses with `maxOutputLength` at the cap, so the cap holds even
- *   if the walk were wrong; on older Node, @mongodb-js/zstd, which has no output limit.
+ *   bound of the output exceeds the cap, before decompressing anything. Then, where Node has
+ *   its own zstd (Node 22.15+, 23.8+), each frame is inflated into the same capped buffer as
+ *   gzip, so the cap holds even if the walk were wrong; on older Node, @mongodb-js/zstd on
+ *   libuv's pool, which has no output limit.
  *
- * Runs in a pipeline worker thread: the synchronous gunzip blocks that thread, not the event
+ * Runs in a pipeline worker thread: the synchronous inflate blocks that thread, not the event
  * loop.
  */
 import { decompress as zstdDecompress } from '@mongodb-js/zstd';
-import * as zlib from 'node:zlib';
 import { SluiceError, badRequest } from '../core/errors.ts';
-import { GzipInflater } from './gunzip.ts';
+import { Inflater, type FrameLayout } from './inflate.ts';
 
 export type ContentEncoding = 'identity' | 'gzip' | 'zstd';
 
@@ -33,57 +33,57 @@ export function parseContentEncoding(header: string | undefined): ContentEncodin
   return ENCODINGS.get((header ?? '').trim().toLowerCase());
 }
 
-/**
- * Decompresses body, refusing with payload_too_large if the output would exceed maxBytes,
- * without allocating much past maxBytes. With an `inflater`, a gzip body is inflated into
- * its reused buffer: the result is then only valid until that inflater's next use.
- */
-export async function decompress(encoding: ContentEncoding, body: Uint8Array, maxBytes: number, inflater?: GzipInflater): Promise<Uint8Array> {
-  return encoding === 'zstd' ? zstdCapped(body, maxBytes) : decompressSync(encoding, body, maxBytes, inflater);
+/** A thread's decoders, one per format: their buffers are reused from body to body (inflate.ts). */
+export interface Inflaters {
+  gzip: Inflater;
+  zstd: Inflater;
 }
 
-/** decompress() for the encodings done on the calling thread: identity and gzip. */
-export function decompressSync(encoding: 'identity' | 'gzip', body: Uint8Array, maxBytes: number, inflater = new GzipInflater()): Uint8Array {
+export function newInflaters(): Inflaters {
+  return { gzip: new Inflater('gzip'), zstd: new Inflater('zstd') };
+}
+
+/**
+ * Whether decompressSync can take a body of this encoding on this Node: all of them but zstd
+ * on a Node without its own zstd stream (Node 20), which decompress() does off the thread.
+ */
+export function decompressesSync(encoding: ContentEncoding, inflaters: Inflaters): boolean {
+  return encoding !== 'zstd' || inflaters.zstd.native;
+}
+
+/**
+ * Decompresses body, refusing with payload_too_large if the output would exceed maxBytes,
+ * without allocating much past maxBytes. The result is a new buffer (zstd on a Node without
+ * its own zstd) or, through decompressSync, a view that is only valid until the inflaters'
+ * next use.
+ */
+export async function decompress(encoding: ContentEncoding, body: Uint8Array, maxBytes: number, inflaters = newInflaters()): Promise<Uint8Array> {
+  return decompressesSync(encoding, inflaters) ? decompressSync(encoding, body, maxBytes, inflaters) : zstdOffThread(body, maxBytes);
+}
+
+/** decompress() on the calling thread, for the encodings decompressesSync() allows. */
+export function decompressSync(encoding: ContentEncoding, body: Uint8Array, maxBytes: number, inflaters = newInflaters()): Uint8Array {
   if (encoding === 'identity') {
     if (body.byteLength > maxBytes) throw tooLarge('decompressed body', maxBytes);
     return body;
   }
-  const out = inflater.inflate(body, maxBytes);
+  let out: Uint8Array | undefined;
+  if (encoding === 'gzip') out = inflaters.gzip.inflate(body, maxBytes);
+  else {
+    out = inflaters.zstd.inflate(body, maxBytes, zstdCheckBounds(body, maxBytes));
+  }
   if (!out) throw tooLarge('decompressed body', maxBytes);
   return out;
 }
 
-type ZstdDecompressSync = (body: Uint8Array, options: { maxOutputLength: number }) => Buffer;
-/** Node's built-in zstd, where this runtime has it (not on Node 20). */
-const builtinZstd = (zlib as { zstdDecompressSync?: ZstdDecompressSync }).zstdDecompressSync;
-
-/**
- * Node's zstd stops at the end of the first frame (Node 24.21: the rest of the body is
- * ignored, a leading skippable frame gives nothing), so each data frame the walk found is
- * decompressed on its own, with what is left of the cap as its limit.
- */
-function builtinZstdFrames(decompressFrame: ZstdDecompressSync, body: Uint8Array, frames: ZstdBounds['frames'], maxBytes: number): Uint8Array {
-  const parts: Buffer[] = [];
-  let total = 0;
-  for (const { start, end } of frames) {
-    const part = decompressFrame(body.subarray(start, end), { maxOutputLength: Math.max(1, maxBytes - total) });
-    total += part.byteLength;
-    if (total > maxBytes) throw tooLarge('decompressed body', maxBytes);
-    parts.push(part);
-  }
-  return parts.length === 1 ? parts[0]! : Buffer.concat(parts, total);
-}
-
-async function zstdCapped(body: Uint8Array, maxBytes: number): Promise<Uint8Array> {
-  const { frames } = zstdCheckBounds(body, maxBytes);
+/** zstd through @mongodb-js/zstd, on libuv's pool, for a Node without its own zstd. */
+async function zstdOffThread(body: Uint8Array, maxBytes: number): Promise<Uint8Array> {
+  zstdCheckBounds(body, maxBytes);
   let out: Uint8Array;
   try {
     // A view on the same memory: the binding wants a Buffer.
-    out = builtinZstd
-      ? builtinZstdFrames(builtinZstd, body, frames, maxBytes)
-      : await zstdDecompress(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+    out = await zstdDecompress(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
   } catch (err) {
-    if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge('decompressed body', maxBytes);
     // Everything libzstd reports here is about the data (corruption, size mismatch, checksum).
     throw badRequest('invalid zstd data', err);
   }
@@ -106,15 +106,12 @@ const MAX_BLOCK_SIZE = 128 * 1024;
  */
 const MAX_HTTP_WINDOW = 8 * 1024 * 1024;
 
-/** What the walk of a zstd body found, for tests and diagnostics. */
-export interface ZstdBounds {
-  /** An upper bound of the decompressed size, summed over all frames. */
-  output: number;
-  /** The largest decoder buffer any frame asks libzstd for: min(content size, window). */
-  window: number;
-  /** Where each frame that holds data starts and ends in the body (skippable frames left out). */
-  frames: { start: number; end: number }[];
-}
+/**
+ * What the walk of a zstd body found: the frames that hold data (skippable ones left out), a
+ * bound of their output, and the largest decoder buffer any frame asks libzstd for (min of
+ * content size and window).
+ */
+export type ZstdBounds = FrameLayout;
 
 /**
  * Walks every frame and block header of a zstd body without decompressing. Throws

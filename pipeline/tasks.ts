@@ -5,8 +5,7 @@
  */
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { toSluiceError, type ErrorCode } from '../core/errors.ts';
-import { decompress, decompressSync, type ContentEncoding } from './decompress.ts';
-import { GzipInflater } from './gunzip.ts';
+import { decompress, decompressesSync, decompressSync, newInflaters, type ContentEncoding } from './decompress.ts';
 import type { Signal, TableRows } from './otlp/index.ts';
 import { offerSpares } from '../storage/table-rows.ts';
 import { otlpTranscoder, type TranscoderSetting } from './wasm/select.ts';
@@ -69,22 +68,23 @@ export interface TaskFailure {
 export type TaskResult = TaskSuccess | TaskFailure;
 
 /**
- * This thread's gzip inflater: its buffer is reused by every request, so a body inflated into
- * it must be used up before the next one. It is: a thread holds two tasks at most (pool.ts) but
- * JavaScript runs one at a time, a body is inflated and transcoded without an await in between
- * (only zstd awaits, and it inflates into a buffer of its own), and the rows are copies
- * (nothing of the result points into the body). The row writers are reused the same way.
+ * This thread's gzip and zstd inflaters: their buffers are reused by every request, so a body
+ * inflated into one must be used up before the next. It is: a thread holds two tasks at most
+ * (pool.ts) but JavaScript runs one at a time, a body is inflated and transcoded without an
+ * await in between (only zstd on a Node without its own awaits, and it decompresses into a
+ * buffer of its own), and the rows are copies (nothing of the result points into the body).
+ * The row writers are reused the same way.
  */
-const inflater = new GzipInflater();
+const inflaters = newInflaters();
 
 export async function runTask(task: PipelineTask): Promise<unknown> {
   if (task.spares) offerSpares(task.spares);
   const otlp = task.kind === 'otlp' ? otlpTranscoder(task.transcoder ?? 'js') : undefined;
   try {
-    // zstd is decompressed on libuv's pool (awaited); identity and gzip here, synchronously.
-    const body = task.encoding === 'zstd'
-      ? await decompress(task.encoding, task.body, task.maxBytes)
-      : decompressSync(task.encoding, task.body, task.maxBytes, inflater);
+    // Here, synchronously; only zstd on a Node without its own goes to libuv's pool (awaited).
+    const body = decompressesSync(task.encoding, inflaters)
+      ? decompressSync(task.encoding, task.body, task.maxBytes, inflaters)
+      : await decompress(task.encoding, task.body, task.maxBytes);
     const rows = task.kind === 'otlp'
       ? otlp!.transcode(task.signal, task.format, body, task.sourceId, task.maxChunkBytes)
       : transcodeAgent(task.payload, body, task.sourceId, task.maxChunkBytes, BigInt(task.receivedAt));
