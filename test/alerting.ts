@@ -68,7 +68,7 @@ export async function startAlertingSluice(overrides: Record<string, unknown> = {
 }
 
 /** `count` server spans of `service`, `errors` of them failed, ending now. */
-export async function sendSpans(app: TestSluice, service: string, count: number, errors: number): Promise<void> {
+export async function sendSpans(app: Pick<TestSluice, 'baseUrl' | 'apiKey'>, service: string, count: number, errors: number): Promise<void> {
   const now = BigInt(Date.now()) * 1_000_000n;
   const spans = Array.from({ length: count }, (_, i) => ({
     traceId: randomBytes(16).toString('hex'),

@@ -20,11 +20,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deadLetterOf, DURABLE, streamOf } from '../bus/jetstream-names.ts';
 import { startClickhouseFacade, type ClickhouseFacade } from './clickhouse-facade.ts';
+import { connectNats } from './harness.ts';
 import { encodeTraces, traceRequest } from './otlp-fixtures.ts';
 import { exportOnce, exporterFor, finishedSpans } from './otel-clients.ts';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
@@ -72,9 +73,7 @@ async function start(role: 'gateway' | 'consume'): Promise<SluiceProcess> {
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'sluice-processes-'));
   [facade, redis] = await Promise.all([startClickhouseFacade(), startRedis()]);
-  nc = await connect({ servers: NATS_URL }).catch((err) => {
-    throw new Error(`no NATS with JetStream at ${NATS_URL} (run deploy/services.sh): ${err.message}`);
-  });
+  nc = await connectNats(NATS_URL);
   jsm = await jetstreamManager(nc);
   // The real schema, created the way an operator does it; then a source, from the CLI (NATS KV).
   expect(JSON.parse(await runSluice(['migrate'], env())).current).toBeGreaterThan(0);

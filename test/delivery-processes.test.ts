@@ -23,11 +23,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DELIVERY_DURABLE, deliveryStreamOf } from '../bus/jetstream-names.ts';
 import { startSmtpInbox, startWebhookReceiver, type SmtpInbox, type WebhookCall, type WebhookReceiver } from './delivery-peers.ts';
-import { eventually, removeNatsPrefixes } from './harness.ts';
+import { connectNats, eventually, removeNatsPrefixes } from './harness.ts';
+import { RelayClient } from './relay-client.ts';
 import { startSluiceProcess, type SluiceProcess, type SluiceRole } from './sluice-processes.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -88,71 +89,6 @@ async function receiver(): Promise<WebhookReceiver> {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-let ipCounter = Math.floor(Math.random() * 60_000);
-
-/** The relay's HTTP API on a process's relay port, signed in as a fresh tenant's owner. */
-class RelayClient {
-  private token = '';
-
-  constructor(private readonly relay: () => SluiceProcess) {}
-
-  async call(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any; text: string }> {
-    ipCounter++;
-    const response = await fetch(`http://127.0.0.1:${this.relay().relayPort}/api/v1${path}`, {
-      method,
-      headers: {
-        // A client IP of its own per call (from a trusted proxy): no rate-limit window is shared.
-        'x-forwarded-for': `198.18.${(ipCounter >> 8) & 255}.${ipCounter & 255}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        ...(this.token ? { authorization: `Bearer ${this.token}` } : {}),
-        ...headers,
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    return { status: response.status, body: text ? JSON.parse(text) : undefined, text };
-  }
-
-  /** An admin call; expects success. */
-  async admin(method: string, path: string, body?: unknown): Promise<any> {
-    const reply = await this.call(method, path, body);
-    if (reply.status >= 300) throw new Error(`${method} ${path}: ${reply.status} ${reply.text}`);
-    return reply.body;
-  }
-
-  /** Onboards a tenant with the operator token and signs in as its owner. */
-  async onboard(): Promise<void> {
-    const email = `owner-${randomBytes(4).toString('hex')}@relay.test`;
-    const password = 'a long password for tests';
-    const onboarded = await this.call('POST', '/admin/tenants', { name: 'Acme', owner: { email, password } }, { 'x-operator-token': OPERATOR_TOKEN });
-    expect(onboarded.status, onboarded.text).toBe(201);
-    const login = await this.call('POST', '/admin/login', { email, password });
-    expect(login.status, login.text).toBe(200);
-    this.token = login.body.token;
-  }
-
-  /** A site with a form, these email recipients and a webhook to each hook (its secret set on the receiver). */
-  async form(options: { emails?: string[]; hook?: WebhookReceiver; hooks?: WebhookReceiver[] }): Promise<{ site: any; form: any }> {
-    const site = await this.admin('POST', '/admin/sites', { name: 'web', allowedOrigins: [] });
-    const form = await this.admin('POST', `/admin/sites/${site.id}/forms`, { name: 'Contact', formKey: `f${randomBytes(4).toString('hex')}` });
-    for (const address of options.emails ?? []) await this.admin('POST', `/admin/sites/${site.id}/forms/${form.id}/recipients`, { channel: 'email', address });
-    for (const hook of [...(options.hook ? [options.hook] : []), ...(options.hooks ?? [])]) {
-      hook.secret = (await this.admin('POST', `/admin/sites/${site.id}/forms/${form.id}/webhooks`, { url: hook.url })).secret;
-    }
-    return { site, form };
-  }
-
-  async submit(site: any, form: any, data: Record<string, unknown>): Promise<string> {
-    const reply = await this.call('POST', '/submissions', { siteKey: site.siteKey, formKey: form.formKey, data });
-    expect(reply.status, reply.text).toBe(201);
-    return reply.body.submissionId;
-  }
-
-  async jobs(site: any, form: any): Promise<any[]> {
-    return (await this.admin('GET', `/admin/sites/${site.id}/forms/${form.id}/jobs`)).jobs;
-  }
-}
-
 /** The calls of each webhook-id, in order. */
 function byWebhookId(calls: readonly WebhookCall[]): Map<string, WebhookCall[]> {
   const ids = new Map<string, WebhookCall[]>();
@@ -184,7 +120,7 @@ const WEBHOOKS_DELIVERED = 'sluice_delivery_attempts_total{channel="webhook",out
 
 describe('embedded default: `sluice serve` killed with SIGKILL and restarted on its data dir', () => {
   let serve: SluiceProcess;
-  const relay = new RelayClient(() => serve);
+  const relay = new RelayClient(() => serve, OPERATOR_TOKEN);
   const env = () => ({ SLUICE_SMTP_URL: smtp!.url, SLUICE_SMTP_FROM: 'Sluice Relay <relay@sluice.test>' });
 
   /** SIGKILL, then `sluice serve` again on the same data dir (the same ports are not needed: new ones). */
@@ -292,7 +228,7 @@ describe('embedded default: `sluice serve` killed with SIGKILL and restarted on 
 
 describe('embedded default: the delivery queue full (SLUICE_DELIVERY_MAX_QUEUE_JOBS=100)', () => {
   let serve: SluiceProcess;
-  const relay = new RelayClient(() => serve);
+  const relay = new RelayClient(() => serve, OPERATOR_TOKEN);
   const env = { SLUICE_DELIVERY_MAX_QUEUE_JOBS: '100' };
 
   async function restart(signal: 'SIGKILL' | 'SIGTERM'): Promise<void> {
@@ -406,13 +342,11 @@ describe('embedded default: the delivery queue full (SLUICE_DELIVERY_MAX_QUEUE_J
 describe('cluster: a gateway with the relay, a consumer and two `sluice deliver` processes on NATS', () => {
   let gateway: SluiceProcess;
   let workers: SluiceProcess[] = [];
-  const relay = new RelayClient(() => gateway);
+  const relay = new RelayClient(() => gateway, OPERATOR_TOKEN);
   const { stream } = deliveryStreamOf(prefix);
 
   beforeAll(async () => {
-    nc = await connect({ servers: NATS_URL }).catch((err) => {
-      throw new Error(`no NATS with JetStream at ${NATS_URL} (run deploy/services.sh): ${err.message}`);
-    });
+    nc = await connectNats(NATS_URL);
     const env = {
       NATS_URL,
       SLUICE_NATS_PREFIX: prefix,

@@ -5,7 +5,7 @@
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, type SluiceConfig } from '../core/config.ts';
@@ -95,6 +95,13 @@ export async function eventually<T>(fn: () => Promise<T> | T, timeoutMs = 10_000
     if (Date.now() > deadline) throw new Error('condition not met in time');
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
+}
+
+/** A connection to the machine's NATS, or an error that says how to get one. */
+export function connectNats(url: string): Promise<NatsConnection> {
+  return connect({ servers: url }).catch((err) => {
+    throw new Error(`no NATS with JetStream at ${url} (run deploy/services.sh): ${err.message}`);
+  });
 }
 
 /** Deletes the JetStream streams and KV buckets a test run made under its prefixes. */
