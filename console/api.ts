@@ -81,6 +81,24 @@ export interface LogEntry {
 }
 export interface LogPage { logs: LogEntry[]; cursor?: string }
 
+/** Severity bands by OTLP severity number (severity.ts): unset is 0. */
+export type SeverityBand = 'unset' | 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
+export interface FacetValue { value: string; count: number }
+/** What the entries of a LogQuery (cursor and limit aside) add up to: the Logs page's chart and facets. */
+export interface LogSummary {
+  total: number;
+  /** Width of a volume bucket, ms; each bucket starts at a multiple of it. */
+  stepMs: number;
+  /** Entries per bucket by severity band, oldest first; buckets with none are left out. */
+  volume: Array<{ time: number; counts: Partial<Record<SeverityBand, number>> }>;
+  /** The most frequent values of each: services (10), bands (those with entries, most severe first), attributes (the 5 most common keys, 5 values each). */
+  facets: {
+    services: FacetValue[];
+    severities: Array<{ value: SeverityBand; count: number }>;
+    attributes: Array<{ key: string; count: number; values: FacetValue[] }>;
+  };
+}
+
 export interface TraceQuery extends TimeRange {
   services?: string[];
   operation?: string;

@@ -5,7 +5,7 @@
  * reads check them first (a 400 naming the field otherwise).
  */
 import type {
-  AgentView, DeployMarker, DeployVerdictView, LogPage, OperationHealth, ServicesHealth, LogQuery, MetricInfo, MetricQuery, MetricResult, Overview, TimeRange, TraceQuery, TraceSummary, TraceView,
+  AgentView, DeployMarker, DeployVerdictView, LogPage, LogSummary, OperationHealth, ServicesHealth, LogQuery, MetricInfo, MetricQuery, MetricResult, Overview, TimeRange, TraceQuery, TraceSummary, TraceView,
 } from './api.ts';
 
 export type Scope = readonly string[];
@@ -17,6 +17,7 @@ export interface ConsoleReads {
   serviceOperations(sources: Scope, query: TimeRange & { service: string }): Promise<{ operations: OperationHealth[] }>;
   logs(sources: Scope, query: LogQuery): Promise<LogPage>;
   logCount(sources: Scope, query: LogQuery): Promise<number>;
+  logSummary(sources: Scope, query: LogQuery): Promise<LogSummary>;
   traces(sources: Scope, query: TraceQuery): Promise<TraceSummary[]>;
   trace(sources: Scope, traceId: string): Promise<TraceView | undefined>;
   metricNames(sources: Scope, range: TimeRange): Promise<MetricInfo[]>;

@@ -93,6 +93,7 @@ export function queryRoutes(deps: ConsoleHttpDeps): Route[] {
     query('service-health', (sources, body) => reads.servicesHealth(sources, body)),
     query('service-operations', (sources, body) => reads.serviceOperations(sources, body)),
     query('logs', (sources, body) => reads.logs(sources, body)),
+    query('log-summary', (sources, body) => reads.logSummary(sources, body)),
     query('traces', async (sources, body) => ({ traces: await reads.traces(sources, body) })),
     query('metric-names', async (sources, body) => ({ metrics: await reads.metricNames(sources, body) })),
     query('metrics', (sources, body) => reads.metric(sources, body)),

@@ -5,7 +5,7 @@
  * ids answer 404 and filters are data, never SQL.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LogPage, Me, SourceView } from '../console/api.ts';
+import type { LogPage, LogSummary, Me, SourceView } from '../console/api.ts';
 import { ConsoleClient } from './console-client.ts';
 import { eventually, startTestSluice, type TestSluice } from './harness.ts';
 
@@ -170,6 +170,9 @@ describe('a tenant sees only its own', () => {
     }, 20_000, 200);
     expect(page.logs[0]).toMatchObject({ body: "payment declined: card's limit", service: 'checkout', kind: 'otlp' });
     expect((await other.json<LogPage>('/api/query/logs', { method: 'POST', body: range() })).logs).toEqual([]);
+    const summary = await owner.json<LogSummary>('/api/query/log-summary', { method: 'POST', body: { ...range(), text: "card's limit" } });
+    expect(summary).toMatchObject({ total: 1, facets: { services: [{ value: 'checkout', count: 1 }] } });
+    expect((await other.json<LogSummary>('/api/query/log-summary', { method: 'POST', body: range() })).total).toBe(0);
     for (const text of ["') OR 1=1 --", "' OR '1'='1", '\\', '{text:String}', '%', '_']) {
       const found = await owner.json<LogPage>('/api/query/logs', { method: 'POST', body: { ...range(), text } });
       expect(found.logs.every((log) => log.body.toLowerCase().includes(text.toLowerCase()))).toBe(true);

@@ -122,6 +122,46 @@ describe('logs', () => {
     await expect(count({ traceId: 'nope' })).rejects.toBeInstanceOf(QueryValidationError);
   });
 
+  it('sums up what the list shows: volume by severity band per bucket, and the facets, for the same filters', async () => {
+    const bandOf = (n: number) => (n === 0 ? 'unset' : n < 5 ? 'trace' : n < 9 ? 'debug' : n < 13 ? 'info' : n < 17 ? 'warn' : n < 21 ? 'error' : 'fatal');
+    const byCount = (counts: Map<string, number>) => [...counts].map(([value, count]) => ({ value, count })).sort((a, b) => b.count - a.count || (a.value < b.value ? -1 : 1));
+    const tally = (counts: Map<string, number>, key: string) => counts.set(key, (counts.get(key) ?? 0) + 1);
+    for (const query of [{}, { services: ['postgres'] }, { minSeverity: 13 }, { text: 'payment' }, { attributes: [{ key: 'host.name', value: 'db-1' }] }, { traceId }]) {
+      const [summary, listing] = await Promise.all([queries.logSummary(['src-a'], { ...range, ...query }), page({ ...query, limit: 1000 })]);
+      const { logs } = listing;
+      const stepMs = summary.stepMs;
+      expect(stepMs).toBe(60_000); // an hour in at most 80 bars
+      const volume = new Map<number, Record<string, number>>();
+      const services = new Map<string, number>();
+      const bands = new Map<string, number>();
+      const pairs = new Map<string, Map<string, number>>();
+      for (const entry of logs) {
+        const bucket = Math.floor(entry.time / stepMs) * stepMs;
+        const counts = volume.get(bucket) ?? {};
+        counts[bandOf(entry.severityNumber)] = (counts[bandOf(entry.severityNumber)] ?? 0) + 1;
+        volume.set(bucket, counts);
+        tally(services, entry.service);
+        tally(bands, bandOf(entry.severityNumber));
+        for (const [key, value] of Object.entries(entry.attributes)) tally(pairs.get(key) ?? pairs.set(key, new Map()).get(key)!, value);
+      }
+      const keyCount = (values: Map<string, number>) => [...values.values()].reduce((a, b) => a + b, 0);
+      expect(summary, JSON.stringify(query)).toEqual({
+        total: logs.length,
+        stepMs,
+        volume: [...volume].sort(([a], [b]) => a - b).map(([time, counts]) => ({ time, counts })),
+        facets: {
+          services: byCount(services).slice(0, 10),
+          severities: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'unset'].filter((band) => bands.has(band)).map((value) => ({ value, count: bands.get(value)! })),
+          attributes: [...pairs].map(([key, values]) => ({ key, count: keyCount(values), values: byCount(values).slice(0, 5) }))
+            .sort((a, b) => b.count - a.count || (a.key < b.key ? -1 : 1)).slice(0, 5),
+        },
+      });
+    }
+    expect((await queries.logSummary(['src-a'], { ...range, text: 'no such words' })).total).toBe(0);
+    expect((await queries.logSummary(['src-a', 'src-b'], range)).total).toBe(24);
+    await expect(queries.logSummary(['src-a'], { ...range, minSeverity: -1 })).rejects.toBeInstanceOf(QueryValidationError);
+  });
+
   it('refuses a cursor it did not make', async () => {
     for (const cursor of ['x', Buffer.from("1' OR 1=1").toString('base64url'), Buffer.from('99999999999999999999.1').toString('base64url')]) {
       await expect(page({ cursor })).rejects.toThrow(QueryValidationError);

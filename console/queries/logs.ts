@@ -13,7 +13,7 @@
  * timestamps is stamped with its receive time), and the total order pages through them without
  * losing or repeating any.
  */
-import type { LogEntry, LogPage, LogQuery } from '../api.ts';
+import type { FacetValue, LogEntry, LogPage, LogQuery, LogSummary, SeverityBand } from '../api.ts';
 import { QueryValidationError } from './errors.ts';
 import { mapEquals, nanosToMillis, Params, type StatementExecutor } from './statement.ts';
 
@@ -94,6 +94,96 @@ export async function logCount(db: StatementExecutor, sources: readonly string[]
     params,
   );
   return Number(row?.n ?? 0);
+}
+
+/** Bucket widths of the volume chart, seconds: the least that gives at most VOLUME_BUCKETS bars. */
+const VOLUME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10_800, 21_600, 43_200, 86_400];
+const VOLUME_BUCKETS = 80;
+const TOP_SERVICES = 10;
+const TOP_KEYS = 5;
+const TOP_VALUES = 5;
+
+export function volumeStepMs({ from, to }: { from: number; to: number }): number {
+  const least = (to - from) / 1000 / VOLUME_BUCKETS;
+  return 1000 * (VOLUME_STEPS.find((step) => step >= least) ?? Math.ceil(least / 86_400) * 86_400);
+}
+
+/** OTLP severity numbers in bands, as severity.ts names them (0: unset). */
+const BAND = `multiIf(sev = 0, 'unset', sev < 5, 'trace', sev < 9, 'debug', sev < 13, 'info', sev < 17, 'warn', sev < 21, 'error', 'fatal')`;
+/** Most severe first, as the facet lists them. */
+const BANDS: SeverityBand[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'unset'];
+
+/**
+ * The volume by severity band and the facets of the entries a LogQuery matches (its cursor and
+ * limit do not apply). Three statements over the same filters; each reads only the columns it
+ * counts, and the attribute facet's keys and values are grouped in the engine, never listed.
+ */
+export async function logSummary(db: StatementExecutor, sources: readonly string[], query: LogQuery): Promise<LogSummary> {
+  const params = new Params();
+  const { otel, agent } = conditions(params, sources, query, undefined);
+  const stepMs = volumeStepMs(query);
+  const step = params.bind(stepMs, 'Int64');
+  const volumeRows = await db.rows<{ t: string | number; band: SeverityBand; n: string | number }>(
+    `SELECT intDiv(toUnixTimestamp64Milli(ts), ${step}) * ${step} AS t, ${BAND} AS band, count() AS n FROM (
+       SELECT Timestamp AS ts, SeverityNumber AS sev FROM otel_logs WHERE ${otel}
+       UNION ALL
+       SELECT Timestamp, SeverityNumber FROM agent_logs WHERE ${agent}
+     ) GROUP BY t, band ORDER BY t`,
+    params,
+  );
+  const volume: LogSummary['volume'] = [];
+  const bands = new Map<SeverityBand, number>();
+  for (const row of volumeRows) {
+    const time = Number(row.t);
+    const count = Number(row.n);
+    if (volume[volume.length - 1]?.time !== time) volume.push({ time, counts: {} });
+    volume[volume.length - 1]!.counts[row.band] = count;
+    bands.set(row.band, (bands.get(row.band) ?? 0) + count);
+  }
+  const total = [...bands.values()].reduce((sum, n) => sum + n, 0);
+  if (total === 0) return { total, stepMs, volume, facets: { services: [], severities: [], attributes: [] } };
+
+  const serviceRows = await db.rows<{ value: string; n: string | number }>(
+    `SELECT service AS value, count() AS n FROM (
+       SELECT toString(ServiceName) AS service FROM otel_logs WHERE ${otel}
+       UNION ALL
+       SELECT toString(Service) FROM agent_logs WHERE ${agent}
+     ) GROUP BY value ORDER BY n DESC, value LIMIT ${TOP_SERVICES}`,
+    params,
+  );
+  // The attributes as the page shows them: an agent entry's host is its host.name.
+  const attributeRows = await db.rows<{ key: string; value: string; n: string | number; keyCount: string | number }>(
+    `SELECT key, value, n, keyCount FROM (
+       SELECT key, value, n, sum(n) OVER (PARTITION BY key) AS keyCount FROM (
+         SELECT pair.1 AS key, pair.2 AS value, count() AS n FROM (
+           SELECT arrayJoin(arrayZip(mapKeys(LogAttributes), mapValues(LogAttributes))) AS pair FROM otel_logs WHERE ${otel}
+           UNION ALL
+           SELECT arrayJoin(arrayZip(mapKeys(m), mapValues(m))) FROM (
+             SELECT if(Host = '', CAST(Attributes, 'Map(String, String)'), mapUpdate(CAST(Attributes, 'Map(String, String)'), map('host.name', toString(Host)))) AS m
+             FROM agent_logs WHERE ${agent}
+           )
+         ) GROUP BY key, value
+       )
+     ) ORDER BY keyCount DESC, key, n DESC, value LIMIT ${TOP_VALUES} BY key LIMIT ${TOP_KEYS * TOP_VALUES}`,
+    params,
+  );
+  const attributes: LogSummary['facets']['attributes'] = [];
+  for (const row of attributeRows) {
+    const value: FacetValue = { value: row.value, count: Number(row.n) };
+    const last = attributes[attributes.length - 1];
+    if (last?.key === row.key) last.values.push(value);
+    else attributes.push({ key: row.key, count: Number(row.keyCount), values: [value] });
+  }
+  return {
+    total,
+    stepMs,
+    volume,
+    facets: {
+      services: serviceRows.map((row) => ({ value: row.value, count: Number(row.n) })),
+      severities: BANDS.filter((band) => bands.has(band)).map((band) => ({ value: band, count: bands.get(band)! })),
+      attributes,
+    },
+  };
 }
 
 /** The WHERE of each table: the tenant's sources, the range (up to the cursor), the filters. */

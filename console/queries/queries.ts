@@ -11,11 +11,11 @@
  */
 import type { StatementRunner } from '../../storage/chdb-reader.ts';
 import type {
-  AgentView, DeployMarker, DeployVerdictView, LogPage, OperationHealth, ServicesHealth, LogQuery, MetricInfo, MetricQuery, MetricResult, Overview, TimeRange, TraceQuery, TraceSummary, TraceView,
+  AgentView, DeployMarker, DeployVerdictView, LogPage, LogSummary, OperationHealth, ServicesHealth, LogQuery, MetricInfo, MetricQuery, MetricResult, Overview, TimeRange, TraceQuery, TraceSummary, TraceView,
 } from '../api.ts';
 import { agents, deploys, services } from './catalog.ts';
 import { resolveLimits, type ConsoleQueryLimits } from './config.ts';
-import { logCount, logs } from './logs.ts';
+import { logCount, logs, logSummary, volumeStepMs } from './logs.ts';
 import { overview } from './overview.ts';
 import { chooseStep, metric, metricNames } from './metrics.ts';
 import {
@@ -70,6 +70,12 @@ export class ConsoleQueries {
   async logCount(sources: readonly string[], query: LogQuery): Promise<number> {
     const valid = validateLogQuery(query);
     return sources.length === 0 ? 0 : logCount(this.db, sources, valid);
+  }
+
+  /** The volume by severity and the facets of the log entries matching the filters in the range. */
+  async logSummary(sources: readonly string[], query: LogQuery): Promise<LogSummary> {
+    const valid = validateLogQuery(query);
+    return sources.length === 0 ? { total: 0, stepMs: volumeStepMs(valid), volume: [], facets: { services: [], severities: [], attributes: [] } } : logSummary(this.db, sources, valid);
   }
 
   /** Summaries of the traces with a span matching the filters, most recent first. */

@@ -4,7 +4,7 @@
  * sign-in and first-run means the session is gone: the app is told, and shows the sign-in page.
  */
 import type {
-  AgentView, AlertRuleSummary, AlertRuleView, ContactPoint, Dashboard, DeployMarker, DeployVerdictView, FirstRunRequest, InboxMessage, InstallTokenView, IssuedKeyView, LogPage, LogQuery, Me,
+  AgentView, AlertRuleSummary, AlertRuleView, ContactPoint, Dashboard, DeployMarker, DeployVerdictView, FirstRunRequest, InboxMessage, InstallTokenView, IssuedKeyView, LogPage, LogSummary, LogQuery, Me,
   MetricInfo, MetricQuery, MetricResult, OperationHealth, Overview, RuleFields, ServicesHealth, Silence, SilenceFields, SignInRequest, SourceKey, SourceView,
   TimeRange, TraceQuery, TraceSummary, TraceView,
 } from '../api.ts';
@@ -93,6 +93,7 @@ export const api = {
   servicesHealth: (query: TimeRange & { services?: string[] }, signal?: AbortSignal) => call<ServicesHealth>('POST', '/api/query/service-health', query, signal),
   serviceOperations: (query: TimeRange & { service: string }, signal?: AbortSignal) => call<{ operations: OperationHealth[] }>('POST', '/api/query/service-operations', query, signal),
   logs: (query: LogQuery, signal?: AbortSignal) => call<LogPage>('POST', '/api/query/logs', query, signal),
+  logSummary: (query: LogQuery, signal?: AbortSignal) => call<LogSummary>('POST', '/api/query/log-summary', query, signal),
   traces: (query: TraceQuery, signal?: AbortSignal) => call<{ traces: TraceSummary[] }>('POST', '/api/query/traces', query, signal),
   trace: (traceId: string, signal?: AbortSignal) => call<TraceView>('GET', `/api/traces/${enc(traceId)}`, undefined, signal),
   metricNames: (range: TimeRange, signal?: AbortSignal) => call<{ metrics: MetricInfo[] }>('POST', '/api/query/metric-names', range, signal),

@@ -1,6 +1,6 @@
 /**
  * A time-series chart on uPlot: lines over the page's whole time range, deploy markers on top,
- * the width following its container. uPlot draws on a canvas and sets element styles from script
+ * the width following its container; dragging across it zooms the page's range to the span. uPlot draws on a canvas and sets element styles from script
  * (CSSOM), which the console's `default-src 'self'` policy allows.
  */
 import { useEffect, useRef } from 'preact/hooks';
@@ -8,6 +8,7 @@ import uPlot from 'uplot';
 import type { DeployMarker, TimeRange } from '../api.ts';
 import { deployMarkersPlugin } from './deploy-markers.ts';
 import { api } from './api.ts';
+import { zoomTo } from './time-range.tsx';
 import { formatAxisTime, formatDateTime } from './time.ts';
 
 export interface ChartLine {
@@ -49,6 +50,53 @@ export function alignLines(lines: ChartLine[]): uPlot.AlignedData {
   return [times.map((time) => time / 1000), ...columns];
 }
 
+/** Narrower drags are taken for clicks. */
+const MIN_DRAG_PX = 4;
+
+/**
+ * uPlot's options for drag to zoom: a drag across the plot selects a span of time, which goes to
+ * `onZoom` (the page's range follows it) instead of rescaling the chart in place.
+ */
+export function dragToZoom(onZoom: (range: TimeRange) => void): Pick<uPlot.Options, 'cursor' | 'hooks'> {
+  return {
+    cursor: { drag: { x: true, y: false, setScale: false } },
+    hooks: {
+      setSelect: [(u: uPlot) => {
+        const { left, width } = u.select;
+        if (width < MIN_DRAG_PX) return;
+        const from = Math.floor(u.posToVal(left, 'x') * 1000);
+        const to = Math.ceil(u.posToVal(left + width, 'x') * 1000);
+        u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
+        if (to > from) onZoom({ from, to });
+      }],
+    },
+  };
+}
+
+/** The y axis as wide as its longest label (up to 8 px a character at 12 px: "m" is wide), so none is cut. */
+export function valueAxis(unit: string): uPlot.Axis {
+  return { stroke: '#475569', grid: { stroke: '#eef1f5' }, ticks: { stroke: '#e2e8f0' }, size: (_u, values) => 18 + 8 * Math.max(4, ...(values ?? []).map((v) => v.length)), values: (_u, values) => values.map((value) => `${compactNumber(value)}${unit}`) };
+}
+
+/** The time axis of a range `span` ms long, in the user's zone and locale. */
+export function timeAxis(span: number): uPlot.Axis {
+  return { stroke: '#475569', grid: { stroke: '#eef1f5' }, ticks: { stroke: '#e2e8f0' }, size: 34, space: span > 36 * 3600_000 ? 110 : 70, values: (_u, values) => values.map((value) => formatAxisTime(value * 1000, span)) };
+}
+
+/** Draws a chart into `target`, its width following the target's; returns what removes it (an effect's cleanup). */
+export function mountChart(options: uPlot.Options, data: uPlot.AlignedData, target: HTMLElement): () => void {
+  const chart = new uPlot(options, data, target);
+  const resize = new ResizeObserver(() => {
+    const width = Math.max(target.clientWidth, 200);
+    if (width !== chart.width) chart.setSize({ width, height: options.height });
+  });
+  resize.observe(target);
+  return () => {
+    resize.disconnect();
+    chart.destroy();
+  };
+}
+
 interface TimeChartProps {
   lines: ChartLine[];
   range: TimeRange;
@@ -59,6 +107,8 @@ interface TimeChartProps {
   testid: string;
   /** Fixed colours per line (the overview keeps received / accepted / refused the same everywhere). */
   colours?: string[];
+  /** Where a drag across the chart goes; by default the page's range (time-range.tsx). */
+  onZoom?: (range: TimeRange) => void;
 }
 
 /** One deploy's verdict: the verdicts of the millisecond it happened at, its service only (one marker, one statement). */
@@ -67,7 +117,7 @@ async function judgeDeploy(deploy: DeployMarker) {
   return verdicts[0];
 }
 
-export function TimeChart({ lines, range, deploys = [], unit = '', height = 220, testid, colours }: TimeChartProps) {
+export function TimeChart({ lines, range, deploys = [], unit = '', height = 220, testid, colours, onZoom = zoomTo }: TimeChartProps) {
   const holder = useRef<HTMLDivElement>(null);
 
   useEffect(() => {
@@ -93,25 +143,12 @@ export function TimeChart({ lines, range, deploys = [], unit = '', height = 220,
           value: (_u: uPlot, value: number | null) => format(value),
         })),
       ],
-      axes: [
-        { stroke: '#475569', grid: { stroke: '#eef1f5' }, ticks: { stroke: '#e2e8f0' }, size: 34, space: span > 36 * 3600_000 ? 110 : 70, values: (_u, values) => values.map((value) => formatAxisTime(value * 1000, span)) },
-        // As wide as the longest label (up to 8 px a character at 12 px: "m" is wide), so none is cut.
-        { stroke: '#475569', grid: { stroke: '#eef1f5' }, ticks: { stroke: '#e2e8f0' }, size: (_u, values) => 18 + 8 * Math.max(4, ...(values ?? []).map((v) => v.length)), values: (_u, values) => values.map((value) => `${compactNumber(value)}${unit}`) },
-      ],
+      axes: [timeAxis(span), valueAxis(unit)],
       legend: { live: true },
-      cursor: { drag: { x: false, y: false } },
+      ...dragToZoom(onZoom),
       plugins: [deployMarkersPlugin(deploys, judgeDeploy)],
     };
-    const chart = new uPlot(options, data, target);
-    const resize = new ResizeObserver(() => {
-      const width = Math.max(target.clientWidth, 200);
-      if (width !== chart.width) chart.setSize({ width, height });
-    });
-    resize.observe(target);
-    return () => {
-      resize.disconnect();
-      chart.destroy();
-    };
+    return mountChart(options, data, target);
   }, [lines, deploys, range.from, range.to, unit, height, colours]);
 
   return <div class="chart" ref={holder} data-testid={testid} />;

@@ -87,7 +87,7 @@ interface LinkProps {
   children?: ComponentChildren;
   class?: string;
   title?: string;
-  'aria-current'?: 'page';
+  'aria-current'?: 'page' | 'true';
   'data-testid'?: string;
 }
 

@@ -37,6 +37,11 @@ export function useFollowNow(page: PageRange, ms: number): void {
   }, [relative, ms]);
 }
 
+/** Makes `range` the page's range, as a fixed one (a chart dragged across): a new history entry, so Back undoes it. */
+export function zoomTo(range: TimeRange): void {
+  navigate(withQuery(rangeParams({ kind: 'absolute', from: range.from, to: range.to })));
+}
+
 /** Query parameters that carry the current time range to another page (the nav links keep it). */
 export function rangeQuery(place: Place): Record<string, string | undefined> {
   return { range: place.query.get('range') ?? undefined, from: place.query.get('from') ?? undefined, to: place.query.get('to') ?? undefined };

@@ -1,15 +1,18 @@
 /**
  * Logs: OTLP log records and agent logs in one table, newest first, filtered by the URL (time
  * range, service, lowest severity, text, attributes). "Load more" follows the answer's cursor;
- * live tail asks every 2 s for what arrived since the newest row shown.
+ * live tail asks every 2 s for what arrived since the newest row shown. Above the table, the
+ * volume of what matches by severity (dragging across it narrows the range); beside it, facets:
+ * the most frequent services, severities and attribute values, each a link that adds the filter.
  */
 import type { JSX } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import type { LogEntry, LogQuery } from '../../api.ts';
+import type { FacetValue, LogEntry, LogQuery, LogSummary } from '../../api.ts';
 import { api, problem } from '../api.ts';
 import { AttributeFilters, ErrorNote, KeyValues, Loading, Onboarding, ServiceSelect, parseAttribute } from '../components.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
 import { Link, href, navigate, withQuery, type Place } from '../router.tsx';
+import { VolumeChart } from '../log-volume.tsx';
 import { SEVERITIES, severityName } from '../severity.ts';
 import { RangePageHead, rangeQuery, useTimeRange } from '../time-range.tsx';
 import { formatClock, formatDay, formatDateTime, formatStamp } from '../time.ts';
@@ -72,6 +75,49 @@ function LogDetail({ entry, onClose }: { entry: LogEntry; onClose: () => void })
   );
 }
 
+/** One facet: its most frequent values with their counts, each a link to the page filtered by it. */
+function FacetGroup({ title, values, link, current }: { title: string; values: FacetValue[]; link: (value: string) => string | undefined; current?: (value: string) => boolean }) {
+  return (
+    <section class="facet" aria-label={title}>
+      <h3 title={title}>{title}</h3>
+      <ul>
+        {values.map(({ value, count }) => {
+          const to = link(value);
+          const label = <><span class="facet-value">{value || '(none)'}</span><span class="facet-count">{count.toLocaleString()}</span></>;
+          return (
+            <li key={value}>
+              {to ? <Link href={to} aria-current={current?.(value) ? 'true' : undefined} data-testid="facet-value">{label}</Link> : <span class="facet-static">{label}</span>}
+            </li>
+          );
+        })}
+      </ul>
+    </section>
+  );
+}
+
+function LogFacets({ summary, service, attrs }: { summary: LogSummary; service: string; attrs: string[] }) {
+  const floors = new Map(SEVERITIES.map(([number, name]) => [name, number]));
+  return (
+    <nav class="facets" aria-label="Facets" data-testid="log-facets">
+      <FacetGroup title="Service" values={summary.facets.services} link={(value) => withQuery({ service: value })} current={(value) => value === service} />
+      <FacetGroup
+        title="Severity"
+        values={summary.facets.severities}
+        link={(band) => (floors.has(band) ? withQuery({ sev: String(floors.get(band)) }) : undefined)}
+      />
+      {summary.facets.attributes.map(({ key, values }) => (
+        <FacetGroup
+          key={key}
+          title={key}
+          values={values}
+          link={(value) => withQuery({ attr: [...attrs.filter((attr) => !attr.startsWith(`${key}=`)), `${key}=${value}`] })}
+          current={(value) => attrs.includes(`${key}=${value}`)}
+        />
+      ))}
+    </nav>
+  );
+}
+
 export function LogsPage({ place }: { place: Place }) {
   useTitle('Logs');
   const page = useTimeRange(place, '1h');
@@ -104,6 +150,8 @@ export function LogsPage({ place }: { place: Place }) {
 
   const services = useLoad((signal) => api.services(range, signal), [range]);
   const first = useLoad((signal) => api.logs(query, signal), [query]);
+  const summary = useLoad((signal) => api.logSummary(query, signal), [query]);
+  const counted = summary.data && summary.data.total > 0 ? summary.data : undefined;
   const [entries, setEntries] = useState<LogEntry[]>([]);
   const [cursor, setCursor] = useState<string | undefined>();
   const [selected, setSelected] = useState<LogEntry | undefined>();
@@ -204,30 +252,39 @@ export function LogsPage({ place }: { place: Place }) {
           {filtered && <Link href={href('/logs', rangeQuery(place))}>Clear the filters</Link>}
         </section>
       )}
+      {counted && (
+        <section class="card volume-card">
+          <h2 class="card-title">{counted.total.toLocaleString()} {counted.total === 1 ? 'entry' : 'entries'} <span class="muted small">· drag across the chart to narrow the range</span></h2>
+          <VolumeChart summary={counted} range={range} />
+        </section>
+      )}
       {entries.length > 0 && (
-        <div class={selected ? 'split' : ''}>
-          <div class="table-wrap">
-            <table class="table logs" data-testid="logs-table">
-              <thead><tr><th>Time</th><th>Level</th><th>Service</th><th>Message</th></tr></thead>
-              <tbody>
-                {entries.map((entry) => {
-                  const key = entryKey(entry);
-                  return (
-                    <tr key={key} class={selected && entryKey(selected) === key ? 'selected' : ''} onClick={() => setSelected(entry)} data-testid="log-row">
-                      <td class="nowrap"><button type="button" class="link-button" title={formatDateTime(entry.time)} onClick={(event) => { event.stopPropagation(); setSelected(entry); }}>{formatStamp(entry.time)}</button></td>
-                      <td><span class={severityClass(entry.severityNumber)}>{severityName(entry)}</span></td>
-                      <td class="nowrap">{entry.service}{entry.kind === 'agent' && <span class="badge" title="From the Sluice agent">agent</span>}</td>
-                      <td class="message"><Highlighted text={entry.body} match={text} /></td>
-                    </tr>
-                  );
-                })}
-              </tbody>
-            </table>
-            {cursor && !live && (
-              <button type="button" class="load-more" onClick={loadMore} disabled={more.busy} data-testid="logs-load-more">{more.busy ? 'Loading…' : 'Load more'}</button>
-            )}
+        <div class={counted ? 'logs-layout' : ''}>
+          {counted && <LogFacets summary={counted} service={service} attrs={attrs} />}
+          <div class={selected ? 'split' : ''}>
+            <div class="table-wrap">
+              <table class="table logs" data-testid="logs-table">
+                <thead><tr><th>Time</th><th>Level</th><th>Service</th><th>Message</th></tr></thead>
+                <tbody>
+                  {entries.map((entry) => {
+                    const key = entryKey(entry);
+                    return (
+                      <tr key={key} class={selected && entryKey(selected) === key ? 'selected' : ''} onClick={() => setSelected(entry)} data-testid="log-row">
+                        <td class="nowrap"><button type="button" class="link-button" title={formatDateTime(entry.time)} onClick={(event) => { event.stopPropagation(); setSelected(entry); }}>{formatStamp(entry.time)}</button></td>
+                        <td><span class={severityClass(entry.severityNumber)}>{severityName(entry)}</span></td>
+                        <td class="nowrap">{entry.service}{entry.kind === 'agent' && <span class="badge" title="From the Sluice agent">agent</span>}</td>
+                        <td class="message"><Highlighted text={entry.body} match={text} /></td>
+                      </tr>
+                    );
+                  })}
+                </tbody>
+              </table>
+              {cursor && !live && (
+                <button type="button" class="load-more" onClick={loadMore} disabled={more.busy} data-testid="logs-load-more">{more.busy ? 'Loading…' : 'Load more'}</button>
+              )}
+            </div>
+            {selected && <LogDetail entry={selected} onClose={() => setSelected(undefined)} />}
           </div>
-          {selected && <LogDetail entry={selected} onClose={() => setSelected(undefined)} />}
         </div>
       )}
     </>
