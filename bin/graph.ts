@@ -31,6 +31,7 @@ import type { ClientLimiter } from '../gateway/client-ip.ts';
 import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import { SourceRegistry } from '../gateway/sources.ts';
 import { AccountStore } from '../accounts/store.ts';
+import { TenantUsers } from '../accounts/tenant-users.ts';
 import { AlertEvaluator, AlertRules, Lease, Silences, type AlertEvaluatorDeps } from '../alerts/index.ts';
 import { alertMeasure } from '../console/alert-measure.ts';
 import { openConsole, type Console, type ConsoleParts } from '../console/index.ts';
@@ -387,6 +388,7 @@ export class SluiceGraph {
         ...(alerts ? { alerts } : {}),
         readGate,
         accounts: await this.accounts(),
+        users: await this.tenantUsers(),
         state: await this.state(),
         masterKey: await masterKey(this.config, 'the console'),
         sources: await this.sources(),
@@ -398,6 +400,16 @@ export class SluiceGraph {
         log: this.log,
         publicUrl: this.config.console.publicUrl,
       });
+    });
+  }
+
+  /** The tenant users' invitations, mirrored from the state store. */
+  private tenantUsers(): Promise<TenantUsers> {
+    return this.once('tenant users', async () => {
+      const users = new TenantUsers(await this.accounts(), await this.state(), this.log);
+      await users.start();
+      this.onStop('tenant users', async () => users.stop());
+      return users;
     });
   }
 

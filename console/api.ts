@@ -43,6 +43,16 @@ export interface AgentView {
   status: string; lastSeen: number; /** No heartbeat for 5 minutes. */ stale: boolean;
 }
 
+// ---- users -----------------------------------------------------------------------------------
+
+export type UserRole = 'owner' | 'admin' | 'member';
+export interface UserView { id: string; email: string; name: string; role: UserRole; active: boolean; createdAt: string }
+export interface InvitationView { id: string; email: string; role: UserRole; expiresAt: string; createdAt: string }
+/** POST /api/users/invitations: the one-time link, shown this once. */
+export interface IssuedInvitation { invitation: InvitationView; link: string }
+/** POST /api/invitation: what a link is for, before it is accepted. */
+export interface InvitationOffer { email: string; role: UserRole; tenant: string }
+
 // ---- queries: structured filters, never SQL ------------------------------------------------
 
 export interface TimeRange { from: number; to: number }

@@ -10,12 +10,13 @@ import { ApiError } from '../core/errors.ts';
 import { apiErrorResponse, JSON_TYPE, matchPath, readJsonBody } from '../gateway/http/json-api.ts';
 import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import { CHOOSE_TENANT_MESSAGE, mayDo, refusalMessage, RIGHTS, signIn } from '../accounts/index.ts';
-import type { Me, SignInRequest } from './api.ts';
+import type { InvitationOffer, Me, SignInRequest } from './api.ts';
 import type { ConsoleAssets } from './ui/build.ts';
 import type { FirstRun } from './first-run.ts';
 import { validBody } from './schemas.ts';
 import type { ConsoleSessions, SignedIn } from './sessions.ts';
 import { alertRoutes, dashboardRoutes, inboxRoutes, queryRoutes, sourceRoutes } from './routes.ts';
+import { userRoutes } from './user-routes.ts';
 import type { Access, Call, ConsoleHttpDeps, Route } from './route.ts';
 
 export type { Access, ConsoleHttpDeps } from './route.ts';
@@ -69,6 +70,24 @@ function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
       return new Answer({ status: 204, headers: { 'set-cookie': setCookie } });
     } },
     { method: 'GET', pattern: '/api/me', access: 'self', run: ({ session }) => me(session, deps) },
+    // An invitation's link: what it is for, then accepting it (the new user is signed in).
+    { method: 'POST', pattern: '/api/invitation', access: 'open', run: ({ body }): InvitationOffer => {
+      const invitation = deps.users.pending(validBody<{ token: string }>('InvitationToken', body).token);
+      return { email: invitation.email, role: invitation.role, tenant: deps.accounts.tenants.get(invitation.tenantId)?.name ?? '' };
+    } },
+    { method: 'POST', pattern: '/api/invitation/accept', access: 'open', run: async ({ body }) => {
+      return signedIn(await deps.users.accept(validBody<{ token: string; name: string; password: string }>('AcceptInvitation', body)));
+    } },
+    // One's own account: a new password ends every other session (this one gets a new cookie).
+    { method: 'POST', pattern: '/api/me/password', access: 'self', run: async ({ body, session }) => {
+      const input = validBody<{ currentPassword: string; newPassword: string }>('ChangePassword', body);
+      return signedIn(await deps.users.changePassword(session.user, input));
+    } },
+    { method: 'POST', pattern: '/api/me/sign-out-everywhere', access: 'self', status: 204, run: async ({ session }) => {
+      await deps.users.signOutEverywhere(session.user);
+      const setCookie = await deps.sessions.end(session.sessionId);
+      return new Answer({ status: 204, headers: { 'set-cookie': setCookie } });
+    } },
   ];
 }
 
@@ -85,7 +104,7 @@ function me({ user, tenant, csrfToken }: SignedIn, deps: Pick<ConsoleHttpDeps, '
 const jsonHeaders = () => ({ 'content-type': JSON_TYPE, 'cache-control': 'no-store' });
 
 function routeTable(deps: ConsoleHttpDeps): Route[] {
-  return [...sessionRoutes(deps), ...sourceRoutes(deps), ...queryRoutes(deps), ...dashboardRoutes(deps), ...inboxRoutes(deps), ...alertRoutes(deps)];
+  return [...sessionRoutes(deps), ...sourceRoutes(deps), ...queryRoutes(deps), ...dashboardRoutes(deps), ...inboxRoutes(deps), ...alertRoutes(deps), ...userRoutes(deps)];
 }
 
 /** The routes as data, for the route-by-role test (the handlers are never called: no deps needed). */

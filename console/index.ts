@@ -5,7 +5,7 @@
  * handler on the console port.
  */
 import { hkdfSync } from 'node:crypto';
-import type { AccountStore } from '../accounts/index.ts';
+import type { AccountStore, TenantUsers } from '../accounts/index.ts';
 import type { ByteBudget } from '../core/byte-budget.ts';
 import type { Logger } from '../core/log.ts';
 import type { ClientIpResolver } from '../gateway/client-ip.ts';
@@ -53,6 +53,8 @@ export interface ConsoleParts {
   readGate?: ReadGate;
   /** Alert rules, where the relay runs beside the console. */
   alerts?: ConsoleAlerts;
+  /** The tenant's users and their invitations (started by the composition root). */
+  users: TenantUsers;
 }
 
 export interface Console {
@@ -77,6 +79,7 @@ export function openConsole(parts: ConsoleParts): Console {
     dashboards: new Dashboards(parts.state),
     readGate: parts.readGate ?? new ReadGate(),
     isConsoleOrigin: (origin) => origins.has(origin),
+    consoleUrl: () => baseUrl,
   });
   return {
     handler,

@@ -11,7 +11,7 @@ import type { Limiter } from '../gateway/limiter.ts';
 import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
-import type { AccountStore, Right } from '../accounts/index.ts';
+import type { AccountStore, Right, TenantUsers } from '../accounts/index.ts';
 import type { ConsoleAssets } from './ui/build.ts';
 import type { Dashboards } from './dashboards.ts';
 import type { FirstRun } from './first-run.ts';
@@ -57,6 +57,10 @@ export interface ConsoleHttpDeps {
   /** The development inbox, when SLUICE_DELIVERY_INBOX is on. */
   inbox?: Pick<DevelopmentInbox, 'list'>;
   alerts?: ConsoleAlerts;
+  /** The tenant's users and their invitations. */
+  users: TenantUsers;
+  /** The URL users open the console at (known once the port is bound): invitation links start with it. */
+  consoleUrl: () => string;
 }
 
 /** What a route is given. */

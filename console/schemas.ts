@@ -34,6 +34,11 @@ export const CONSOLE_SCHEMAS = {
   CreateSource: object({ name }, ['name']),
   AddKey: object({ revokeKeyId: text(100, 1) }, []),
   Dashboard: object({ name, charts: { type: 'array', maxItems: 24, items: chart } }, ['name', 'charts']),
+  Invite: object({ email, role: { enum: ['owner', 'admin', 'member'] } }, ['email', 'role']),
+  AcceptInvitation: object({ token: text(200, 1), name, password }, ['token', 'name', 'password']),
+  InvitationToken: object({ token: text(200, 1) }, ['token']),
+  ChangeUser: object({ role: { enum: ['owner', 'admin', 'member'] }, active: { type: 'boolean' } }, []),
+  ChangePassword: object({ currentPassword: text(PASSWORD_MAX_LENGTH), newPassword: password }, ['currentPassword', 'newPassword']),
 } as const;
 
 export type ConsoleSchemaName = keyof typeof CONSOLE_SCHEMAS;

@@ -29,8 +29,19 @@ export class ConsoleClient {
     return this.signedIn(await this.call('/api/first-run', { method: 'POST', body: { token, ...fields } }));
   }
 
-  async signIn(email: string, password: string): Promise<Me> {
-    return this.signedIn(await this.call('/api/session', { method: 'POST', body: { email, password } }));
+  async signIn(email: string, password: string, headers: ConsoleCall['headers'] = {}): Promise<Me> {
+    return this.signedIn(await this.call('/api/session', { method: 'POST', body: { email, password }, headers }));
+  }
+
+  /** Accepts an invitation's link with a name and password of one's own: signed in as the new user. */
+  async acceptInvitation(link: string, fields: { name: string; password: string }, headers: ConsoleCall['headers'] = {}): Promise<Me> {
+    const token = new URL(link).hash.replace(/^#token=/, '');
+    return this.signedIn(await this.call('/api/invitation/accept', { method: 'POST', body: { token, ...fields }, headers }));
+  }
+
+  /** Takes the session of an answer that started one (a new password's). */
+  async adopt(response: Response): Promise<Me> {
+    return this.signedIn(response);
   }
 
   /** The answer's JSON, throwing with the status and message unless it is 2xx. */

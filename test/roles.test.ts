@@ -34,7 +34,8 @@ function relayNeeds(method: string, pattern: string): Role {
 }
 
 function consoleNeeds(method: string, pattern: string): Role {
-  if (method === 'GET' || pattern.startsWith('/api/query/') || pattern === '/api/session') return 'member';
+  if (pattern.startsWith('/api/users/invitations')) return 'admin';
+  if (method === 'GET' || pattern.startsWith('/api/query/') || pattern === '/api/session' || pattern.startsWith('/api/me/')) return 'member';
   return 'admin';
 }
 
@@ -113,13 +114,19 @@ describe('console API, route by role', () => {
   };
 
   it('lists the routes the policy covers', () => {
-    expect(routes.map((r) => `${r.method} ${r.pattern}`)).toEqual(expect.arrayContaining(['POST /api/dashboards', 'PUT /api/dashboards/:id', 'DELETE /api/dashboards/:id', 'POST /api/sources', 'GET /api/inbox']));
+    expect(routes.map((r) => `${r.method} ${r.pattern}`)).toEqual(expect.arrayContaining([
+      'POST /api/dashboards', 'PUT /api/dashboards/:id', 'DELETE /api/dashboards/:id', 'POST /api/sources', 'GET /api/inbox',
+      'GET /api/users', 'POST /api/users/invitations', 'PUT /api/users/:id', 'POST /api/me/password', 'POST /api/me/sign-out-everywhere',
+    ]));
   });
 
   it.each<Walker>([...ROLES, 'signed out'])('as %s', async (role) => {
     const signed = role === 'signed out' ? new ConsoleClient(app.console!.url) : await client(role);
     const outcomes: string[] = [];
-    for (const { method, pattern } of routes) {
+    // Signing out everywhere ends every session of the user: it is walked last.
+    const everywhere = (route: { pattern: string }) => route.pattern === '/api/me/sign-out-everywhere';
+    for (const { method, pattern } of [...routes.filter((route) => !everywhere(route)), ...routes.filter(everywhere)]) {
+      // Signing out ends the session the walk goes on with: it gets one of its own.
       const caller = role !== 'signed out' && method === 'DELETE' && pattern === '/api/session' ? await client(role) : signed;
       const response = await caller.call(concrete(pattern), { method, ...(method === 'POST' || method === 'PUT' ? { body: {} } : {}) });
       const wrong = await judge(role, consoleNeeds(method, pattern), `${method} ${pattern}`, response);

@@ -5,7 +5,7 @@
  * up so that anything of another tenant is "not found", never "forbidden" (its existence does
  * not leak) — and the one way a stored record is changed (compare-and-set).
  */
-import { refusalMessage, type Role, type Tenant, type User } from '../../accounts/index.ts';
+import { refusalMessage, requireRightsOver, type Role, type Tenant, type User } from '../../accounts/index.ts';
 import type { SecretBox } from '../../core/secret-box.ts';
 import type { DeliveryHistory, DeliveryJob } from '../../delivery/index.ts';
 import type { SignInLockout } from '../../gateway/sign-in-lockout.ts';
@@ -72,7 +72,7 @@ export class AdminContext {
 
   /** Owners manage everyone; admins manage members and admins; members manage no one. */
   requireUserRights(actor: Actor, targetRole: Role): void {
-    this.require(actor, targetRole === 'owner' ? 'owner' : 'admin');
+    requireRightsOver(actor, targetRole);
   }
 
   /** Throws 400 on `url` unless the egress policy would let a webhook reach it. */

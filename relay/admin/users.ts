@@ -3,8 +3,7 @@
  * deactivated by those with the rights over both the old and the new role; a tenant always
  * keeps one active owner, and a deactivation ends the user's sessions.
  */
-import { oneTimePassword, type Role } from '../../accounts/index.ts';
-import { conflict } from '../errors.ts';
+import { changeUser, oneTimePassword, type Role } from '../../accounts/index.ts';
 import type { Actor, AdminContext } from './context.ts';
 import { userView } from './views.ts';
 
@@ -32,21 +31,7 @@ export class UserAdmin {
   }
 
   async update(actor: Actor, userId: string, body: unknown) {
-    const user = this.c.user(actor, userId);
     const input = this.c.validateBody<UserBody>('UpdateUser', body);
-    this.c.requireUserRights(actor, user.role);
-    if (input.role) this.c.requireUserRights(actor, input.role);
-    const demotesOrRemovesOwner = user.role === 'owner' && ((input.role && input.role !== 'owner') || input.active === false);
-    if (demotesOrRemovesOwner && this.c.activeOwners(actor.tenantId).length === 1) {
-      throw conflict('A tenant keeps at least one active owner');
-    }
-    return userView(await this.c.change(this.c.store.accounts.users, user.id, 'User', (current) => ({
-      ...current,
-      ...(input.name !== undefined ? { name: input.name } : {}),
-      ...(input.role !== undefined ? { role: input.role } : {}),
-      ...(input.active !== undefined ? { active: input.active } : {}),
-      // A deactivation ends the user's sessions.
-      sessionVersion: input.active === false && current.active ? current.sessionVersion + 1 : current.sessionVersion,
-    })));
+    return userView(await changeUser(this.c.store.accounts, actor, userId, input));
   }
 }
