@@ -6,7 +6,7 @@
 import type {
   AgentView, AlertRuleSummary, AlertRuleView, ContactPoint, Dashboard, DeployMarker, DeployVerdictView, FirstRunRequest, InboxMessage, InstallTokenView, IssuedKeyView, LogPage, LogSummary, LogQuery, Me,
   MetricInfo, MetricQuery, MetricResult, OperationHealth, Overview, RuleFields, ServicesHealth, Silence, SilenceFields, SignInRequest, SourceKey, SourceView,
-  TimeRange, TraceQuery, TraceSummary, TraceView,
+  TimeRange, TraceQuery, TraceSummary, TraceView, InvitationOffer, InvitationView, IssuedInvitation, UserRole, UserView,
 } from '../api.ts';
 
 /** An error answer of the API (or no answer at all: status 0). */
@@ -36,13 +36,23 @@ export function mayConfigure(): boolean {
   return role === 'admin' || role === 'owner';
 }
 
+/** Whether the signed-in user may invite and change users (admins and owners; an admin's rights stop at owners). */
+export function mayManageUsers(): boolean {
+  return mayConfigure();
+}
+
+/** Whether the signed-in user may make or change an owner. */
+export function isOwner(): boolean {
+  return role === 'owner';
+}
+
 /** What to do when the API answers 401 (the session expired or was ended elsewhere). */
 export function whenSignedOut(handler: () => void): void {
   onSignedOut = handler;
 }
 
 /** Routes whose 401 is an answer to show (wrong password, used link), not a lost session. */
-const SIGN_IN_ROUTES = new Set(['/api/session', '/api/first-run', '/api/me']);
+const SIGN_IN_ROUTES = new Set(['/api/session', '/api/first-run', '/api/me', '/api/invitation', '/api/invitation/accept']);
 
 async function call<T>(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json' };
@@ -80,6 +90,16 @@ export const api = {
   signIn: (request: SignInRequest) => call<Me>('POST', '/api/session', request),
   firstRun: (request: FirstRunRequest) => call<Me>('POST', '/api/first-run', request),
   signOut: () => call<void>('DELETE', '/api/session'),
+  changePassword: (currentPassword: string, newPassword: string) => call<Me>('POST', '/api/me/password', { currentPassword, newPassword }),
+  signOutEverywhere: () => call<void>('POST', '/api/me/sign-out-everywhere'),
+  invitation: (token: string) => call<InvitationOffer>('POST', '/api/invitation', { token }),
+  acceptInvitation: (token: string, name: string, password: string) => call<Me>('POST', '/api/invitation/accept', { token, name, password }),
+
+  users: () => call<{ users: UserView[] }>('GET', '/api/users'),
+  changeUser: (id: string, change: { role?: UserRole; active?: boolean }) => call<UserView>('PUT', `/api/users/${enc(id)}`, change),
+  invitations: () => call<{ invitations: InvitationView[] }>('GET', '/api/users/invitations'),
+  invite: (email: string, role: UserRole) => call<IssuedInvitation>('POST', '/api/users/invitations', { email, role }),
+  revokeInvitation: (id: string) => call<void>('DELETE', `/api/users/invitations/${enc(id)}`),
 
   sources: () => call<{ sources: SourceView[] }>('GET', '/api/sources'),
   createSource: (name: string) => call<{ source: SourceView; key: IssuedKeyView }>('POST', '/api/sources', { name }),

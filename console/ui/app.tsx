@@ -11,7 +11,8 @@ import { SessionContext } from './hooks.ts';
 import { AlertRulePage, AlertsPage } from './pages/alerts.tsx';
 import { DashboardPage, DashboardsPage } from './pages/dashboards.tsx';
 import { DeploysPage } from './pages/deploys.tsx';
-import { FirstRunPage, SignInPage } from './pages/sign-in.tsx';
+import { FirstRunPage, InvitePage, SignInPage } from './pages/sign-in.tsx';
+import { AccountPage, UsersPage } from './pages/users.tsx';
 import { InboxPage } from './pages/inbox.tsx';
 import { LogsPage } from './pages/logs.tsx';
 import { MetricsPage } from './pages/metrics.tsx';
@@ -40,6 +41,7 @@ const PAGES: Array<[pattern: string, page: Page]> = [
   ['/alerts', AlertsPage],
   ['/alerts/:id', AlertRulePage],
   ['/inbox', InboxPage],
+  ['/users', UsersPage],
 ];
 
 const NAV: Array<[path: string, label: string, testid: string]> = [
@@ -52,11 +54,15 @@ const NAV: Array<[path: string, label: string, testid: string]> = [
   ['/dashboards', 'Dashboards', 'nav-dashboards'],
   ['/alerts', 'Alerts', 'nav-alerts'],
   ['/ingest', 'Ingest', 'nav-ingest'],
+  ['/users', 'Users', 'nav-users'],
 ];
 /** Pages that have no time range: their nav link carries none along. */
-const WITHOUT_RANGE = new Set(['/sources', '/dashboards', '/alerts', '/inbox']);
+const WITHOUT_RANGE = new Set(['/sources', '/dashboards', '/alerts', '/inbox', '/users']);
 /** Shown only while the development inbox is on (SLUICE_DELIVERY_INBOX). */
 const INBOX_NAV: [path: string, label: string, testid: string] = ['/inbox', 'Inbox', 'nav-inbox'];
+
+/** The pages one sees signed out. */
+const SIGNED_OUT_PAGES = new Set(['/sign-in', '/first-run', '/invite']);
 
 /** The sign-in page, with the page to return to. */
 function signInUrl(): string {
@@ -85,7 +91,7 @@ function NavBar({ me, place, onSignOut }: { me: Me; place: Place; onSignOut: () 
       </nav>
       <div class="who">
         <span class="tenant" data-testid="nav-tenant">{me.tenant.name}</span>
-        <span class="user" data-testid="nav-user" title={me.user.email}>{me.user.name || me.user.email}</span>
+        <Link href="/account" class="user" aria-current={place.path === '/account' ? 'page' : undefined} data-testid="nav-user" title={`${me.user.email}: your account`}>{me.user.name || me.user.email}</Link>
         <button type="button" class="small-button" onClick={onSignOut} data-testid="sign-out">Sign out</button>
       </div>
     </header>
@@ -136,11 +142,11 @@ export function App() {
     return () => document.removeEventListener('keydown', focusSearchOnSlash);
   }, []);
 
-  // Signed out: everything but first-run shows sign-in. Signed in: sign-in and first-run lead home.
+  // Signed out: everything but first-run and an invitation shows sign-in. Signed in: those lead home.
   useEffect(() => {
     if (state !== 'ready') return;
-    if (!me && place.path !== '/sign-in' && place.path !== '/first-run') navigate(signInUrl(), { replace: true });
-    if (me && (place.path === '/sign-in' || place.path === '/first-run')) navigate('/', { replace: true });
+    if (!me && !SIGNED_OUT_PAGES.has(place.path)) navigate(signInUrl(), { replace: true });
+    if (me && SIGNED_OUT_PAGES.has(place.path)) navigate('/', { replace: true });
   }, [state, me, place.path]);
 
   if (state === 'loading') return <main class="boot"><p role="status">Loading…</p></main>;
@@ -152,17 +158,18 @@ export function App() {
   };
   if (!me) {
     if (place.path === '/first-run') return <FirstRunPage onSignedIn={onSignedIn} />;
+    if (place.path === '/invite') return <InvitePage onSignedIn={onSignedIn} />;
     return <SignInPage place={place} onSignedIn={onSignedIn} />;
   }
 
-  const signOut = async () => {
-    try {
-      await api.signOut();
-    } catch {
-      // Signed out here whatever the server said: the cookie is the server's to clear.
-    }
+  // Signed out here whatever the server said (the cookie is the server's to clear), or everywhere.
+  const signedOut = () => {
     signedIn(undefined);
     navigate('/sign-in', { replace: true });
+  };
+  const signOut = async () => {
+    await api.signOut().catch(() => {});
+    signedOut();
   };
   const found = PAGES.map(([pattern, page]) => [match(pattern, place.path), page] as const).find(([params]) => params);
   return (
@@ -170,7 +177,9 @@ export function App() {
       <a class="skip-link" href="#main">Skip to the page</a>
       <NavBar me={me} place={place} onSignOut={signOut} />
       <main class="page" id="main" tabIndex={-1}>
-        {found ? (
+        {place.path === '/account' ? (
+          <AccountPage onSignedIn={signedIn} onSignedOut={signedOut} />
+        ) : found ? (
           (() => {
             const [params, Page] = found;
             return <Page place={place} params={params!} />;

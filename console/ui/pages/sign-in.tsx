@@ -1,11 +1,13 @@
 /**
  * Signing in (POST /api/session), and the first run: the owner opens the link `npm start` printed,
  * whose `#token=…` never reaches the server's logs (a fragment is not sent), and claims the
- * console with a name, an email and a password (POST /api/first-run).
+ * console with a name, an email and a password (POST /api/first-run). An invitation's link works
+ * the same way: the invited person chooses a name and a password (POST /api/invitation/accept).
  */
 import { useState } from 'preact/hooks';
 import type { Me } from '../../api.ts';
 import { ApiFailure, api, problem } from '../api.ts';
+import { useLoad } from '../hooks.ts';
 import { ErrorNote } from '../components.tsx';
 import { useTitle } from '../hooks.ts';
 import type { Place } from '../router.tsx';
@@ -98,6 +100,16 @@ export function SignInPage({ place, onSignedIn }: { place: Place; onSignedIn: Si
   );
 }
 
+/** A password being chosen, with the rule it must meet. */
+function NewPassword({ value, onInput, testid }: { value: string; onInput: (value: string) => void; testid: string }) {
+  return (
+    <label class="field">Password
+      <input type="password" required minLength={12} autoComplete="new-password" value={value} onInput={(event) => onInput(event.currentTarget.value)} data-testid={testid} aria-describedby={`${testid}-hint`} />
+      <span id={`${testid}-hint`} class="muted small">At least 12 characters.</span>
+    </label>
+  );
+}
+
 export function FirstRunPage({ onSignedIn }: { onSignedIn: SignedIn }) {
   useTitle('Set up the console');
   const [token] = useState(() => new URLSearchParams(location.hash.slice(1)).get('token') ?? '');
@@ -132,11 +144,50 @@ export function FirstRunPage({ onSignedIn }: { onSignedIn: SignedIn }) {
         <label class="field">Email
           <input type="email" required autoComplete="username" value={email} onInput={(event) => setEmail(event.currentTarget.value)} data-testid="first-run-email" />
         </label>
-        <label class="field">Password
-          <input type="password" required minLength={12} autoComplete="new-password" value={password} onInput={(event) => setPassword(event.currentTarget.value)} data-testid="first-run-password" aria-describedby="password-hint" />
-          <span id="password-hint" class="muted small">At least 12 characters.</span>
-        </label>
+        <NewPassword value={password} onInput={setPassword} testid="first-run-password" />
         <button type="submit" class="primary" disabled={busy} data-testid="first-run-submit">{busy ? 'Setting up…' : 'Create owner account'}</button>
+      </form>
+    </main>
+  );
+}
+
+const ROLE_WORDS = { owner: 'an owner', admin: 'an admin', member: 'a member' } as const;
+
+export function InvitePage({ onSignedIn }: { onSignedIn: SignedIn }) {
+  useTitle('Join Sluice');
+  const [token] = useState(() => new URLSearchParams(location.hash.slice(1)).get('token') ?? '');
+  const offer = useLoad(() => (token ? api.invitation(token) : Promise.reject(new ApiFailure(404, 'no token'))), [token]);
+  const [name, setName] = useState('');
+  const [password, setPassword] = useState('');
+  const { error, busy, submit } = useSubmit(
+    async () => onSignedIn(await api.acceptInvitation(token, name, password), '/'),
+    (err) => (err instanceof ApiFailure && err.status === 404 ? 'This invitation has been used, revoked or has expired. Ask for a new one.' : problem(err)),
+  );
+  if (offer.loading && !offer.data) return <main class="boot"><p role="status">Loading…</p></main>;
+  if (!offer.data) {
+    return (
+      <main class="auth">
+        <section class="auth-card" data-testid="invite-invalid">
+          <h1>Join Sluice</h1>
+          <p>This invitation link is not valid any more: it has been used, revoked or has expired. Ask whoever invited you for a new one.</p>
+          <p>Have an account? <a href="/sign-in">Sign in</a>.</p>
+        </section>
+      </main>
+    );
+  }
+  const { email, role, tenant } = offer.data;
+  return (
+    <main class="auth">
+      <form class="auth-card" onSubmit={submit} data-testid="invite-accept-form">
+        <h1>Join {tenant}</h1>
+        <p class="muted" data-testid="invite-offer">You are invited as {ROLE_WORDS[role]}, with the email {email}.</p>
+        <ErrorNote error={error} testid="invite-accept-error" />
+        <label class="field">Your name
+          <input required autoComplete="name" value={name} onInput={(event) => setName(event.currentTarget.value)} data-testid="invite-name" autoFocus />
+        </label>
+        <input type="email" hidden autoComplete="username" value={email} readOnly />
+        <NewPassword value={password} onInput={setPassword} testid="invite-password" />
+        <button type="submit" class="primary" disabled={busy} data-testid="invite-accept">{busy ? 'Joining…' : 'Join'}</button>
       </form>
     </main>
   );
