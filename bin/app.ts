@@ -30,8 +30,8 @@ import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
 import { captchaSettings, grpcLimits, httpServerOptions, idempotencyLeaseMs, maxChunkBytes, publicUrl, queryLimits, relayPublicUrl } from './components.ts';
 import { ControlServer } from './control.ts';
-import { serverGraceMs, SluiceGraph, type RelayAlertParts } from './graph.ts';
-import { MAX_RELAY_BODY_BYTES, openPublicRelay, relayAlerts, relayHttpHandler, type Relay } from '../relay/index.ts';
+import { serverGraceMs, SluiceGraph, type RelayConsoleParts } from './graph.ts';
+import { MAX_RELAY_BODY_BYTES, openPublicRelay, relayAlerts, relayConsoleAdmin, relayHttpHandler, type Relay } from '../relay/index.ts';
 import { RENDER_THREADS } from '../relay/render-pool.ts';
 import { MAX_QUERY_BODY_BYTES, openQueryEndpoint } from '../query/index.ts';
 import { MAX_CONSOLE_BODY_BYTES } from '../console/index.ts';
@@ -180,8 +180,8 @@ export async function startSluice(role: Role, given: Readonly<SluiceConfig>, log
       servers.push(grpc);
       graph.onStop('gRPC server', (deadline) => grpc.close(serverGraceMs(deadline)));
 
-      // Alert rules notify through the relay: the console has them where the relay runs.
-      let alertParts: RelayAlertParts | undefined;
+      // Alert rules notify through the relay, and its admin is in the console: where the relay runs.
+      let relayParts: RelayConsoleParts | undefined;
       if (nc && !config.relay.masterKey) {
         log.warn('relay disabled: set SLUICE_RELAY_MASTER_KEY (the same on every gateway) to run it in cluster mode');
       } else {
@@ -201,7 +201,10 @@ export async function startSluice(role: Role, given: Readonly<SluiceConfig>, log
           log,
         });
         graph.onStop('relay background work', () => publicRelay.shutdown());
-        alertParts = relayAlerts(opened, { bus, deliveries: await graph.deliveryQueue(), history: await graph.attemptLog(), log });
+        relayParts = {
+          alerts: relayAlerts(opened, { bus, deliveries: await graph.deliveryQueue(), history: await graph.attemptLog(), log }),
+          admin: relayConsoleAdmin(opened),
+        };
         const relayHandler = relayHttpHandler(opened, {
           signInLimiter: await graph.limiter('sign-in'),
           clientIp: guards.clientIp,
@@ -228,7 +231,7 @@ export async function startSluice(role: Role, given: Readonly<SluiceConfig>, log
           clientIp,
           budget,
           ingest: () => ({ otlpHttp: publicUrl(config, httpPort), otlpGrpc: `http://${ingestHost}:${grpcPort}` }),
-        }, alertParts);
+        }, relayParts);
         const server = createHttpServer(config.http.engine, opened.handler, httpServerOptions(config, MAX_CONSOLE_BODY_BYTES), log);
         const port = await listenOn(server, config.host, config.console.port, 'console port (SLUICE_CONSOLE_PORT)');
         servers.push(server);

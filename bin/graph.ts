@@ -37,7 +37,7 @@ import { alertMeasure } from '../console/alert-measure.ts';
 import { openConsole, type Console, type ConsoleParts } from '../console/index.ts';
 import type { ConsoleReads } from '../console/reads.ts';
 import type { ContactPoint } from '../console/api.ts';
-import type { ConsoleAlerts } from '../console/route.ts';
+import type { ConsoleAlerts, RelayAdminCall } from '../console/route.ts';
 import { DEFAULT_READ_LIMITS, ReadGate } from '../console/read-gate.ts';
 import { ConsoleQueries } from '../console/queries/index.ts';
 import { buildConsoleAssets } from '../console/ui/build.ts';
@@ -90,6 +90,12 @@ import { lockDataDir } from './lock.ts';
 export interface RelayAlertParts {
   notify: AlertEvaluatorDeps['notify'];
   contactPoints(tenantId: string): ContactPoint[];
+}
+
+/** What the relay gives the console where both run: alert rules' notifications, and its admin API as the console's user. */
+export interface RelayConsoleParts {
+  alerts: RelayAlertParts;
+  admin: RelayAdminCall;
 }
 
 export class SluiceGraph {
@@ -368,7 +374,7 @@ export class SluiceGraph {
    * The web console's module (its port is the role's business): storage reads on the embedded
    * engine's read connections, or on the ClickHouse server of CLICKHOUSE_URL in a cluster.
    */
-  console(front: Pick<ConsoleParts, 'clientIp' | 'budget' | 'ingest'>, relayAlerts?: RelayAlertParts): Promise<Console> {
+  console(front: Pick<ConsoleParts, 'clientIp' | 'budget' | 'ingest'>, relay?: RelayConsoleParts): Promise<Console> {
     return this.once('console', async () => {
       let runner: StatementRunner;
       if (this.config.clickhouse.url) {
@@ -381,11 +387,12 @@ export class SluiceGraph {
       const inbox = await this.deliveryInbox();
       const reads = new ConsoleQueries(runner, this.config.storage.database);
       const readGate = new ReadGate();
-      const alerts = relayAlerts && (await this.alerts(reads, readGate, relayAlerts));
+      const alerts = relay && (await this.alerts(reads, readGate, relay.alerts));
       return openConsole({
         ...front,
         ...(inbox ? { inbox } : {}),
         ...(alerts ? { alerts } : {}),
+        ...(relay ? { relayAdmin: relay.admin } : {}),
         readGate,
         accounts: await this.accounts(),
         users: await this.tenantUsers(),

@@ -17,7 +17,7 @@ import { validBody } from './schemas.ts';
 import type { ConsoleSessions, SignedIn } from './sessions.ts';
 import { alertRoutes, dashboardRoutes, inboxRoutes, queryRoutes, sourceRoutes } from './routes.ts';
 import { userRoutes } from './user-routes.ts';
-import type { Access, Call, ConsoleHttpDeps, Route } from './route.ts';
+import type { Access, Call, ConsoleHttpDeps, RelayAdminCall, Route } from './route.ts';
 
 export type { Access, ConsoleHttpDeps } from './route.ts';
 
@@ -39,7 +39,9 @@ const SECURITY_HEADERS: Record<string, string> = {
   'cross-origin-resource-policy': 'same-origin',
 };
 
-const WRITES = new Set(['POST', 'PUT', 'DELETE']);
+const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+/** Methods whose call carries a JSON body. */
+const BODIES = new Set(['POST', 'PUT', 'PATCH']);
 
 function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
   const signedIn = async (user: Parameters<ConsoleSessions['start']>[0]) => {
@@ -125,7 +127,30 @@ export function consoleHandler(deps: ConsoleHttpDeps): HttpHandler {
   };
 }
 
+/** The session of the cookie (401 without one), with the CSRF token checked on a write. */
+async function signedInSession(deps: ConsoleHttpDeps, request: HttpRequest): Promise<SignedIn> {
+  const session = await deps.sessions.check(request.headers.cookie);
+  if (!session) throw new ApiError(401, 'Sign in first');
+  if (WRITES.has(request.method) && !deps.sessions.csrfMatches(session.sessionId, request.headers['x-csrf-token'])) {
+    throw new ApiError(403, 'Missing or wrong X-CSRF-Token: reload the page');
+  }
+  return session;
+}
+
+/** `/api/relay/…`: the relay's admin API as the signed-in user, its own routes and rights (ROUTES.md). */
+const RELAY_PREFIX = '/api/relay';
+
+async function relayCall(deps: ConsoleHttpDeps, relayAdmin: RelayAdminCall, request: HttpRequest): Promise<HttpResponse> {
+  checkOrigin(deps.isConsoleOrigin, request);
+  const session = await signedInSession(deps, request);
+  const body = BODIES.has(request.method) ? await readJsonBody(request, deps.budget) : undefined;
+  const answer = await relayAdmin(session.user, { method: request.method, path: request.path.slice(RELAY_PREFIX.length), query: request.query, body });
+  if (answer.status === 204) return { status: 204 };
+  return { status: answer.status, headers: jsonHeaders(), body: JSON.stringify(answer.body) };
+}
+
 async function apiCall(deps: ConsoleHttpDeps, table: Route[], request: HttpRequest): Promise<HttpResponse> {
+  if (deps.relayAdmin && request.path.startsWith(`${RELAY_PREFIX}/`)) return relayCall(deps, deps.relayAdmin, request);
   const matching = table.map((route) => ({ route, params: matchPath(route.pattern, request.path) })).filter((m) => m.params);
   if (matching.length === 0) throw new ApiError(404, `Cannot ${request.method} ${request.path}`);
   const found = matching.find((m) => m.route.method === request.method);
@@ -137,14 +162,10 @@ async function apiCall(deps: ConsoleHttpDeps, table: Route[], request: HttpReque
     const decision = await deps.signInLimiter.take(deps.clientIp(request.remoteAddress, request.headers['x-forwarded-for']));
     if (!decision.allowed) throw new ApiError(429, 'Too many sign-in attempts: try again later', { retryAfterSeconds: decision.retryAfterSeconds });
   } else {
-    session = await deps.sessions.check(request.headers.cookie);
-    if (!session) throw new ApiError(401, 'Sign in first');
-    if (WRITES.has(request.method) && !deps.sessions.csrfMatches(session.sessionId, request.headers['x-csrf-token'])) {
-      throw new ApiError(403, 'Missing or wrong X-CSRF-Token: reload the page');
-    }
+    session = await signedInSession(deps, request);
     if (!mayDo(session.user.role, route.access)) throw new ApiError(403, refusalMessage(RIGHTS[route.access]));
   }
-  const body = request.method === 'POST' || request.method === 'PUT' ? await readJsonBody(request, deps.budget) : undefined;
+  const body = BODIES.has(request.method) ? await readJsonBody(request, deps.budget) : undefined;
   let sourceIds: Promise<string[]> | undefined;
   const call: Call = {
     request,

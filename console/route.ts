@@ -11,7 +11,7 @@ import type { Limiter } from '../gateway/limiter.ts';
 import type { SignInLockout } from '../gateway/sign-in-lockout.ts';
 import type { InstallTokens } from '../gateway/install-tokens.ts';
 import type { SourceRegistry } from '../gateway/sources.ts';
-import type { AccountStore, Right, TenantUsers } from '../accounts/index.ts';
+import type { AccountStore, Right, TenantUsers, User } from '../accounts/index.ts';
 import type { ConsoleAssets } from './ui/build.ts';
 import type { Dashboards } from './dashboards.ts';
 import type { FirstRun } from './first-run.ts';
@@ -59,9 +59,17 @@ export interface ConsoleHttpDeps {
   alerts?: ConsoleAlerts;
   /** The tenant's users and their invitations. */
   users: TenantUsers;
+  /** The relay's admin API as the signed-in user, where the relay runs (`/api/relay/…`). */
+  relayAdmin?: RelayAdminCall;
   /** The URL users open the console at (known once the port is bound): invitation links start with it. */
   consoleUrl: () => string;
 }
+
+/**
+ * The relay's admin API (relay/http.ts relayAdminBridge) called as a user: its own routes and
+ * rights, `path` under its /api/v1/admin. The console forwards `/api/relay/…` to it.
+ */
+export type RelayAdminCall = (user: User, call: { method: string; path: string; query: string; body: unknown }) => Promise<{ status: number; body: unknown }>;
 
 /** What a route is given. */
 export interface Call {

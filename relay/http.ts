@@ -170,6 +170,39 @@ export function relayRouteList(): Array<{ method: string; pattern: string; acces
   return routes({} as RelayHttpDeps).map((route) => ({ method: route.method, pattern: route.pattern, access: route.access, status: successStatus(route) }));
 }
 
+/** A call of the admin API on behalf of a user signed in elsewhere (the console): its path under /api/v1/admin. */
+export interface AdminBridgeCall {
+  method: string;
+  /** E.g. `/sites/site_1/forms`. */
+  path: string;
+  /** The query string, without `?`. */
+  query: string;
+  body: unknown;
+}
+
+/**
+ * The admin API for the console's own routes (`/api/relay/…`): the same routes, the same
+ * rights checked the same way, the actor the console's signed-in user. Only routes of a user's
+ * rights: not sign-in, onboarding or one's own session and password (the console has its own).
+ */
+export function relayAdminBridge(admin: RelayAdmin): (user: User, call: AdminBridgeCall) => Promise<{ status: number; body: unknown }> {
+  const USER_RIGHTS = new Set<Access>(['read', 'configure', 'manageUsers', 'own']);
+  const table = routes({ admin } as RelayHttpDeps).filter((route) => USER_RIGHTS.has(route.access));
+  return async (user, call) => {
+    const path = `/api/v1/admin${call.path}`;
+    const matching = table.map((route) => ({ route, params: matchPath(route.pattern, path) })).filter((m) => m.params);
+    if (matching.length === 0) throw new RelayError(404, `Cannot ${call.method} /api/relay${call.path}`);
+    const found = matching.find((m) => m.route.method === call.method);
+    if (!found) throw new RelayError(405, `${call.method} is not allowed on /api/relay${call.path}`);
+    const { route } = found;
+    if (!mayDo(user.role, route.access as Right)) throw forbidden(refusalMessage(RIGHTS[route.access as Right]));
+    const request = { method: call.method, path, query: call.query, headers: {} } as unknown as HttpRequest;
+    const result = await route.run({ request, params: found.params!, body: call.body }, { tenantId: user.tenantId, role: user.role, userId: user.id, user });
+    const status = successStatus(route);
+    return { status, body: status === 204 ? undefined : result };
+  };
+}
+
 export function relayHandler(deps: RelayHttpDeps): HttpHandler {
   const table = routes(deps);
   return async (request) => {

@@ -20,7 +20,7 @@ import { RelayAdmin, type DeploymentChecks } from './admin/index.ts';
 import { AdminSessions } from './auth.ts';
 import { RelayError } from './errors.ts';
 import { CaptchaVerifier, type CaptchaEndpoints } from './captcha.ts';
-import { relayHandler } from './http.ts';
+import { relayAdminBridge, relayHandler } from './http.ts';
 import { Idempotency } from './idempotency.ts';
 import type { InboxReader } from './inbox.ts';
 import { alertNotifier } from './alert-notifier.ts';
@@ -146,6 +146,11 @@ export function relayAlerts(relay: Relay, parts: Pick<PublicRelayParts, 'bus' | 
       .map((form) => ({ siteId: form.siteId, siteName: store.sites.get(form.siteId)!.name, formId: form.id, formName: form.name }))
       .sort((a, b) => `${a.siteName}/${a.formName}`.localeCompare(`${b.siteName}/${b.formName}`)),
   };
+}
+
+/** The admin API as the console's signed-in user (relay/http.ts relayAdminBridge): the console's `/api/relay/…` routes. */
+export function relayConsoleAdmin(relay: Relay) {
+  return relayAdminBridge(relay.admin);
 }
 
 export interface RelayHttpParts {
