@@ -16,7 +16,7 @@ import type { AdminSessions } from './auth.ts';
 import { forbidden, notFound, RelayError } from './errors.ts';
 import { mayDo, refusalMessage, RIGHTS, type Right } from '../accounts/rights.ts';
 import type { User } from '../accounts/model.ts';
-import type { PageQuery } from './submissions.ts';
+import type { PageQuery, SubmissionQuery } from './submissions.ts';
 
 export interface RelayHttpDeps {
   admin: RelayAdmin;
@@ -111,7 +111,7 @@ function routes(deps: RelayHttpDeps): Route[] {
     r('DELETE', '/api/v1/admin/sites/:siteId/forms/:formId/webhooks/:webhookId', 'configure', (c, a) =>
       admin.forms.removeWebhook(a, p(c, 'siteId'), p(c, 'formId'), p(c, 'webhookId')), 204),
     r('GET', '/api/v1/admin/sites/:siteId/forms/:formId/submissions', 'read', (c, a) =>
-      admin.forms.listSubmissions(a, p(c, 'siteId'), p(c, 'formId'), pageQuery(c.request.query))),
+      admin.forms.listSubmissions(a, p(c, 'siteId'), p(c, 'formId'), submissionQuery(c.request.query))),
     r('GET', '/api/v1/admin/sites/:siteId/forms/:formId/jobs', 'read', (c, a) =>
       admin.delivery.listJobs(a, p(c, 'siteId'), p(c, 'formId'), jobQuery(c.request.query))),
     r('POST', '/api/v1/admin/sites/:siteId/forms/:formId/jobs/retry-dead', 'configure', (c, a) => admin.delivery.retryDeadJobs(a, p(c, 'siteId'), p(c, 'formId')), 202),
@@ -141,6 +141,12 @@ function pageQuery(query: string): PageQuery {
   const params = new URLSearchParams(query);
   const before = params.get('before');
   return { ...limitParam(params), ...(before !== null ? { before } : {}) };
+}
+
+/** A page of submissions, and `?q=` to search them. */
+function submissionQuery(query: string): SubmissionQuery {
+  const q = new URLSearchParams(query).get('q');
+  return { ...pageQuery(query), ...(q !== null ? { q } : {}) };
 }
 
 function jobQuery(query: string): { state?: string; limit?: number } {

@@ -13,7 +13,7 @@ import { RESPONSE_SCHEMAS } from './openapi-schemas.ts';
 import { INBOX_LIMITS, JOB_STATES, MAX_INBOX_PAGE } from '../delivery/index.ts';
 import { DEFAULT_INBOX_PAGE, INBOX_OFF_MESSAGE } from './inbox.ts';
 import { MAX_MESSAGE_CHARS } from './render.ts';
-import { MAX_PAGE } from './submissions.ts';
+import { MAX_PAGE, MAX_SEARCH_CHARS } from './submissions.ts';
 import { TEMPLATE_LIMITS } from './tenant-templates.ts';
 import { CLAIM_TTL_HOURS, MAX_OPEN_CLAIMS } from './handover.ts';
 
@@ -248,7 +248,7 @@ const OPERATIONS: Record<string, Operation> = {
     id: 'listSubmissions',
     summary: 'A form\'s stored submissions, newest first',
     ok: ref('SubmissionPage'),
-    parameters: PAGE_PARAMETERS,
+    parameters: [...PAGE_PARAMETERS, { name: 'q', in: 'query', required: false, schema: { type: 'string', minLength: 1, maxLength: MAX_SEARCH_CHARS }, description: 'Only submissions whose data, subject or body holds this text (any case).' }],
     refusals: { 400: [M.validation], ...STORAGE('Submissions are') },
   },
   'GET /api/v1/admin/sites/:siteId/forms/:formId/jobs': {

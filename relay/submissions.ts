@@ -17,6 +17,12 @@ export interface PageQuery {
   /** Only items older than this cursor (the previous page's `nextBefore`). */
   before?: string;
 }
+/** A form's submissions: a page, and only those whose data, subject or body holds `q` (any case). */
+export interface SubmissionQuery extends PageQuery {
+  q?: string;
+}
+export const MAX_SEARCH_CHARS = 200;
+
 /** The page's size: 50 unless given; 400 naming `limit` unless a whole number from 1 to MAX_PAGE. */
 export function pageLimit(query: PageQuery): number {
   const limit = query.limit ?? 50;
@@ -53,14 +59,17 @@ export class SubmissionReader {
   /** @param storage the process's storage (rejects with 503 where it has none) */
   constructor(private readonly storage: () => Promise<Storage>, private readonly database: string) {}
 
-  async list(tenantId: string, siteId: string, formId: string, query: PageQuery = {}): Promise<{ submissions: SubmissionView[]; nextBefore?: string }> {
+  async list(tenantId: string, siteId: string, formId: string, query: SubmissionQuery = {}): Promise<{ submissions: SubmissionView[]; nextBefore?: string }> {
     const limit = pageLimit(query);
     const cursor = query.before === undefined ? undefined : /^(\d{1,20})_([0-9a-f-]{36})$/.exec(query.before);
     if (cursor === null) throw validationFailed('before', 'must be a cursor from nextBefore');
+    if (query.q !== undefined && (query.q.length === 0 || query.q.length > MAX_SEARCH_CHARS)) throw validationFailed('q', `must be 1 to ${MAX_SEARCH_CHARS} characters`);
     const storage = await this.storage();
     const where = [`TenantId = ${quoteString(tenantId)}`, `SiteId = ${quoteString(siteId)}`, `FormId = ${quoteString(formId)}`];
     // Many submissions share a millisecond: the cursor is (time, id), in the order of the listing.
     if (cursor) where.push(`(toUnixTimestamp64Nano(ReceivedAt), SubmissionId) < (${cursor[1]}, toUUID(${quoteString(cursor[2]!)}))`);
+    // The data as stored (JSON), the subject and the body the notification was made of.
+    if (query.q !== undefined) where.push(`positionCaseInsensitiveUTF8(concat(Data, '\n', Subject, '\n', Body), ${quoteString(query.q)}) > 0`);
     const sql = `SELECT toString(SubmissionId) AS submissionId, Kind AS kind, toString(toUnixTimestamp64Nano(ReceivedAt)) AS nanos,
       Data, Subject, Body, Ip, Origin, UserAgent, Jobs
       FROM ${quoteIdentifier(this.database)}.relay_submissions WHERE ${where.join(' AND ')}

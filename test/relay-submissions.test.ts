@@ -65,6 +65,24 @@ describe('a stored submission', () => {
     expectValidationFailed(await relay.call('GET', `/admin/sites/${other.id}/forms/${listed.id}/submissions?limit=0`, { token: relay.token }), 'limit');
     expectValidationFailed(await relay.call('GET', `/admin/sites/${other.id}/forms/${listed.id}/submissions?before=x'`, { token: relay.token }), 'before');
   });
+
+  it('is searched by the text of its data, subject or body, in any case, a page at a time', async () => {
+    const { site: other, form: searched } = await relay.siteWithForm({ formKey: 'search' });
+    for (const data of [{ name: 'Ann', note: "O'Brien asked about PRICING" }, { name: 'Bob', note: 'hello' }, { name: 'Cy', note: 'pricing, again' }, { name: 'Di', note: '100%_off' }]) {
+      await submit({ siteKey: other.siteKey, formKey: 'search', data }, {});
+    }
+    const names = async (q: string, extra = '') => (await relay.admin('GET', `/admin/sites/${other.id}/forms/${searched.id}/submissions?q=${encodeURIComponent(q)}${extra}`)).submissions.map((s: any) => s.data.name);
+    expect(await names('pricing')).toEqual(['Cy', 'Ann']);
+    expect(await names("o'brien")).toEqual(['Ann']);
+    // Text, not a pattern: % and _ match themselves only.
+    expect(await names('%_')).toEqual(['Di']);
+    expect(await names('nobody')).toEqual([]);
+    const first = await relay.admin('GET', `/admin/sites/${other.id}/forms/${searched.id}/submissions?q=pricing&limit=1`);
+    expect(first.submissions.map((s: any) => s.data.name)).toEqual(['Cy']);
+    expect(await names('pricing', `&before=${first.nextBefore}`)).toEqual(['Ann']);
+    expectValidationFailed(await relay.call('GET', `/admin/sites/${other.id}/forms/${searched.id}/submissions?q=`, { token: relay.token }), 'q');
+    expectValidationFailed(await relay.call('GET', `/admin/sites/${other.id}/forms/${searched.id}/submissions?q=${'x'.repeat(201)}`, { token: relay.token }), 'q');
+  });
 });
 
 describe('the four indistinguishable 404s', () => {

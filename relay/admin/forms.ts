@@ -10,7 +10,7 @@ import { isEmailAddress } from '../../core/email-address.ts';
 import { sha256Hex } from '../../core/hash.ts';
 import { conflict, notFound, validationFailed } from '../errors.ts';
 import type { Channel, Form, Webhook } from '../model.ts';
-import type { PageQuery } from '../submissions.ts';
+import type { SubmissionQuery } from '../submissions.ts';
 import { now, type Actor, type AdminContext } from './context.ts';
 import { formView, webhookView } from './views.ts';
 
@@ -150,7 +150,7 @@ export class FormAdmin {
   }
 
   /** A form's stored submissions, newest first, a page at a time (`nextBefore` continues). */
-  listSubmissions(actor: Actor, siteId: string, formId: string, query: PageQuery = {}) {
+  listSubmissions(actor: Actor, siteId: string, formId: string, query: SubmissionQuery = {}) {
     const form = this.c.form(actor, siteId, formId);
     return this.c.submissions.list(form.tenantId, form.siteId, form.id, query);
   }
