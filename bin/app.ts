@@ -204,6 +204,7 @@ export async function startSluice(role: Role, given: Readonly<SluiceConfig>, log
         relayParts = {
           alerts: relayAlerts(opened, { bus, deliveries: await graph.deliveryQueue(), history: await graph.attemptLog(), log }),
           admin: relayConsoleAdmin(opened),
+          url: () => relayPublicUrl(config, relayPort),
         };
         const relayHandler = relayHttpHandler(opened, {
           signInLimiter: await graph.limiter('sign-in'),

@@ -37,7 +37,7 @@ import { alertMeasure } from '../console/alert-measure.ts';
 import { openConsole, type Console, type ConsoleParts } from '../console/index.ts';
 import type { ConsoleReads } from '../console/reads.ts';
 import type { ContactPoint } from '../console/api.ts';
-import type { ConsoleAlerts, RelayAdminCall } from '../console/route.ts';
+import type { ConsoleAlerts, RelayConsole } from '../console/route.ts';
 import { DEFAULT_READ_LIMITS, ReadGate } from '../console/read-gate.ts';
 import { ConsoleQueries } from '../console/queries/index.ts';
 import { buildConsoleAssets } from '../console/ui/build.ts';
@@ -92,10 +92,9 @@ export interface RelayAlertParts {
   contactPoints(tenantId: string): ContactPoint[];
 }
 
-/** What the relay gives the console where both run: alert rules' notifications, and its admin API as the console's user. */
-export interface RelayConsoleParts {
+/** What the relay gives the console where both run: alert rules' notifications, its admin API as the console's user, its public URL. */
+export interface RelayConsoleParts extends RelayConsole {
   alerts: RelayAlertParts;
-  admin: RelayAdminCall;
 }
 
 export class SluiceGraph {
@@ -392,7 +391,7 @@ export class SluiceGraph {
         ...front,
         ...(inbox ? { inbox } : {}),
         ...(alerts ? { alerts } : {}),
-        ...(relay ? { relayAdmin: relay.admin } : {}),
+        ...(relay ? { relay: { admin: relay.admin, url: relay.url } } : {}),
         readGate,
         accounts: await this.accounts(),
         users: await this.tenantUsers(),

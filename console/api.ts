@@ -23,6 +23,8 @@ export interface Me {
   ingest: { otlpHttp: string; otlpGrpc: string };
   /** The development inbox is on (SLUICE_DELIVERY_INBOX): the Inbox page shows what delivery kept instead of sending. */
   deliveryInbox: boolean;
+  /** Where the relay runs beside the console: its public URL (pages post submissions there), its Relay pages and `/api/relay/…`. */
+  relay: { url: string } | null;
 }
 
 /** POST /api/session: sign in. */

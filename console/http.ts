@@ -99,8 +99,11 @@ async function admitAccount(lockout: SignInLockout, email: string): Promise<void
   if (!attempt.allowed) throw new ApiError(429, 'Too many sign-in attempts: try again later', { retryAfterSeconds: attempt.retryAfterSeconds });
 }
 
-function me({ user, tenant, csrfToken }: SignedIn, deps: Pick<ConsoleHttpDeps, 'ingest' | 'inbox'>): Me {
-  return { user: { id: user.id, email: user.email, name: user.name, role: user.role }, tenant: { id: tenant.id, name: tenant.name }, csrfToken, ingest: deps.ingest(), deliveryInbox: deps.inbox !== undefined };
+function me({ user, tenant, csrfToken }: SignedIn, deps: Pick<ConsoleHttpDeps, 'ingest' | 'inbox' | 'relay'>): Me {
+  return {
+    user: { id: user.id, email: user.email, name: user.name, role: user.role }, tenant: { id: tenant.id, name: tenant.name }, csrfToken,
+    ingest: deps.ingest(), deliveryInbox: deps.inbox !== undefined, relay: deps.relay ? { url: deps.relay.url() } : null,
+  };
 }
 
 const jsonHeaders = () => ({ 'content-type': JSON_TYPE, 'cache-control': 'no-store' });
@@ -150,7 +153,7 @@ async function relayCall(deps: ConsoleHttpDeps, relayAdmin: RelayAdminCall, requ
 }
 
 async function apiCall(deps: ConsoleHttpDeps, table: Route[], request: HttpRequest): Promise<HttpResponse> {
-  if (deps.relayAdmin && request.path.startsWith(`${RELAY_PREFIX}/`)) return relayCall(deps, deps.relayAdmin, request);
+  if (deps.relay && request.path.startsWith(`${RELAY_PREFIX}/`)) return relayCall(deps, deps.relay.admin, request);
   const matching = table.map((route) => ({ route, params: matchPath(route.pattern, request.path) })).filter((m) => m.params);
   if (matching.length === 0) throw new ApiError(404, `Cannot ${request.method} ${request.path}`);
   const found = matching.find((m) => m.route.method === request.method);

@@ -20,7 +20,7 @@ import type { ConsoleAssets } from './ui/build.ts';
 import { Dashboards } from './dashboards.ts';
 import { FirstRun } from './first-run.ts';
 import { ReadGate } from './read-gate.ts';
-import type { ConsoleAlerts, RelayAdminCall } from './route.ts';
+import type { ConsoleAlerts, RelayConsole } from './route.ts';
 import { consoleHandler } from './http.ts';
 import type { ConsoleReads } from './reads.ts';
 import { ConsoleSessions } from './sessions.ts';
@@ -55,8 +55,8 @@ export interface ConsoleParts {
   alerts?: ConsoleAlerts;
   /** The tenant's users and their invitations (started by the composition root). */
   users: TenantUsers;
-  /** The relay's admin API as the signed-in user, where the relay runs beside the console. */
-  relayAdmin?: RelayAdminCall;
+  /** The relay's admin API as the signed-in user and its public URL, where the relay runs beside the console. */
+  relay?: RelayConsole;
 }
 
 export interface Console {

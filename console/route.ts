@@ -59,8 +59,8 @@ export interface ConsoleHttpDeps {
   alerts?: ConsoleAlerts;
   /** The tenant's users and their invitations. */
   users: TenantUsers;
-  /** The relay's admin API as the signed-in user, where the relay runs (`/api/relay/…`). */
-  relayAdmin?: RelayAdminCall;
+  /** Where the relay runs beside the console: its admin API as the signed-in user (`/api/relay/…`), and its public URL. */
+  relay?: RelayConsole;
   /** The URL users open the console at (known once the port is bound): invitation links start with it. */
   consoleUrl: () => string;
 }
@@ -70,6 +70,13 @@ export interface ConsoleHttpDeps {
  * rights, `path` under its /api/v1/admin. The console forwards `/api/relay/…` to it.
  */
 export type RelayAdminCall = (user: User, call: { method: string; path: string; query: string; body: unknown }) => Promise<{ status: number; body: unknown }>;
+
+/** What the console has of the relay where both run. */
+export interface RelayConsole {
+  admin: RelayAdminCall;
+  /** Where pages post submissions (SLUICE_RELAY_PUBLIC_URL, or the relay port's), known once it is bound. */
+  url: () => string;
+}
 
 /** What a route is given. */
 export interface Call {

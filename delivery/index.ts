@@ -7,7 +7,7 @@
 export { DELIVERY_CHANNELS, JOB_STATES, jobIdOf, type DeliveryChannel, type DeliveryJob, type JobKind, type JobState } from './job.ts';
 export type { DeliveryQueue } from './queue.ts';
 export type { AttemptLog } from './attempt-log.ts';
-export { DeliveryHistory } from './history.ts';
+export { DeliveryHistory, type AttemptView, type JobView } from './history.ts';
 export type { RenderedMessage } from './channel.ts';
 export type { JobResolver, Resolved } from './worker.ts';
 export { isFromInDomains, isPlainEmailAddress, parseMailbox, type SmtpSettings } from './email.ts';

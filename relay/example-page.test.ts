@@ -1,12 +1,13 @@
 /**
  * The form snippet is one text: the "Embed a form" block of docs/reference/relay.md is
- * relay/example-page.ts's snippet with the page's placeholders (and test/relay-browser.test.ts sends that block from
+ * core/form-snippet.ts's snippet with the page's placeholders (and test/relay-browser.test.ts sends that block from
  * Chromium), and `sluice relay example-page` serves it filled in, with nothing a site key or URL
  * holds able to end its script.
  */
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { examplePageHtml, formSnippet, REFERENCE_SNIPPET_VALUES } from './example-page.ts';
+import { formSnippet, REFERENCE_SNIPPET_VALUES } from '../core/form-snippet.ts';
+import { examplePageHtml } from './example-page.ts';
 
 describe('the form snippet', () => {
   it("is the relay reference's Embed a form block, word for word", async () => {

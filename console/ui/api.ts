@@ -54,7 +54,7 @@ export function whenSignedOut(handler: () => void): void {
 /** Routes whose 401 is an answer to show (wrong password, used link), not a lost session. */
 const SIGN_IN_ROUTES = new Set(['/api/session', '/api/first-run', '/api/me', '/api/invitation', '/api/invitation/accept']);
 
-async function call<T>(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+export async function call<T>(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json' };
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (method !== 'GET') headers['x-csrf-token'] = csrfToken;

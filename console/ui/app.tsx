@@ -13,6 +13,7 @@ import { DashboardPage, DashboardsPage } from './pages/dashboards.tsx';
 import { DeploysPage } from './pages/deploys.tsx';
 import { FirstRunPage, InvitePage, SignInPage } from './pages/sign-in.tsx';
 import { AccountPage, UsersPage } from './pages/users.tsx';
+import { FormPage, RelayPage, SitePage } from './pages/relay.tsx';
 import { InboxPage } from './pages/inbox.tsx';
 import { LogsPage } from './pages/logs.tsx';
 import { MetricsPage } from './pages/metrics.tsx';
@@ -42,9 +43,13 @@ const PAGES: Array<[pattern: string, page: Page]> = [
   ['/alerts/:id', AlertRulePage],
   ['/inbox', InboxPage],
   ['/users', UsersPage],
+  ['/relay', RelayPage],
+  ['/relay/sites/:siteId', SitePage],
+  ['/relay/sites/:siteId/forms/:formId', FormPage],
 ];
 
-const NAV: Array<[path: string, label: string, testid: string]> = [
+/** The nav's pages; some only where their module runs. */
+const NAV: Array<[path: string, label: string, testid: string, shown?: (me: Me) => boolean]> = [
   ['/', 'Services', 'nav-services'],
   ['/sources', 'Sources', 'nav-sources'],
   ['/logs', 'Logs', 'nav-logs'],
@@ -54,12 +59,13 @@ const NAV: Array<[path: string, label: string, testid: string]> = [
   ['/dashboards', 'Dashboards', 'nav-dashboards'],
   ['/alerts', 'Alerts', 'nav-alerts'],
   ['/ingest', 'Ingest', 'nav-ingest'],
+  ['/relay', 'Relay', 'nav-relay', (me) => me.relay !== null],
   ['/users', 'Users', 'nav-users'],
+  // The development inbox (SLUICE_DELIVERY_INBOX).
+  ['/inbox', 'Inbox', 'nav-inbox', (me) => me.deliveryInbox],
 ];
 /** Pages that have no time range: their nav link carries none along. */
-const WITHOUT_RANGE = new Set(['/sources', '/dashboards', '/alerts', '/inbox', '/users']);
-/** Shown only while the development inbox is on (SLUICE_DELIVERY_INBOX). */
-const INBOX_NAV: [path: string, label: string, testid: string] = ['/inbox', 'Inbox', 'nav-inbox'];
+const WITHOUT_RANGE = new Set(['/sources', '/dashboards', '/alerts', '/inbox', '/users', '/relay']);
 
 /** The pages one sees signed out. */
 const SIGNED_OUT_PAGES = new Set(['/sign-in', '/first-run', '/invite']);
@@ -80,7 +86,7 @@ function NavBar({ me, place, onSignOut }: { me: Me; place: Place; onSignOut: () 
       <nav aria-label="Console">
         <span class="brand">Sluice</span>
         <ul>
-          {[...NAV, ...(me.deliveryInbox ? [INBOX_NAV] : [])].map(([path, label, testid]) => (
+          {NAV.filter(([, , , shown]) => !shown || shown(me)).map(([path, label, testid]) => (
             <li key={path}>
               <Link href={WITHOUT_RANGE.has(path) ? path : href(path, range)} class={active(path) ? 'active' : ''} aria-current={active(path) ? 'page' : undefined} data-testid={testid}>
                 {label}
