@@ -14,6 +14,7 @@ import { DeploysPage } from './pages/deploys.tsx';
 import { FirstRunPage, InvitePage, SignInPage } from './pages/sign-in.tsx';
 import { AccountPage, UsersPage } from './pages/users.tsx';
 import { FormPage, RelayPage, SitePage } from './pages/relay.tsx';
+import { RelaySettingsPage } from './pages/relay-settings.tsx';
 import { InboxPage } from './pages/inbox.tsx';
 import { LogsPage } from './pages/logs.tsx';
 import { MetricsPage } from './pages/metrics.tsx';
@@ -44,6 +45,7 @@ const PAGES: Array<[pattern: string, page: Page]> = [
   ['/inbox', InboxPage],
   ['/users', UsersPage],
   ['/relay', RelayPage],
+  ['/relay/settings', RelaySettingsPage],
   ['/relay/sites/:siteId', SitePage],
   ['/relay/sites/:siteId/forms/:formId', FormPage],
 ];

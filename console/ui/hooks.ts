@@ -52,3 +52,27 @@ export function useTitle(title: string): void {
     document.title = title ? `${title} · Sluice` : 'Sluice';
   }, [title]);
 }
+
+/**
+ * A change the user makes (a button, a form): one at a time, busy while it runs, its failure
+ * kept to be shown beside it; `after` runs once it succeeded (a reload of what it changed).
+ */
+export function useChange(after: () => void = () => {}) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState('');
+  const run = async (change: () => Promise<unknown>): Promise<boolean> => {
+    setBusy(true);
+    setError('');
+    try {
+      await change();
+      after();
+      return true;
+    } catch (err) {
+      setError(problem(err));
+      return false;
+    } finally {
+      setBusy(false);
+    }
+  };
+  return { busy, error, run };
+}

@@ -22,6 +22,7 @@ export interface RelayForm {
   formKey: string;
   name: string;
   active: boolean;
+  templateId?: string;
   recipients: RelayRecipient[];
   webhooks: RelayWebhook[];
   createdAt: string;
@@ -34,6 +35,22 @@ export interface RelaySubmission {
   meta: { ip: string; origin: string; userAgent: string };
   jobs: number;
 }
+export type CaptchaProvider = 'recaptcha_v2' | 'recaptcha_v3' | 'hcaptcha' | 'turnstile';
+export interface RelayApiKey { id: string; siteId: string; name: string; prefix: string; createdAt: string; revokedAt?: string }
+export interface RelayTemplateSummary { id: string; name: string; subject: string; bytes: number; createdAt: string }
+export interface RelayTemplate { id: string; name: string; subject: string; html: string }
+export interface RenderedPreview { subject: string; html: string; text: string }
+/** What the relay shows of a tenant's delivery settings: never an SMTP URL or a token. */
+export interface RelayDeliverySettings {
+  email: { from: string | null; smtpServerConfigured: boolean } | null;
+  whatsapp: { phoneNumberId: string; tokenConfigured: boolean } | null;
+  updatedAt: string | null;
+}
+export interface DeliverySettingsChange {
+  email?: { from?: string; smtpUrl?: string } | null;
+  whatsapp?: { phoneNumberId: string; token: string } | null;
+}
+
 /** A job as the history lists it, and an attempt's record (delivery/history.ts). */
 export type RelayJob = JobView;
 export type RelayAttempt = AttemptView;
@@ -62,5 +79,24 @@ export const relayApi = {
   jobs: (siteId: string, formId: string) => call<{ jobs: RelayJob[] }>('GET', `${formPath(siteId, formId)}/jobs?limit=100`),
   job: (jobId: string) => call<Omit<RelayJob, 'attempts'> & { attempts: RelayAttempt[] }>('GET', `/api/relay/jobs/${enc(jobId)}`),
   retryJob: (jobId: string) => call<{ state: string }>('POST', `/api/relay/jobs/${enc(jobId)}/retry`),
+  setCaptcha: (siteId: string, captcha: { provider: CaptchaProvider; siteKey: string; secret?: string; scoreThreshold?: number }) =>
+    call<RelaySite>('PUT', `/api/relay/sites/${enc(siteId)}/captcha`, captcha),
+  removeCaptcha: (siteId: string) => call<RelaySite>('DELETE', `/api/relay/sites/${enc(siteId)}/captcha`),
+  setFormTemplate: (siteId: string, formId: string, templateId: string | null) => call<RelayForm>('PATCH', formPath(siteId, formId), { templateId }),
+
+  apiKeys: () => call<RelayApiKey[]>('GET', '/api/relay/api-keys'),
+  createApiKey: (siteId: string, name: string) => call<RelayApiKey & { apiKey: string }>('POST', '/api/relay/api-keys', { siteId, name }),
+  revokeApiKey: (keyId: string) => call<RelayApiKey>('DELETE', `/api/relay/api-keys/${enc(keyId)}`),
+
+  deliverySettings: () => call<RelayDeliverySettings>('GET', '/api/relay/delivery-settings'),
+  putDeliverySettings: (change: DeliverySettingsChange) => call<RelayDeliverySettings>('PUT', '/api/relay/delivery-settings', change),
+
+  templates: () => call<{ templates: RelayTemplateSummary[] }>('GET', '/api/relay/templates?limit=200'),
+  template: (id: string) => call<RelayTemplate>('GET', `/api/relay/templates/${enc(id)}`),
+  createTemplate: (fields: Omit<RelayTemplate, 'id'>) => call<RelayTemplate>('POST', '/api/relay/templates', fields),
+  saveTemplate: (id: string, fields: Omit<RelayTemplate, 'id'>) => call<RelayTemplate>('PATCH', `/api/relay/templates/${enc(id)}`, fields),
+  deleteTemplate: (id: string) => call<void>('DELETE', `/api/relay/templates/${enc(id)}`),
+  preview: (fields: { subject: string; html: string; data: Record<string, unknown> }) => call<RenderedPreview>('POST', '/api/relay/templates/preview', fields),
+
   retryDead: (siteId: string, formId: string) => call<{ retried: number; more: boolean }>('POST', `${formPath(siteId, formId)}/jobs/retry-dead`),
 };

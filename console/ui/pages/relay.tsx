@@ -8,34 +8,14 @@
 import { useState } from 'preact/hooks';
 import { mayConfigure, problem } from '../api.ts';
 import { CodeBlock, ErrorNote, Loading, ReadOnlyNote } from '../components.tsx';
-import { useLoad, useSession, useTitle } from '../hooks.ts';
+import { useChange, useLoad, useSession, useTitle } from '../hooks.ts';
 import { formSnippet, scriptLiteral } from '../../../core/form-snippet.ts';
-import { relayApi, type RelayForm, type RelayJob, type RelayRecipient, type RelaySite } from '../relay-api.ts';
+import { relayApi, type CaptchaProvider, type RelayForm, type RelayJob, type RelayRecipient, type RelaySite } from '../relay-api.ts';
 import { Link, type Place } from '../router.tsx';
 import { formatAgo, formatDateTime } from '../time.ts';
 
 const ms = (iso: string) => Date.parse(iso);
 
-/** Runs one change at a time and reloads what it changed; its failure is shown on the page. */
-function useChange(after: () => void) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState('');
-  const run = async (change: () => Promise<unknown>): Promise<boolean> => {
-    setBusy(true);
-    setError('');
-    try {
-      await change();
-      after();
-      return true;
-    } catch (err) {
-      setError(problem(err));
-      return false;
-    } finally {
-      setBusy(false);
-    }
-  };
-  return { busy, error, run };
-}
 
 /** Origins typed one per line or separated by commas. */
 const originsOf = (text: string) => text.split(/[\s,]+/).map((one) => one.trim()).filter(Boolean);
@@ -55,7 +35,7 @@ export function RelayPage() {
   };
   return (
     <>
-      <div class="page-head"><h1>Relay</h1></div>
+      <div class="page-head"><h1>Relay</h1><Link href="/relay/settings" data-testid="relay-settings-link">API keys, delivery and templates</Link></div>
       <p class="muted">Web forms and backend notifications, delivered by email, WhatsApp and signed webhooks. A site names the origins its pages post from; its forms name who gets each submission.</p>
       {mayConfigure() ? (
         <form class="card inline-form invite-form" onSubmit={create} data-testid="site-create-form">
@@ -103,7 +83,7 @@ function SiteSettings({ site, onSaved }: { site: RelaySite; onSaved: () => void 
       <dl class="fields">
         <dt>Site key</dt><dd><code data-testid="site-key">{site.siteKey}</code> <span class="muted small">(public: pages send it with each submission)</span></dd>
         <dt>Status</dt><dd>{site.active ? 'Active' : 'Off: submissions are refused'}</dd>
-        <dt>CAPTCHA</dt><dd>{site.captcha ? `${site.captcha.provider}${site.captcha.secretConfigured ? '' : ' (no secret: submissions refused)'}` : 'none'}</dd>
+        <dt>CAPTCHA</dt><dd data-testid="site-captcha">{site.captcha ? `${PROVIDER_NAMES[site.captcha.provider as CaptchaProvider] ?? site.captcha.provider}, site key ${site.captcha.siteKey}${site.captcha.secretConfigured ? '' : ' (no secret: submissions refused)'}` : 'none'}</dd>
       </dl>
       {mayConfigure() && (
         <form onSubmit={save} data-testid="site-origins-form">
@@ -117,7 +97,40 @@ function SiteSettings({ site, onSaved }: { site: RelaySite; onSaved: () => void 
         </form>
       )}
       <ErrorNote error={error} />
+      {mayConfigure() && <CaptchaForm site={site} onSaved={onSaved} />}
     </section>
+  );
+}
+
+const PROVIDER_NAMES: Record<CaptchaProvider, string> = { recaptcha_v2: 'reCAPTCHA v2', recaptcha_v3: 'reCAPTCHA v3', hcaptcha: 'hCaptcha', turnstile: 'Cloudflare Turnstile' };
+
+/** The site's CAPTCHA: provider and keys (the secret written, never shown), or none. */
+function CaptchaForm({ site, onSaved }: { site: RelaySite; onSaved: () => void }) {
+  const [provider, setProvider] = useState<CaptchaProvider>((site.captcha?.provider as CaptchaProvider | undefined) ?? 'turnstile');
+  const [siteKey, setSiteKey] = useState(site.captcha?.siteKey ?? '');
+  const [secret, setSecret] = useState('');
+  const { busy, error, run } = useChange(onSaved);
+  const save = (event: Event) => {
+    event.preventDefault();
+    void run(() => relayApi.setCaptcha(site.id, { provider, siteKey: siteKey.trim(), ...(secret ? { secret } : {}) }));
+  };
+  return (
+    <form class="inline-form invite-form" onSubmit={save} data-testid="captcha-form">
+      <label class="field">CAPTCHA
+        <select value={provider} onChange={(event) => setProvider(event.currentTarget.value as CaptchaProvider)} data-testid="captcha-provider">
+          {(Object.keys(PROVIDER_NAMES) as CaptchaProvider[]).map((one) => <option key={one} value={one}>{PROVIDER_NAMES[one]}</option>)}
+        </select>
+      </label>
+      <label class="field">Its site key
+        <input required value={siteKey} onInput={(event) => setSiteKey(event.currentTarget.value)} data-testid="captcha-site-key" />
+      </label>
+      <label class="field">Its secret <span class="muted small">{site.captcha?.secretConfigured ? '(set: leave empty to keep it)' : '(kept sealed)'}</span>
+        <input type="password" autoComplete="off" required={!site.captcha?.secretConfigured} value={secret} onInput={(event) => setSecret(event.currentTarget.value)} data-testid="captcha-secret" />
+      </label>
+      <button type="submit" disabled={busy} data-testid="captcha-save">Save CAPTCHA</button>
+      {site.captcha && <button type="button" class="danger" disabled={busy} onClick={() => run(() => relayApi.removeCaptcha(site.id))} data-testid="captcha-remove">Remove CAPTCHA</button>}
+      <ErrorNote error={error} />
+    </form>
   );
 }
 
@@ -390,6 +403,24 @@ function Jobs({ form }: { form: RelayForm }) {
   );
 }
 
+/** Which template the form's messages are made with (Relay settings has them). */
+function TemplateChoice({ form, change }: { form: RelayForm; change: ReturnType<typeof useChange> }) {
+  const templates = useLoad(() => relayApi.templates(), []);
+  const chosen = templates.data?.templates.find((one) => one.id === form.templateId);
+  if (!mayConfigure()) return <p>Message: {chosen ? chosen.name : 'the plain listing of the fields'}</p>;
+  return (
+    <p>
+      <label class="field inline-field">Message template{' '}
+        <select value={form.templateId ?? ''} disabled={change.busy || !templates.data} onChange={(event) => change.run(() => relayApi.setFormTemplate(form.siteId, form.id, event.currentTarget.value || null))} data-testid="form-template">
+          <option value="">The plain listing of the fields</option>
+          {templates.data?.templates.map((one) => <option key={one.id} value={one.id}>{one.name}</option>)}
+        </select>
+      </label>{' '}
+      <Link href="/relay/settings" class="small">Templates…</Link>
+    </p>
+  );
+}
+
 /** The HTML to paste into a page of an allowed origin, with this relay, site and form filled in. */
 function Embed({ form, site }: { form: RelayForm; site: RelaySite }) {
   const relay = useSession().relay;
@@ -430,6 +461,7 @@ export function FormPage({ params }: { place: Place; params: Record<string, stri
           <p data-testid="form-status">
             Form key <code>{form.data.formKey}</code> · {form.data.active ? 'Active: takes submissions' : 'Off: submissions are refused'}
           </p>
+          <TemplateChoice form={form.data} change={change} />
           <div class="two-columns">
             <Recipients form={form.data} change={change} />
             <Webhooks form={form.data} change={change} />

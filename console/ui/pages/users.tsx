@@ -6,37 +6,20 @@
  */
 import { useState } from 'preact/hooks';
 import type { InvitationView, IssuedInvitation, Me, UserRole, UserView } from '../../api.ts';
-import { api, isOwner, mayManageUsers, problem } from '../api.ts';
+import { api, isOwner, mayManageUsers } from '../api.ts';
 import { CodeBlock, ErrorNote, Loading, ReadOnlyNote } from '../components.tsx';
-import { useLoad, useSession, useTitle } from '../hooks.ts';
+import { useChange, useLoad, useSession, useTitle } from '../hooks.ts';
 import { formatAgo, formatDateTime } from '../time.ts';
 
 const ROLE_NAMES: Record<UserRole, string> = { owner: 'Owner', admin: 'Admin', member: 'Member' };
 /** The roles the signed-in user may give: an admin gives no owner's. */
 const grantable = (): UserRole[] => (isOwner() ? ['member', 'admin', 'owner'] : ['member', 'admin']);
 
-/** Runs one change at a time; its failure is shown on the page. */
-function useAction() {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState('');
-  const run = async (action: () => Promise<unknown>) => {
-    setBusy(true);
-    setError('');
-    try {
-      await action();
-    } catch (err) {
-      setError(problem(err));
-    } finally {
-      setBusy(false);
-    }
-  };
-  return { busy, error, run };
-}
 
 function InviteForm({ onIssued }: { onIssued: (issued: IssuedInvitation) => void }) {
   const [email, setEmail] = useState('');
   const [role, setRole] = useState<UserRole>('member');
-  const { busy, error, run } = useAction();
+  const { busy, error, run } = useChange();
   const submit = (event: Event) => {
     event.preventDefault();
     void run(async () => {
@@ -110,7 +93,7 @@ export function UsersPage() {
   const users = useLoad(() => api.users(), []);
   const invitations = useLoad(() => (mayManageUsers() ? api.invitations() : Promise.resolve({ invitations: [] })), []);
   const [issued, setIssued] = useState<IssuedInvitation | undefined>();
-  const { busy, error, run } = useAction();
+  const { busy, error, run } = useChange();
   const change = (user: UserView, what: { role?: UserRole; active?: boolean }) => run(async () => {
     await api.changeUser(user.id, what);
     users.reload();
@@ -159,7 +142,7 @@ export function AccountPage({ onSignedIn, onSignedOut }: { onSignedIn: (me: Me) 
   const [current, setCurrent] = useState('');
   const [next, setNext] = useState('');
   const [done, setDone] = useState('');
-  const { busy, error, run } = useAction();
+  const { busy, error, run } = useChange();
   const changePassword = (event: Event) => {
     event.preventDefault();
     void run(async () => {
