@@ -218,7 +218,8 @@ export interface AlertRuleView { rule: AlertRule; status: AlertStatus | null }
 
 // ---- dashboards ----------------------------------------------------------------------------
 
-export interface ChartSpec { title: string; query: Omit<MetricQuery, 'from' | 'to'> }
+/** A dashboard's chart: its metric query (the dashboard's range and service apply), and how much of a row it takes (half by default). */
+export interface ChartSpec { title: string; query: Omit<MetricQuery, 'from' | 'to'>; width?: 'half' | 'full' }
 export interface Dashboard { id: string; name: string; charts: ChartSpec[]; updatedAt: number }
 
 /** Every error answer. */

@@ -26,6 +26,7 @@ const chart = object({
     attributes: { type: 'array', maxItems: 20, items: object({ key: text(1024, 1), value: text(4096) }, ['key', 'value']) },
     stepSeconds: { type: 'integer', minimum: 1, maximum: 86_400 },
   }, ['name', 'kind', 'aggregation']),
+  width: { enum: ['half', 'full'] },
 }, ['title', 'query']);
 
 export const CONSOLE_SCHEMAS = {

@@ -144,6 +144,15 @@ describe('a tenant sees only its own', () => {
     expect((await owner.json<{ name: string }>(`/api/dashboards/${dashboard.id}`)).name).toBe('Checkout');
   });
 
+  it("keeps a dashboard chart's width, half or full, and refuses another", async () => {
+    const query = { name: 'http.server.duration', kind: 'histogram', aggregation: 'p95' };
+    const made = await owner.json<{ id: string }>('/api/dashboards', { method: 'POST', body: { name: 'Widths', charts: [{ title: 'p95', query, width: 'full' }, { title: 'p95 again', query }] } });
+    const read = await owner.json<{ charts: Array<{ width?: string }> }>(`/api/dashboards/${made.id}`);
+    expect(read.charts.map((chart) => chart.width)).toEqual(['full', undefined]);
+    const wrong = await owner.call(`/api/dashboards/${made.id}`, { method: 'PUT', body: { name: 'Widths', charts: [{ title: 'p95', query, width: 'huge' }] } });
+    expect(wrong.status).toBe(400);
+  });
+
   it("caps a source's install tokens and keys with a 409 saying what to do; a full source still rotates a key", async () => {
     const { source } = await owner.json<{ source: SourceView }>('/api/sources', { method: 'POST', body: { name: 'capped' } });
     for (let i = 0; i < 10; i++) expect((await owner.call(`/api/sources/${source.id}/install-tokens`, { method: 'POST' })).status).toBe(201);

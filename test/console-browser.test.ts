@@ -228,6 +228,17 @@ describe('the console, as its first owner uses it', () => {
     await byTestId('dashboard-link').filter({ hasText: 'Payments' }).click();
     await byTestId('dashboard-chart').first().waitFor({ timeout: 15_000 });
     await byTestId('deploy-marker').first().waitFor({ timeout: 15_000 });
+    // A chart takes the whole row, saved; the service variable narrows it, and the link keeps both.
+    await byTestId('chart-width').first().click();
+    await expect.poll(() => byTestId('dashboard-chart').first().getAttribute('data-width'), { timeout: 15_000 }).toBe('full');
+    await byTestId('dashboard-service').selectOption('payment');
+    await expect.poll(() => new URL(page.url()).searchParams.get('service')).toBe('payment');
+    const shared = new URL((await byTestId('dashboard-share').getAttribute('data-copy')) ?? page.url());
+    expect(shared.searchParams.get('service')).toBe('payment');
+    await page.reload();
+    await expect.poll(() => byTestId('dashboard-chart').first().getAttribute('data-width'), { timeout: 15_000 }).toBe('full');
+    expect(await byTestId('dashboard-service').inputValue()).toBe('payment');
+    await byTestId('deploy-marker').first().waitFor({ timeout: 15_000 });
     await shot('dashboard');
 
     await byTestId('nav-ingest').click();

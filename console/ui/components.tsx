@@ -34,7 +34,7 @@ export function CopyButton({ text, testid, label = 'Copy' }: { text: string; tes
     setTimeout(() => setState('idle'), 2000);
   };
   return (
-    <button type="button" class="small-button" onClick={copy} data-testid={testid} aria-live="polite">
+    <button type="button" class="small-button" onClick={copy} data-testid={testid} data-copy={text} aria-live="polite">
       {state === 'copied' ? 'Copied' : state === 'failed' ? 'Select and copy' : label}
     </button>
   );

@@ -1,15 +1,17 @@
 /**
  * Dashboards: a list, and one dashboard as a grid of charts, each its metric query run over the
- * dashboard's time range (in the URL, so a shared link shows the same window) with deploy markers.
- * Charts move up and down and are removed in place; every change is saved with PUT.
+ * dashboard's time range with deploy markers. A chart takes half a row or the whole of it. The
+ * service variable narrows every chart to one service. Range and service are in the URL, so a
+ * shared link shows the same view. Charts move, widen, narrow and are removed in place; every
+ * change is saved with PUT.
  */
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useMemo, useState } from 'preact/hooks';
 import type { ChartSpec, Dashboard } from '../../api.ts';
 import { api, mayConfigure, problem } from '../api.ts';
 import { CopyButton, ErrorNote, Loading, ReadOnlyNote } from '../components.tsx';
 import { useLoad, useTitle } from '../hooks.ts';
 import { MetricChart } from '../metric-chart.tsx';
-import { Link, href, navigate, type Place } from '../router.tsx';
+import { Link, href, navigate, withQuery, type Place } from '../router.tsx';
 import { TimeRangePicker, rangeQuery, useTimeRange } from '../time-range.tsx';
 import { formatAgo, formatDateTime, rangeParams } from '../time.ts';
 
@@ -64,6 +66,12 @@ export function DashboardsPage({ place }: { place: Place }) {
   );
 }
 
+/** One chart of the dashboard, its query narrowed by the service variable. */
+function ChartOf({ chart, service, range }: { chart: ChartSpec; service: string; range: { from: number; to: number } }) {
+  const query = useMemo(() => withService(chart, service), [chart, service]);
+  return <MetricChart query={query} range={range} deployServices={query.services} height={200} testid="dashboard-chart-plot" />;
+}
+
 /** Keys that follow a chart when it moves: its spec, and which copy of it. */
 function chartKeys(charts: ChartSpec[]): string[] {
   const seen = new Map<string, number>();
@@ -75,8 +83,29 @@ function chartKeys(charts: ChartSpec[]): string[] {
   });
 }
 
+/** A chart's query with the dashboard's service variable applied: that service only, whatever the chart saved. */
+function withService(chart: ChartSpec, service: string): ChartSpec['query'] {
+  return service ? { ...chart.query, services: [service] } : chart.query;
+}
+
+/** The dashboard's service variable: every service of the range, or all of them. */
+function ServiceVariable({ value, range }: { value: string; range: { from: number; to: number } }) {
+  const services = useLoad((signal) => api.services(range, signal), [range]);
+  const known = services.data?.services ?? [];
+  return (
+    <label class="field inline-field">Service
+      <select value={value} onChange={(event) => navigate(withQuery({ service: event.currentTarget.value || undefined }))} data-testid="dashboard-service">
+        <option value="">All</option>
+        {/* A service in the link but not in this range stays chosen. */}
+        {[...new Set([...(value ? [value] : []), ...known])].map((one) => <option key={one} value={one}>{one}</option>)}
+      </select>
+    </label>
+  );
+}
+
 export function DashboardPage({ place, params }: { place: Place; params: Record<string, string> }) {
   const page = useTimeRange(place, '6h');
+  const service = place.query.get('service') ?? '';
   const list = useLoad(() => api.dashboards(), []);
   const [dashboard, setDashboard] = useState<Dashboard | undefined>();
   const [error, setError] = useState('');
@@ -123,8 +152,9 @@ export function DashboardPage({ place, params }: { place: Place; params: Record<
       </section>
     );
   }
-  // The shared link always names its time range, even when this URL relies on the default.
-  const shareLink = `${location.origin}${href(location.pathname, rangeParams(page.choice))}`;
+  const widen = (i: number) => change(dashboard.charts.map((chart, j) => (j === i ? { ...chart, width: chart.width === 'full' ? 'half' : 'full' } : chart)));
+  // The shared link always names its time range, even when this URL relies on the default, and the service.
+  const shareLink = `${location.origin}${href(location.pathname, { ...rangeParams(page.choice), service: service || undefined })}`;
   const keys = chartKeys(dashboard.charts);
   return (
     <>
@@ -134,6 +164,7 @@ export function DashboardPage({ place, params }: { place: Place; params: Record<
           <h1 data-testid="dashboard-title">{dashboard.name}</h1>
         </div>
         <div class="head-actions">
+          <ServiceVariable value={service} range={page.range} />
           <TimeRangePicker page={page} />
           <CopyButton text={shareLink} label="Copy link" testid="dashboard-share" />
           {mayConfigure() && <button type="button" class="small-button danger" onClick={remove} data-testid="dashboard-delete">Delete</button>}
@@ -147,16 +178,17 @@ export function DashboardPage({ place, params }: { place: Place; params: Record<
       )}
       <div class="chart-grid">
         {dashboard.charts.map((chart, i) => (
-          <section class="card" key={keys[i]} data-testid="dashboard-chart">
+          <section class={chart.width === 'full' ? 'card wide' : 'card'} key={keys[i]} data-testid="dashboard-chart" data-width={chart.width ?? 'half'}>
             <div class="card-head">
               <h2 class="card-title">{chart.title}</h2>
               {mayConfigure() && <div class="card-actions">
                 <button type="button" class="icon-button" onClick={() => move(i, i - 1)} disabled={i === 0} aria-label={`Move ${chart.title} up`} data-testid="chart-move-up">↑</button>
                 <button type="button" class="icon-button" onClick={() => move(i, i + 1)} disabled={i === dashboard.charts.length - 1} aria-label={`Move ${chart.title} down`} data-testid="chart-move-down">↓</button>
+                <button type="button" class="icon-button" onClick={() => widen(i)} aria-label={chart.width === 'full' ? `Make ${chart.title} half a row` : `Make ${chart.title} a whole row`} aria-pressed={chart.width === 'full'} data-testid="chart-width">⇔</button>
                 <button type="button" class="icon-button danger" onClick={() => confirm(`Remove the chart ${chart.title}?`) && change(dashboard.charts.filter((_, j) => j !== i))} aria-label={`Remove ${chart.title}`} data-testid="chart-remove">✕</button>
               </div>}
             </div>
-            <MetricChart query={chart.query} range={page.range} deployServices={chart.query.services} height={200} testid="dashboard-chart-plot" />
+            <ChartOf chart={chart} service={service} range={page.range} />
           </section>
         ))}
       </div>
