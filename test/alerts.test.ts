@@ -12,6 +12,7 @@ import { ON_CALL, OWNER, sendSpans as sendSpansOf, startAlertingSluice, subjects
 import { ConsoleClient } from './console-client.ts';
 import { startWebhookReceiver, type SmtpInbox, type WebhookReceiver } from './delivery-peers.ts';
 import { eventually, type TestSluice } from './harness.ts';
+import { sendDemo } from '../bin/demo.ts';
 
 const PASSWORD = OWNER.password;
 /** Rounds are 5 s apart; a few rounds and a delivery on a loaded machine. */
@@ -113,6 +114,22 @@ describe('an alert rule on a service\'s error rate', () => {
     await owner.call(`/api/alerts/silences/${silence.id}`, { method: 'DELETE' });
     expect((await owner.json<any>('/api/alerts/silences')).silences).toEqual([]);
   }, 120_000);
+});
+
+describe('an alert rule on deploy regressions', () => {
+  it("fires on the demo's payment 1.9.2, judged a regression, and says so by email", async () => {
+    const created = await owner.json<any>('/api/alerts/rules', {
+      method: 'POST',
+      body: { ...rule('Payment deploy regressed'), condition: { kind: 'deploy_regression', service: 'payment' }, threshold: 0.5, windowSeconds: 3600, labels: {} },
+    });
+    expect(created.rule.condition).toEqual({ kind: 'deploy_regression', service: 'payment' });
+    await sendDemo({ url: app.baseUrl, apiKey: app.apiKey, minutes: 15, requests: 300 });
+    await eventually(() => mailsAbout('Payment deploy regressed').length === 1, WAIT_MS, 200);
+    expect(mailsAbout('Payment deploy regressed')).toEqual(['[FIRING] Payment deploy regressed']);
+    const { status } = await owner.json<any>(`/api/alerts/rules/${created.rule.id}`);
+    expect(status).toMatchObject({ state: 'firing', value: 1 });
+    await owner.call(`/api/alerts/rules/${created.rule.id}`, { method: 'DELETE' });
+  }, 180_000);
 });
 
 describe('who may do what', () => {
