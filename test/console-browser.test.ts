@@ -355,6 +355,23 @@ describe('a member of the tenant', () => {
     await member.getByTestId('metric-link').filter({ hasText: 'http.server.duration' }).first().click({ timeout: 15_000 });
     await member.getByTestId('metric-chart').waitFor({ timeout: 15_000 });
     expect(await member.getByTestId('save-dashboard').count()).toBe(0);
+    // The relay's pages: a site and form an owner made, read, and no control.
+    const actor = { tenantId: 'ten_default', role: 'operator' } as const;
+    const site = await app.relay!.admin.sites.create(actor, { name: 'Shop', allowedOrigins: ['https://shop.example'] }) as { id: string };
+    await app.relay!.admin.forms.create(actor, site.id, { name: 'Orders', formKey: 'orders' });
+    await member.getByTestId('nav-relay').click();
+    await member.getByTestId('site-link').filter({ hasText: 'Shop' }).click();
+    await member.getByTestId('form-link').filter({ hasText: 'Orders' }).click();
+    await member.getByTestId('jobs').waitFor({ timeout: 15_000 });
+    await member.getByTestId('read-only').waitFor();
+    for (const control of ['form-active', 'form-template', 'recipient-form', 'webhook-form', 'job-retry', 'jobs-retry-dead']) expect(await member.getByTestId(control).count(), control).toBe(0);
+    await shot('member-relay-form', member);
+    await member.goBack();
+    await member.getByTestId('forms-table').waitFor({ timeout: 15_000 });
+    for (const control of ['form-create-form', 'site-origins-form', 'captcha-form']) expect(await member.getByTestId(control).count(), control).toBe(0);
+    await member.goto('/relay/settings');
+    await member.getByTestId('templates').waitFor({ timeout: 15_000 });
+    for (const control of ['relay-key-form', 'delivery-email-form', 'delivery-whatsapp-form', 'template-new']) expect(await member.getByTestId(control).count(), control).toBe(0);
     await tab.close();
   });
 });
