@@ -70,6 +70,8 @@ export const NOTIFYING_KINDS: ReadonlySet<Transition['kind']> = new Set(['firing
 
 /** How many transitions a status keeps (the oldest dropped first). */
 export const HISTORY_LIMIT = 200;
+/** Evaluations a status keeps for the rule's chart: two hours at the default 30 s, 20 minutes at 5 s. */
+export const SAMPLE_LIMIT = 240;
 
 /** One record per rule, in the state store. */
 export interface AlertStatus {
@@ -95,6 +97,8 @@ export interface AlertStatus {
   lastNotifiedAt: number;
   /** Newest last, at most HISTORY_LIMIT. */
   history: Transition[];
+  /** The last evaluations, [when, value] (null: no data), oldest first, at most SAMPLE_LIMIT: the rule's chart. */
+  samples?: Array<[at: number, value: number | null]>;
 }
 
 export interface Silence {

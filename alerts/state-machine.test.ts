@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { START, testRule } from './fixture.ts';
-import type { AlertRule, AlertStateName, AlertStatus, Transition } from './model.ts';
+import { SAMPLE_LIMIT, type AlertRule, type AlertStateName, type AlertStatus, type Transition } from './model.ts';
 import { initialStatus, notificationsDue, resolvesUnannounced, step } from './state-machine.ts';
 
 const SECOND = 1000;
@@ -11,6 +11,20 @@ function statusIn(rule: AlertRule, state: AlertStateName, sinceAgo = 0, lastNoti
 }
 
 const kinds = (before: AlertStatus, after: AlertStatus) => after.history.filter((t) => t.seq > before.seq).map((t) => t.kind);
+
+describe('the evaluations a status keeps for the chart', () => {
+  it('appends each one, no data as null, and keeps the last SAMPLE_LIMIT', () => {
+    const rule = testRule();
+    let status = initialStatus(rule, START);
+    const values = [1, Number.NaN, null, 12, ...Array.from({ length: SAMPLE_LIMIT }, (_, i) => i)];
+    values.forEach((value, i) => { status = step(rule, status, value, START + i * SECOND); });
+    expect(status.samples).toHaveLength(SAMPLE_LIMIT);
+    expect(status.samples!.at(-1)).toEqual([START + (values.length - 1) * SECOND, SAMPLE_LIMIT - 1]);
+    let fresh = initialStatus(rule, START);
+    for (const [i, value] of [1, Number.NaN, null].entries()) fresh = step(rule, fresh, value, START + i * SECOND);
+    expect(fresh.samples).toEqual([[START, 1], [START + SECOND, null], [START + 2 * SECOND, null]]);
+  });
+});
 
 describe('step', () => {
   // threshold 10, 'above' unless the row says otherwise; forSeconds 60 unless it says otherwise.

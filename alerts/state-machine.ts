@@ -12,7 +12,7 @@
  * value, so forSeconds still applies), 'keep' changes no state (a pending rule neither fires nor
  * clears on an empty window; a firing one still repeats).
  */
-import { HISTORY_LIMIT, NOTIFYING_KINDS, type AlertRule, type AlertStateName, type AlertStatus, type Transition } from './model.ts';
+import { HISTORY_LIMIT, NOTIFYING_KINDS, SAMPLE_LIMIT, type AlertRule, type AlertStateName, type AlertStatus, type Transition } from './model.ts';
 
 /** Whether the condition holds for `value`; undefined: no data, and the rule keeps its state. */
 export function conditionHolds(rule: AlertRule, value: number | null): boolean | undefined {
@@ -24,7 +24,10 @@ export function conditionHolds(rule: AlertRule, value: number | null): boolean |
 export function step(rule: AlertRule, status: AlertStatus, value: number | null, now: number): AlertStatus {
   // NaN or an infinity is no data: JSON would store it as null anyway.
   const measured = value !== null && Number.isFinite(value) ? value : null;
-  const next: AlertStatus = { ...status, ruleId: rule.id, tenantId: rule.tenantId, value: measured, evaluatedAt: now };
+  const next: AlertStatus = {
+    ...status, ruleId: rule.id, tenantId: rule.tenantId, value: measured, evaluatedAt: now,
+    samples: [...(status.samples ?? []), [now, measured] as [number, number | null]].slice(-SAMPLE_LIMIT),
+  };
   const move = (to: AlertStateName, kind: Transition['kind']) => {
     const transition: Transition = { seq: next.seq + 1, at: now, from: next.state, to, value: measured, kind };
     next.seq = transition.seq;

@@ -212,7 +212,7 @@ export type { AlertCondition, AlertRule, AlertStateName, AlertStatus, RuleFields
 /** A relay form an alert rule may notify: its recipients and webhooks get the notifications. */
 export interface ContactPoint { siteId: string; siteName: string; formId: string; formName: string }
 /** GET /api/alerts/rules: each rule with its state, without the history (null: not evaluated yet). */
-export interface AlertRuleSummary { rule: AlertRule; status: Omit<AlertStatus, 'history'> | null }
+export interface AlertRuleSummary { rule: AlertRule; status: Omit<AlertStatus, 'history' | 'samples'> | null }
 /** GET /api/alerts/rules/:id, and the answer to a POST or PUT: the state with its last 200 changes. */
 export interface AlertRuleView { rule: AlertRule; status: AlertStatus | null }
 

@@ -173,9 +173,9 @@ export function alertRoutes({ alerts }: ConsoleHttpDeps): Route[] {
   ];
 }
 
-/** A rule's state without its history. */
+/** A rule's state without its history and evaluations. */
 function summary(status: AlertStatus | undefined) {
   if (!status) return null;
-  const { history: _history, ...rest } = status;
+  const { history: _history, samples: _samples, ...rest } = status;
   return rest;
 }

@@ -146,6 +146,9 @@ describe('the Alerts page, as an owner uses it', () => {
     expect(await row.getByTestId('history-to').textContent()).toBe('Firing');
     expect(await row.textContent()).toContain('0.8 (80 %)');
     expect(await row.textContent()).toContain('handed over');
+    // Its last evaluations as a chart: the value, the threshold, and where it fired.
+    await page.getByTestId('rule-chart').waitFor({ timeout: WAIT_MS });
+    expect(await page.locator('[data-testid="rule-chart"] .u-legend').textContent()).toMatch(/value.*threshold \(above\).*firing/);
     // Edit opens the form with the rule's own values; Cancel leaves it as it was.
     await page.getByTestId('rule-edit').click();
     expect(await page.getByTestId('rule-service').inputValue()).toBe('checkout');

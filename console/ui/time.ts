@@ -59,6 +59,8 @@ const axisDay = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'numer
 
 /** A time axis label: the clock within a day or so, the date (and the clock off midnight) beyond. */
 export function formatAxisTime(ms: number, spanMs: number): string {
+  // Ticks seconds apart (a chart of a few minutes) differ only in their seconds.
+  if (spanMs <= 15 * 60_000) return clock.format(ms);
   if (spanMs <= 36 * HOUR) return axisClock.format(ms);
   const date = new Date(ms);
   const midnight = date.getHours() === 0 && date.getMinutes() === 0;

@@ -6,8 +6,9 @@
  * moves states between visits. Admins and owners create, change, pause and delete rules; members
  * read (the API refuses them the rest, so the controls are not shown).
  */
-import { useEffect, useState } from 'preact/hooks';
-import type { AlertRule, AlertRuleSummary, AlertStateName, ContactPoint, RuleFields, Transition } from '../../api.ts';
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { TimeChart, type ChartLine } from '../chart.tsx';
+import type { AlertRule, AlertRuleSummary, AlertStateName, AlertStatus, ContactPoint, RuleFields, Transition } from '../../api.ts';
 import { api, mayConfigure, problem } from '../api.ts';
 import { RuleForm } from '../alert-rule-form.tsx';
 import { describeCondition, formatAlertValue, formatLabels, formatSeconds } from '../alert-words.ts';
@@ -152,6 +153,36 @@ function Notified({ transition, notifiedSeq, rule }: { transition: Transition; n
   return <span>{rule.notify ? 'handed over' : 'no contact point'}</span>;
 }
 
+/** Whether the rule was firing at `at`, by its history (the state of the last change at or before it). */
+function firingAt(history: Transition[], at: number): boolean {
+  let firing = false;
+  for (const transition of history) if (transition.at <= at) firing = transition.to === 'firing';
+  return firing;
+}
+
+/**
+ * The rule's last evaluations (kept with its status) as a chart: the value, the threshold, the
+ * value again in red where the rule was firing, and the deploy markers of its service.
+ */
+function RuleChart({ rule, status }: { rule: AlertRule; status: AlertStatus | null }) {
+  const samples = status?.samples ?? [];
+  const range = samples.length > 1 ? { from: samples[0]![0], to: samples[samples.length - 1]![0] } : undefined;
+  const service = 'service' in rule.condition && typeof rule.condition.service === 'string' ? rule.condition.service : undefined;
+  const deploys = useLoad((signal) => (range ? api.deploys({ ...range, ...(service ? { services: [service] } : {}) }, signal) : Promise.resolve({ deploys: [] })), [range?.from, range?.to, service]);
+  const lines = useMemo((): ChartLine[] => [
+    { label: 'value', points: samples },
+    { label: `threshold (${rule.comparator})`, points: samples.map(([at]) => [at, rule.threshold]) },
+    { label: 'firing', points: samples.map(([at, value]) => [at, firingAt(status?.history ?? [], at) ? value : null]) },
+  ], [status, rule.threshold, rule.comparator]);
+  if (!range) return <p class="muted" data-testid="rule-chart-empty">The chart fills in as the rule is evaluated.</p>;
+  return (
+    <TimeChart
+      lines={lines} range={range} deploys={deploys.data?.deploys} height={200} testid="rule-chart"
+      colours={['#2563eb', '#64748b', '#b91c1c']} unit={rule.condition.kind === 'latency' ? 'ms' : ''} onZoom={() => {}}
+    />
+  );
+}
+
 export function AlertRulePage({ params }: { params: Record<string, string> }) {
   const id = params.id!;
   const loaded = useLoad(() => api.alertRule(id), [id]);
@@ -242,6 +273,10 @@ export function AlertRulePage({ params }: { params: Record<string, string> }) {
           </dl>
         </section>
       </div>
+      <section class="card" aria-labelledby="rule-chart-title">
+        <h2 id="rule-chart-title" class="card-title">Its last evaluations</h2>
+        <RuleChart rule={rule} status={status} />
+      </section>
       <h2 class="section-title">History</h2>
       {history.length === 0 ? <p class="muted" data-testid="history-empty">No change yet: the rule has stayed {STATE_WORDS[status?.state ?? 'none'].toLowerCase()}.</p> : (
         <table class="table" data-testid="history-table">
