@@ -163,6 +163,30 @@ describe('users, as the owner and the people they invite', () => {
     expect((await signedInTab('grace@people.test', 'a newer long password')).url()).not.toContain('/sign-in');
   });
 
+  it('works by keyboard alone: the skip link, the nav, and an invitation made without the mouse', async () => {
+    const tab = await signedInTab(OWNER.email, OWNER.password);
+    const focused = () => tab.evaluate(() => (document.activeElement as HTMLElement | null)?.dataset.testid ?? document.activeElement?.textContent ?? '');
+    const tabTo = async (testid: string) => {
+      for (let presses = 0; presses < 40 && (await focused()) !== testid; presses++) await tab.keyboard.press('Tab');
+      expect(await focused()).toBe(testid);
+    };
+    await tab.keyboard.press('Tab');
+    expect(await focused()).toBe('Skip to the page');
+    await tabTo('nav-users');
+    await tab.keyboard.press('Enter');
+    await tab.getByTestId('users-table').waitFor({ timeout: 15_000 });
+    await tabTo('invite-email');
+    await tab.keyboard.type('keys@people.test');
+    await tab.keyboard.press('Tab');
+    expect(await focused()).toBe('invite-role');
+    await tab.keyboard.press('ArrowDown');
+    await tabTo('invite-submit');
+    await tab.keyboard.press('Enter');
+    const link = (await tab.getByTestId('invitation-url').textContent({ timeout: 15_000 }))!;
+    expect(link).toMatch(/\/invite#token=inv_/);
+    expect(await tab.getByTestId('invitation-row').filter({ hasText: 'keys@people.test' }).textContent()).toContain('Admin');
+  });
+
   it('logs no error in the browser, and every page shot meets WCAG 2.1 A and AA as axe-core checks it', () => {
     expect(seen.complaints.filter((line) => !line.includes('401'))).toEqual([]);
     expect([...accessibility].filter(([, problems]) => problems.length > 0)).toEqual([]);
