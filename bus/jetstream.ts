@@ -188,6 +188,13 @@ export class JetStreamBus implements Bus {
     const recent = [...this.fullAt].filter(([, at]) => Date.now() - at < FULL_REPORT_MS).map(([table]) => table);
     const figures = { fullRefusals: [...this.fullRefusals.values()].reduce((a, b) => a + b, 0), ...this.stall.figures };
     if (this.nc.isClosed()) return { ok: false, detail: 'the NATS connection is closed', figures };
+    const unreachable = this.direct.unreachable;
+    if (unreachable) {
+      // Tried again now, not only when a request comes: a balancer that waits for readiness
+      // before it sends one would otherwise wait for ever.
+      void this.direct.open().catch(() => {});
+      return { ok: false, detail: `no NATS server answers since ${new Date(unreachable.at).toISOString()} (${unreachable.reason}): publishes are refused with 503`, figures };
+    }
     if (this.stall.stalled) {
       return { ok: false, detail: `stalled for ${this.stall.stalledSeconds} s: a publish got no PubAck in time; publishes are refused with 503 until NATS answers`, figures };
     }

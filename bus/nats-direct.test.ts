@@ -245,6 +245,25 @@ describe('NatsDirect', () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     await server.stop();
     expect(String(await waiting)).toMatch(/connection closed/);
+    expect(pulls.unreachable).toBeUndefined();
     await expect(pulls.fetch('GOING', 'd', 1, 500)).rejects.toThrow(/cannot open a connection to NATS at nats:\/\/127\.0\.0\.1:\d+/);
+    // Unreachable from the first failed attempt on, and said so (the bus's readiness shows it).
+    const since = pulls.unreachable!;
+    expect(since.reason).toMatch(/cannot open a connection to NATS/);
+    await expect(pulls.fetch('GOING', 'd', 1, 500)).rejects.toThrow();
+    expect(pulls.unreachable!.at).toBe(since.at);
+  });
+
+  it('is reachable again once a server answers', async () => {
+    const server = await ownServer([]);
+    const direct = connectionTo(server.url);
+    await server.stop();
+    await expect(direct.open()).rejects.toThrow();
+    expect(direct.unreachable).toBeDefined();
+    const back = await ownServer(['-p', new URL(server.url).port]);
+    await direct.open();
+    expect(direct.unreachable).toBeUndefined();
+    await direct.close();
+    await back.stop();
   });
 });

@@ -79,6 +79,8 @@ export class NatsDirect {
   private connection: Promise<Connection> | undefined;
   private serverIndex = Math.floor(Math.random() * 1e6);
   private closed = false;
+  /** Since when no server could be reached (the last attempt failed), and why; undefined once one answers. */
+  private unreachableSince: { at: number; reason: string } | undefined;
   private readonly parsed: NatsServers;
   private readonly payloads = new PayloadPool();
 
@@ -115,6 +117,11 @@ export class NatsDirect {
     return connection.request(subject, headers, parts, timeoutMs);
   }
 
+  /** Since when no NATS server answers this connection's attempts, and why: undefined while one does. */
+  get unreachable(): { at: number; reason: string } | undefined {
+    return this.unreachableSince;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     const connection = await this.connection?.catch(() => undefined);
@@ -137,7 +144,10 @@ export class NatsDirect {
       nak: (subject, delayMs) => void this.connect().then((connection) => connection.nak(subject, delayMs), () => {}),
     });
     this.connection = opening;
-    opening.catch(() => {
+    opening.then(() => {
+      this.unreachableSince = undefined;
+    }, (err: Error) => {
+      this.unreachableSince ??= { at: Date.now(), reason: err.message };
       if (this.connection === opening) this.connection = undefined;
     });
     return opening;

@@ -57,12 +57,18 @@ async function start(role: 'gateway' | 'consume'): Promise<RunningSluice> {
   return app;
 }
 
+/** The traces stream as JetStream describes it now; undefined while it cannot say (an election, a node down). */
+async function streamInfo() {
+  try {
+    return await (await jetstreamManager(nc)).streams.info(STREAM);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The node leading the traces stream now (after an election, once there is one). */
 async function leader(): Promise<NatsNode> {
-  const name = await eventually(async () => {
-    const info = await (await jetstreamManager(nc)).streams.info(STREAM).catch(() => undefined);
-    return info?.cluster?.leader;
-  }, 30_000, 250);
+  const name = await eventually(async () => (await streamInfo())?.cluster?.leader, 30_000, 250);
   return cluster.nodes.find((node) => node.name === name)!;
 }
 
@@ -97,8 +103,7 @@ describe('a three-node JetStream cluster under faults', () => {
     })();
 
     await eventually(() => acknowledged.length >= 20, 30_000, 100);
-    const stream = await (await jetstreamManager(nc)).streams.info(STREAM);
-    expect(stream.config.num_replicas).toBe(3);
+    expect((await eventually(streamInfo, 30_000, 250)).config.num_replicas).toBe(3);
 
     // The stream's leader dies: another is elected, publishes go on through it.
     const first = await leader();
@@ -127,7 +132,8 @@ describe('a three-node JetStream cluster under faults', () => {
 
     // All three at once: nothing answers until they are back, then everything goes on.
     await Promise.all(cluster.nodes.map((node) => node.kill()));
-    await pause(2000);
+    // Readiness says so while it lasts.
+    await eventually(async () => (await gateway.readiness.report()).components.bus?.ok === false, 30_000, 100);
     await Promise.all(cluster.nodes.map((node) => node.restart()));
     await untilJetStreamAnswers(cluster.url, 60_000);
     const restarted = acknowledged.length;
