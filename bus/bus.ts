@@ -70,7 +70,8 @@ export interface BusFigures {
   /** Messages of publishes that timed out (their requests got 503): to withdraw, withdrawn, not withdrawn (may be stored). */
   timedOut?: { pending: number; withdrawn: number; notWithdrawn: number };
   /** This process's storage consumer: its totals since start, and messages waiting per table (shared bus; -1: unknown). */
-  consumer?: { totals: ConsumerTotals; lag: Record<string, number> };
+  /** `lag` per table; a table whose figures could not be read is left out. */
+  consumer?: { totals: ConsumerTotals; lag: Record<string, { messages: number; bytes: number; limitBytes: number }> };
 }
 
 export function chunkBytes(chunks: readonly TableChunk[]): number {

@@ -85,6 +85,14 @@ export interface ConsumerTuning {
   onRestart?: (loop: string) => void;
 }
 
+/** A table stream's consumer lag (bus.ts BusFigures). */
+export interface ConsumerLag {
+  messages: number;
+  bytes: number;
+  /** The stream's max_bytes (-1: none). */
+  limitBytes: number;
+}
+
 export class JetStreamStorageConsumer {
   /** Figures for /metrics. */
   readonly stats: Required<ConsumerTotals> = { batches: 0, rows: 0, redelivered: 0, deadLettered: 0, failures: 0 };
@@ -140,11 +148,16 @@ export class JetStreamStorageConsumer {
     return { ...loop, ...(loop.ok && manifests.detail ? { detail: `batch manifests: ${manifests.detail}` } : {}), figures };
   }
 
-  /** Messages waiting in a table's stream for this consumer group (consumer lag). */
-  async lag(table: string): Promise<number> {
+  /**
+   * What waits in a table's stream for this consumer group (consumer lag): messages, and bytes
+   * (a work-queue stream keeps only what is not yet acknowledged, so its bytes are the lag's),
+   * beside the stream's limit (past it, publishes are refused).
+   */
+  async lag(table: string): Promise<ConsumerLag> {
     const jsm = await jetstreamManager(this.nc);
-    const info = await jsm.consumers.info(streamOf(this.options.prefix, table).stream, DURABLE);
-    return info.num_pending + info.num_ack_pending;
+    const { stream } = streamOf(this.options.prefix, table);
+    const [consumer, info] = await Promise.all([jsm.consumers.info(stream, DURABLE), jsm.streams.info(stream)]);
+    return { messages: consumer.num_pending + consumer.num_ack_pending, bytes: info.state.bytes, limitBytes: info.config.max_bytes };
   }
 
   private async run(table: string, { signal, report }: LoopContext): Promise<void> {

@@ -124,7 +124,7 @@ describe('JetStreamBus streams', () => {
     expect(bus.refusal(['otel_logs'])).toBeUndefined();
 
     bus.consume(sink);
-    await until(async () => (await bus.figures()).consumer!.lag.otel_traces === 0);
+    await until(async () => (await bus.figures()).consumer!.lag.otel_traces?.messages === 0);
     await until(async () => bus.refusal(['otel_traces']) === undefined);
     for (let i = 0; i < 30; i++) expect(await countOf(`fill-${i}`), `fill-${i}`).toBe(accepted.includes(i) ? 120 : 0);
     await bus.shutdown();
@@ -172,7 +172,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     await until(async () => (await countOf('shared')) >= 500);
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(await countOf('shared')).toBe(500);
-    expect(await a.lag('otel_traces')).toBe(0);
+    expect((await a.lag('otel_traces')).messages).toBe(0);
     await Promise.all([a.shutdown(), b.shutdown()]);
   });
 
@@ -198,7 +198,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     const second = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 300, ackWaitMs: 1000, log }, sink);
     second.start();
     // After ackWait the batch is redelivered; the second consumer re-inserts it with the same token.
-    await until(async () => second.stats.redelivered > 0 && (await second.lag('otel_traces')) === 0);
+    await until(async () => second.stats.redelivered > 0 && (await second.lag('otel_traces')).messages === 0);
     expect(await countOf('frozen')).toBe(300);
     release();
     await Promise.all([first.shutdown(), second.shutdown()]);
@@ -276,7 +276,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     await bus.publish(chunksOf('after', 100));
     const consumer = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchRows: 1_000_000, batchMaxWaitMs: 1000, log }, sink);
     consumer.start();
-    await until(async () => (await consumer.lag('otel_traces').catch(() => -1)) === 0 && (await countOf('after')) === 100);
+    await until(async () => (await consumer.lag('otel_traces').then((lag) => lag.messages, () => -1)) === 0 && (await countOf('after')) === 100);
     for (const [name, spans] of [['before', 100], ['early', 60], ['late', 60], ['after', 100], ['poison', 0]] as const) {
       expect(await countOf(name), name).toBe(spans);
     }
@@ -358,7 +358,7 @@ describe('JetStreamBus batching', { timeout: 120_000 }, () => {
     expect(rows).toBe(2400);
 
     bus.consume(sink);
-    await until(async () => (await bus.figures()).consumer!.lag.otel_traces === 0);
+    await until(async () => (await bus.figures()).consumer!.lag.otel_traces?.messages === 0);
     for (let i = 0; i < 20; i++) expect(await countOf(`batched-${i}`), `batched-${i}`).toBe(120);
     await bus.shutdown();
   });
@@ -382,7 +382,7 @@ describe('JetStreamBus batching', { timeout: 120_000 }, () => {
     };
     const consumer = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 300, log }, refusing);
     consumer.start();
-    await until(async () => consumer.stats.deadLettered > 0 && (await consumer.lag('otel_traces').catch(() => -1)) === 0);
+    await until(async () => consumer.stats.deadLettered > 0 && (await consumer.lag('otel_traces').then((lag) => lag.messages, () => -1)) === 0);
     for (const name of names) expect(await countOf(name), name).toBe(name === 'shared-poison' ? 0 : 30);
     expect(consumer.stats.deadLettered).toBe(1);
     const jsm = await jetstreamManager(nc);
@@ -413,7 +413,7 @@ describe('JetStreamBus batching', { timeout: 120_000 }, () => {
     };
     const consumer = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 300, maxBackoffMs: 200, log }, flaky);
     consumer.start();
-    await until(async () => consumer.stats.deadLettered > 0 && (await consumer.lag('otel_traces').catch(() => -1)) === 0);
+    await until(async () => consumer.stats.deadLettered > 0 && (await consumer.lag('otel_traces').then((lag) => lag.messages, () => -1)) === 0);
     for (const name of names) expect(await countOf(name), name).toBe(name === 'outage-poison' ? 0 : 30);
     expect(partInserts).toBeGreaterThan(1);
     await consumer.shutdown();

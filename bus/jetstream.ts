@@ -219,8 +219,11 @@ export class JetStreamBus implements Bus {
   private async consumerFigures(): Promise<BusFigures['consumer']> {
     const consumer = this.consumer;
     if (!consumer) return undefined;
-    const lag: Record<string, number> = {};
-    for (const table of this.options.tables) lag[table] = await consumer.lag(table).catch(() => -1);
+    const lag: NonNullable<BusFigures['consumer']>['lag'] = {};
+    for (const table of this.options.tables) {
+      const figures = await consumer.lag(table).catch(() => undefined);
+      if (figures) lag[table] = figures;
+    }
     return { totals: { ...consumer.stats }, lag };
   }
 

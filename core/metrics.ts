@@ -35,8 +35,8 @@ export interface BusMetricFigures {
   timedOut?: { pending: number; withdrawn: number; notWithdrawn: number };
   consumer?: {
     totals: ConsumerTotals;
-    /** Messages waiting per table stream (-1: could not be read). */
-    lag: Record<string, number>;
+    /** What waits per table stream; a stream whose figures could not be read is left out. */
+    lag: Record<string, { messages: number; bytes: number; limitBytes: number }>;
   };
 }
 
@@ -289,18 +289,27 @@ export class SluiceMetrics {
     redelivered: this.consumerCounter('sluice_consumer_redelivered_messages_total', 'Messages JetStream delivered to the consumer more than once (a consumer died or was slow to ack; cluster only).', (t) => t.redelivered),
   };
 
-  private readonly consumerLag: Gauge = new Gauge({
-    name: 'sluice_consumer_lag_messages',
-    help: 'Messages waiting in each table\'s JetStream stream for the storage consumers, acknowledged ones not yet stored included (cluster only).',
-    labelNames: ['table'] as const,
-    registers: [this.registry],
-    collect: async (): Promise<void> => {
-      this.consumerLag.reset();
-      const lag = (await this.busFigures()).consumer?.lag ?? {};
-      // A stream whose figure could not be read has no sample rather than a made-up one.
-      for (const [table, messages] of Object.entries(lag)) if (messages >= 0) this.consumerLag.set({ table }, messages);
-    },
-  });
+  private readonly consumerLag = this.lagGauge('sluice_consumer_lag_messages', 'Messages waiting in each table\'s JetStream stream for the storage consumers, acknowledged ones not yet stored included (cluster only).', (lag) => lag.messages);
+  private readonly consumerLagBytes = this.lagGauge('sluice_consumer_lag_bytes', 'Bytes waiting in each table\'s JetStream stream for the storage consumers (cluster only): past sluice_consumer_stream_limit_bytes, gateways refuse with 503.', (lag) => lag.bytes);
+  private readonly streamLimitBytes = this.lagGauge('sluice_consumer_stream_limit_bytes', 'Each table stream\'s limit (SLUICE_NATS_MAX_STREAM_BYTES as the stream has it; cluster only).', (lag) => (lag.limitBytes >= 0 ? lag.limitBytes : undefined));
+
+  /** A gauge per table of the consumer's lag figures; a stream whose figures could not be read has no sample rather than a made-up one. */
+  private lagGauge(name: string, help: string, pick: (lag: { messages: number; bytes: number; limitBytes: number }) => number | undefined): Gauge {
+    const gauge: Gauge = new Gauge({
+      name,
+      help,
+      labelNames: ['table'] as const,
+      registers: [this.registry],
+      collect: async (): Promise<void> => {
+        gauge.reset();
+        for (const [table, lag] of Object.entries((await this.busFigures()).consumer?.lag ?? {})) {
+          const value = pick(lag);
+          if (value !== undefined) gauge.set({ table }, value);
+        }
+      },
+    });
+    return gauge;
+  }
 
   private consumerCounter(name: string, help: string, pick: (totals: ConsumerTotals) => number | undefined): Counter {
     const counter: Counter = new Counter({

@@ -113,7 +113,7 @@ describe('GET /metrics', () => {
 describe(`the example alert rules (${RULES})`, () => {
   it('pass `promtool check rules`', async () => {
     const { code, output } = await promtool(['check', 'rules', RULES]);
-    expect(output).toContain('SUCCESS: 8 rules found');
+    expect(output).toContain('SUCCESS: 9 rules found');
     expect(code).toBe(0);
   });
 
