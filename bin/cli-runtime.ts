@@ -6,6 +6,8 @@
  * (the component graph is imported only where a command builds its own parts): about half a
  * second less per command.
  */
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import { loadConfig, type SluiceConfig } from '../core/config.ts';
 import { memorySummary } from '../core/memory-budget.ts';
 import { createLogger, type Logger } from '../core/log.ts';
@@ -28,6 +30,15 @@ export interface CliRuntime {
   demo(options: DemoCommand): Promise<void>;
   /** Serves the relay's example form page on 127.0.0.1 until SIGINT or SIGTERM. */
   examplePage(options: ExamplePageCommand): Promise<void>;
+  /** Prints the cluster a span rate needs, from a bench report (bin/capacity.ts). */
+  capacity(options: CapacityCommand): Promise<void>;
+}
+
+export interface CapacityCommand {
+  spansPerSecond: number;
+  utilisation?: number;
+  /** A bench report (.json); default: the newest in bench/results, else the repository's in bench/reference. */
+  report?: string;
 }
 
 export interface ExamplePageCommand {
@@ -71,6 +82,16 @@ export const runtime: CliRuntime = {
   migrate: async () => print(await migrateStorage(configure())),
   demo: async (options) => print(await runDemo(configure(), options)),
   examplePage: (options) => serveExamplePage(configure(), options),
+  capacity: async ({ report, ...options }) => {
+    const { capacityPlan, costsOf, formatPlan, newestReport } = await import('./capacity.ts');
+    // Your own machine's newest run, else the one the repository keeps (docs/guides/capacity.md).
+    const found = report
+      ? { path: report, report: JSON.parse(await readFile(report, 'utf8')) }
+      : newestReport(fileURLToPath(new URL('../bench/results/', import.meta.url))) ?? newestReport(fileURLToPath(new URL('../bench/reference/', import.meta.url)));
+    if (!found) throw new Error('no bench report with cluster rows in bench/results or bench/reference: run `npm run bench -- --targets cluster-gateway,cluster-consumer` first, or give --report');
+    const costs = costsOf(found.report);
+    print(`${formatPlan(costs, options, capacityPlan(costs, options))}\n(from ${found.path})\n`);
+  },
 };
 
 /**

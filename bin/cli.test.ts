@@ -34,6 +34,7 @@ async function sluice(...argv: string[]) {
     migrate: async () => void calls.push({ method: 'migrate', args: [] }),
     demo: async (options) => void calls.push({ method: 'demo', args: [options] }),
     examplePage: async (options) => void calls.push({ method: 'examplePage', args: [options] }),
+    capacity: async (options) => void calls.push({ method: 'capacity', args: [options] }),
     admin: async (fn) => void (await fn(admin)),
   };
   const program = sluiceProgram({
@@ -116,6 +117,8 @@ describe('usage mistakes: one line on stderr naming the command and its help, ex
     [['relay', 'users', 'list', '--site', 's'], "sluice relay users list: unknown option '--site' (see `sluice relay users list --help`)"],
     [['deploys', 'list', '--limit', '0'], 'sluice deploys list: --limit: a whole number >= 1 (see `sluice deploys list --help`)'],
     [['demo', '--minutes', '0'], 'sluice demo: --minutes: a whole number from 1 to 10080 (see `sluice demo --help`)'],
+    [['capacity', '--spans-per-second', 'lots'], 'sluice capacity: --spans-per-second: a number above 0 (see `sluice capacity --help`)'],
+    [['capacity', '--spans-per-second', '1000', '--utilisation', '2'], 'sluice capacity: --utilisation: a fraction above 0, at most 1 (see `sluice capacity --help`)'],
     [['deploys', 'list', '--since', 'last week'], 'sluice deploys list: --since: not RFC 3339, epoch nanoseconds or a duration like 24h (see `sluice deploys list --help`)'],
   ];
 
@@ -135,7 +138,7 @@ describe('usage mistakes: one line on stderr naming the command and its help, ex
 
 describe('what each command runs', () => {
   it('runs every command given only its required options and arguments', async () => {
-    const values: Record<string, string> = { '--active': 'true', '--secret-file': join(dir, 'secret'), '--file': join(dir, 'config.json') };
+    const values: Record<string, string> = { '--spans-per-second': '1000000', '--active': 'true', '--secret-file': join(dir, 'secret'), '--file': join(dir, 'config.json') };
     await writeFile(values['--secret-file']!, 'shh\n');
     await writeFile(values['--file']!, '{}');
     for (const command of leaves(program)) {
@@ -155,6 +158,7 @@ describe('what each command runs', () => {
     expect((await sluice('sources', 'create', '--name=web')).calls).toEqual([{ method: 'createSource', args: ['web', undefined] }]);
     expect((await sluice('sources', 'create', '--name=web', '--tenant', 'ten_a')).calls).toEqual([{ method: 'createSource', args: ['web', 'ten_a'] }]);
     expect((await sluice('query', 'SELECT 1')).calls).toEqual([{ method: 'query', args: ['SELECT 1'] }]);
+    expect((await sluice('capacity', '--spans-per-second', '2e6', '--utilisation', '0.5')).calls).toEqual([{ method: 'capacity', args: [{ spansPerSecond: 2e6, utilisation: 0.5 }] }]);
     expect((await sluice('agents', 'list')).calls).toEqual([{ method: 'listAgents', args: [undefined] }]);
 
     const file = join(dir, 'agent.json');
@@ -201,7 +205,7 @@ describe('what each command runs', () => {
   it('reports a command that failed on stderr with exit code 1', async () => {
     const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
     try {
-      const program = sluiceProgram({ load: async () => ({ serve: async () => {}, migrate: async () => Promise.reject(new Error('cannot reach ClickHouse')), admin: async () => {}, demo: async () => {}, examplePage: async () => {} }) });
+      const program = sluiceProgram({ load: async () => ({ serve: async () => {}, migrate: async () => Promise.reject(new Error('cannot reach ClickHouse')), admin: async () => {}, demo: async () => {}, examplePage: async () => {}, capacity: async () => {} }) });
       expect(await main(['migrate'], program)).toBe(1);
       expect(stderr).toHaveBeenCalledWith('sluice: cannot reach ClickHouse\n');
     } finally {

@@ -93,6 +93,18 @@ export function sluiceProgram({ load = loadRuntime, output = {} }: ProgramOption
       await (await load()).demo(options);
     });
 
+  program.command('capacity').description('the processes and cores a cluster needs for a span rate, from the newest bench report with cluster rows (bench/results, else the one in bench/reference; docs/guides/capacity.md)')
+    .value('--spans-per-second <N>', 'the rate to plan for', { required: true })
+    .value('--report <FILE>', 'a bench report (.json) instead of the newest in bench/results')
+    .value('--utilisation <FRACTION>', 'the share of each core a role may use at that rate (default 0.6)')
+    .action(async (values, command: SluiceCommand) => {
+      const spansPerSecond = Number(values.spansPerSecond);
+      if (!(spansPerSecond > 0) || !Number.isFinite(spansPerSecond)) command.error('--spans-per-second: a number above 0');
+      const utilisation = values.utilisation === undefined ? undefined : Number(values.utilisation);
+      if (utilisation !== undefined && !(utilisation > 0 && utilisation <= 1)) command.error('--utilisation: a fraction above 0, at most 1');
+      await (await load()).capacity({ spansPerSecond, ...(utilisation !== undefined ? { utilisation } : {}), ...(values.report ? { report: values.report } : {}) });
+    });
+
   program.command('query').description('run one read-only statement (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN, EXISTS); prints JSONEachRow')
     .argument('<sql>', 'the statement')
     .action((sql: string) => admin((a) => a.query(sql)));
