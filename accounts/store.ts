@@ -76,6 +76,11 @@ export class AccountStore {
     return this.users.find((user) => user.tenantId === tenantId && user.email === wanted);
   }
 
+  /** The tenant's active owners (a tenant keeps at least one: accounts/tenant-users.ts). */
+  activeOwners(tenantId: string): User[] {
+    return this.users.filter((user) => user.tenantId === tenantId && user.role === 'owner' && user.active);
+  }
+
   /** The active user and their tenant, or undefined when either is gone or the user is deactivated. */
   activeUser(userId: string): { user: User; tenant: Tenant } | undefined {
     const user = this.users.get(userId);

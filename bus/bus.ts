@@ -69,9 +69,16 @@ export interface BusFigures {
   fullRefusals?: Record<string, number>;
   /** Messages of publishes that timed out (their requests got 503): to withdraw, withdrawn, not withdrawn (may be stored). */
   timedOut?: { pending: number; withdrawn: number; notWithdrawn: number };
-  /** This process's storage consumer: its totals since start, and messages waiting per table (shared bus; -1: unknown). */
-  /** `lag` per table; a table whose figures could not be read is left out. */
-  consumer?: { totals: ConsumerTotals; lag: Record<string, { messages: number; bytes: number; limitBytes: number }> };
+  /** This process's storage consumer: its totals since start, and what waits per table (a table whose figures could not be read is left out). */
+  consumer?: { totals: ConsumerTotals; lag: Record<string, ConsumerLag> };
+}
+
+/** What waits in a table's stream for the storage consumers (one figure for the whole group). */
+export interface ConsumerLag {
+  messages: number;
+  bytes: number;
+  /** The stream's max_bytes (-1: none). */
+  limitBytes: number;
 }
 
 export function chunkBytes(chunks: readonly TableChunk[]): number {

@@ -46,7 +46,7 @@ import type { ConsumerTotals } from '../core/metrics.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { sleep, Supervisor, type LoopContext } from '../core/supervisor.ts';
 import { isDataError } from '../storage/errors.ts';
-import type { ChunkSink, TableChunk } from './bus.ts';
+import type { ChunkSink, ConsumerLag, TableChunk } from './bus.ts';
 import { ManifestIndex, type Manifest } from './batch-manifests.ts';
 import { storeIsolating } from './isolate.ts';
 import { deadLetterOf, DURABLE, manifestBucketOf, PARTS_HEADER, streamOf } from './jetstream-names.ts';
@@ -83,14 +83,6 @@ export interface ConsumerTuning {
   log?: Logger;
   /** Called when a table's loop failed and is restarted (the composition root counts it). */
   onRestart?: (loop: string) => void;
-}
-
-/** A table stream's consumer lag (bus.ts BusFigures). */
-export interface ConsumerLag {
-  messages: number;
-  bytes: number;
-  /** The stream's max_bytes (-1: none). */
-  limitBytes: number;
 }
 
 export class JetStreamStorageConsumer {

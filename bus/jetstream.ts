@@ -192,7 +192,7 @@ export class JetStreamBus implements Bus {
     if (unreachable) {
       // Tried again now, not only when a request comes: a balancer that waits for readiness
       // before it sends one would otherwise wait for ever.
-      void this.direct.open().catch(() => {});
+      this.direct.probe();
       return { ok: false, detail: `no NATS server answers since ${new Date(unreachable.at).toISOString()} (${unreachable.reason}): publishes are refused with 503`, figures };
     }
     if (this.stall.stalled) {

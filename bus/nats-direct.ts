@@ -75,12 +75,16 @@ export class UnansweredError extends Error {
 /** Settles a request (an ack, a publish): with the server's answer, or with why none will come. */
 type AnswerWaiter = (answer: NatsMessage | Error) => void;
 
+/** How often probe() tries a server again while none answers. */
+const PROBE_INTERVAL_MS = 1000;
+
 export class NatsDirect {
   private connection: Promise<Connection> | undefined;
   private serverIndex = Math.floor(Math.random() * 1e6);
   private closed = false;
   /** Since when no server could be reached (the last attempt failed), and why; undefined once one answers. */
   private unreachableSince: { at: number; reason: string } | undefined;
+  private probedAt = 0;
   private readonly parsed: NatsServers;
   private readonly payloads = new PayloadPool();
 
@@ -120,6 +124,17 @@ export class NatsDirect {
   /** Since when no NATS server answers this connection's attempts, and why: undefined while one does. */
   get unreachable(): { at: number; reason: string } | undefined {
     return this.unreachableSince;
+  }
+
+  /**
+   * Tries to connect again while unreachable, at most once per PROBE_INTERVAL_MS whoever asks
+   * (readiness checks come as often as anyone on the network sends them).
+   */
+  probe(): void {
+    const now = Date.now();
+    if (!this.unreachableSince || now - this.probedAt < PROBE_INTERVAL_MS) return;
+    this.probedAt = now;
+    void this.connect().catch(() => {});
   }
 
   async close(): Promise<void> {

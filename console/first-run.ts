@@ -29,7 +29,7 @@ export class FirstRun {
   /** Whether the default tenant still waits for its first owner. */
   async open(): Promise<boolean> {
     const tenant = await this.accounts.defaultTenant();
-    return !this.accounts.users.find((user) => user.tenantId === tenant.id && user.role === 'owner' && user.active);
+    return this.accounts.activeOwners(tenant.id).length === 0;
   }
 
   /** A new one-time token (the older one stops working), or undefined when the owner exists. */

@@ -36,8 +36,16 @@ export interface BusMetricFigures {
   consumer?: {
     totals: ConsumerTotals;
     /** What waits per table stream; a stream whose figures could not be read is left out. */
-    lag: Record<string, { messages: number; bytes: number; limitBytes: number }>;
+    lag: Record<string, LagFigures>;
   };
+}
+
+/** A table stream's consumer lag (bus/bus.ts ConsumerLag). */
+interface LagFigures {
+  messages: number;
+  bytes: number;
+  /** The stream's max_bytes (-1: none). */
+  limitBytes: number;
 }
 
 /** Callers while a read is in flight share it: the metrics that show one source's figures read it once per scrape. */
@@ -294,7 +302,7 @@ export class SluiceMetrics {
   private readonly streamLimitBytes = this.lagGauge('sluice_consumer_stream_limit_bytes', 'Each table stream\'s limit (SLUICE_NATS_MAX_STREAM_BYTES as the stream has it; cluster only).', (lag) => (lag.limitBytes >= 0 ? lag.limitBytes : undefined));
 
   /** A gauge per table of the consumer's lag figures; a stream whose figures could not be read has no sample rather than a made-up one. */
-  private lagGauge(name: string, help: string, pick: (lag: { messages: number; bytes: number; limitBytes: number }) => number | undefined): Gauge {
+  private lagGauge(name: string, help: string, pick: (lag: LagFigures) => number | undefined): Gauge {
     const gauge: Gauge = new Gauge({
       name,
       help,

@@ -84,7 +84,7 @@ export async function runTask(task: PipelineTask): Promise<unknown> {
     // Here, synchronously; only zstd on a Node without its own goes to libuv's pool (awaited).
     const body = decompressesSync(task.encoding, inflaters)
       ? decompressSync(task.encoding, task.body, task.maxBytes, inflaters)
-      : await decompress(task.encoding, task.body, task.maxBytes);
+      : await decompress(task.encoding, task.body, task.maxBytes, inflaters);
     const rows = task.kind === 'otlp'
       ? otlp!.transcode(task.signal, task.format, body, task.sourceId, task.maxChunkBytes)
       : transcodeAgent(task.payload, body, task.sourceId, task.maxChunkBytes, BigInt(task.receivedAt));

@@ -1,7 +1,8 @@
 /**
  * A time-series chart on uPlot: lines over the page's whole time range, deploy markers on top,
- * the width following its container; dragging across it zooms the page's range to the span. uPlot draws on a canvas and sets element styles from script
- * (CSSOM), which the console's `default-src 'self'` policy allows.
+ * the width following its container; dragging across it zooms the page's range to the span.
+ * uPlot draws on a canvas and sets element styles from script (CSSOM), which the console's
+ * `default-src 'self'` policy allows.
  */
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';

@@ -5,7 +5,7 @@
  * up so that anything of another tenant is "not found", never "forbidden" (its existence does
  * not leak) — and the one way a stored record is changed (compare-and-set).
  */
-import { refusalMessage, requireRightsOver, type Role, type Tenant, type User } from '../../accounts/index.ts';
+import { refusalMessage, type Role, type Tenant, type User } from '../../accounts/index.ts';
 import type { SecretBox } from '../../core/secret-box.ts';
 import type { DeliveryHistory, DeliveryJob } from '../../delivery/index.ts';
 import type { SignInLockout } from '../../gateway/sign-in-lockout.ts';
@@ -70,10 +70,6 @@ export class AdminContext {
     throw forbidden(refusalMessage(needed));
   }
 
-  /** Owners manage everyone; admins manage members and admins; members manage no one. */
-  requireUserRights(actor: Actor, targetRole: Role): void {
-    requireRightsOver(actor, targetRole);
-  }
 
   /** Throws 400 on `url` unless the egress policy would let a webhook reach it. */
   async requireWebhookUrl(url: string): Promise<void> {
@@ -119,7 +115,7 @@ export class AdminContext {
   }
 
   activeOwners(tenantId: string): User[] {
-    return this.store.accounts.users.filter((user) => user.tenantId === tenantId && user.role === 'owner' && user.active);
+    return this.store.accounts.activeOwners(tenantId);
   }
 
   /** Creates a user; 409 if the email is taken in the tenant (reserved atomically, across gateways). */

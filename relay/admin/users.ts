@@ -3,7 +3,7 @@
  * deactivated by those with the rights over both the old and the new role; a tenant always
  * keeps one active owner, and a deactivation ends the user's sessions.
  */
-import { changeUser, oneTimePassword, type Role } from '../../accounts/index.ts';
+import { changeUser, oneTimePassword, requireRightsOver, type Role } from '../../accounts/index.ts';
 import type { Actor, AdminContext } from './context.ts';
 import { userView } from './views.ts';
 
@@ -15,7 +15,7 @@ export class UserAdmin {
   /** Creates (invites) a user; without a password, a one-time password is returned once. */
   async create(actor: Actor, body: unknown) {
     const input = this.c.validateBody<UserBody>('CreateUser', body);
-    this.c.requireUserRights(actor, input.role!);
+    requireRightsOver(actor, input.role!);
     const email = input.email!.toLowerCase();
     const password = input.password ?? oneTimePassword();
     const user = await this.c.putNewUser(actor.tenantId, { email, name: input.name ?? '', role: input.role! }, password, input.password === undefined);
