@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { Bus } from '../bus/bus.ts';
 import { JetStreamBus } from '../bus/jetstream.ts';
+import { parsePartitions } from '../bus/jetstream-names.ts';
 import { LocalLogBus } from '../bus/local-log.ts';
 import type { SluiceConfig } from '../core/config.ts';
 import { UNBUDGETED, type ChdbMemoryLimits } from '../core/memory-budget.ts';
@@ -161,10 +162,12 @@ export function createBus(config: Readonly<SluiceConfig>, nc: NatsConnection | u
       log,
     });
   }
+  const tables = Object.keys(TABLE_COLUMNS);
   return new JetStreamBus(nc, {
     natsUrl: config.nats.url,
     prefix: config.nats.prefix,
-    tables: Object.keys(TABLE_COLUMNS),
+    tables,
+    partitions: parsePartitions(config.nats.partitions, tables),
     replicas: config.nats.replicas,
     maxStreamBytes: config.nats.maxStreamBytes,
     retryAfterSeconds: config.storage.retryAfterSeconds,

@@ -40,6 +40,8 @@ export interface ManifestIndexOptions {
   name?: string;
   /** Where unreadable manifests and re-opened watches are logged. Default: warnings to stderr. */
   log?: Logger;
+  /** Only the manifests of this stream's batches (keys `<stream>.<seq>`). Default: every stream's. */
+  stream?: string;
   /** First pause before a watch that ended is re-opened (it doubles up to 30 s). Default 250 ms. */
   watchMinBackoffMs?: number;
 }
@@ -61,13 +63,15 @@ export class ManifestIndex {
   private readonly bad: BadValues;
   /** While the first listing runs: keys the watch changed meanwhile (the listing's values are older). */
   private changedWhileListing: Set<string> | undefined;
+  private readonly keys: string | undefined;
 
   /** @param maxAgeMs the bucket's TTL: KV drops expired manifests without telling watchers. */
   constructor(readonly kv: KV, private readonly maxAgeMs: number, options: ManifestIndexOptions = {}) {
     const log = options.log ?? fallbackLogger();
     const name = options.name ?? 'batch manifests';
     this.bad = new BadValues(log, { bucket: name });
-    this.watch = new KvWatch(() => kv, (entry) => this.fromWatch(entry), { name: `watch of ${name}`, log, minBackoffMs: options.watchMinBackoffMs });
+    this.keys = options.stream === undefined ? undefined : `${options.stream}.*`;
+    this.watch = new KvWatch(() => kv, (entry) => this.fromWatch(entry), { name: `watch of ${name}`, log, keys: this.keys, minBackoffMs: options.watchMinBackoffMs });
   }
 
   /** Loads the manifests there are and follows every later change. */
@@ -75,7 +79,7 @@ export class ManifestIndex {
     this.changedWhileListing = new Set();
     await this.watch.start();
     try {
-      for await (const key of await this.kv.keys()) {
+      for await (const key of await this.kv.keys(this.keys)) {
         const entry = await this.kv.get(key);
         if (entry?.operation === 'PUT' && !this.changedWhileListing.has(key)) this.receive(entry);
       }

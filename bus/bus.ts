@@ -69,12 +69,14 @@ export interface BusFigures {
   fullRefusals?: Record<string, number>;
   /** Messages of publishes that timed out (their requests got 503): to withdraw, withdrawn, not withdrawn (may be stored). */
   timedOut?: { pending: number; withdrawn: number; notWithdrawn: number };
-  /** This process's storage consumer: its totals since start, and what waits per table (a table whose figures could not be read is left out). */
-  consumer?: { totals: ConsumerTotals; lag: Record<string, ConsumerLag> };
+  /** This process's storage consumer: its totals since start, and what waits per partition stream (one whose figures could not be read is left out). */
+  consumer?: { totals: ConsumerTotals; lag: ConsumerLag[] };
 }
 
-/** What waits in a table's stream for the storage consumers (one figure for the whole group). */
+/** What waits in one partition stream of a table for the storage consumers (one figure for the whole group). */
 export interface ConsumerLag {
+  table: string;
+  partition: number;
   messages: number;
   bytes: number;
   /** The stream's max_bytes (-1: none). */

@@ -49,7 +49,7 @@ import { isDataError } from '../storage/errors.ts';
 import type { ChunkSink, ConsumerLag, TableChunk } from './bus.ts';
 import { ManifestIndex, type Manifest } from './batch-manifests.ts';
 import { storeIsolating } from './isolate.ts';
-import { deadLetterOf, DURABLE, manifestBucketOf, PARTS_HEADER, streamOf } from './jetstream-names.ts';
+import { deadLetterOf, DURABLE, manifestBucketOf, partitionOf, PARTS_HEADER, streamOf } from './jetstream-names.ts';
 import { ensureDurableConsumer } from './jetstream-streams.ts';
 import { NatsDirect, type PulledMessage } from './nats-direct.ts';
 
@@ -60,6 +60,15 @@ export interface ConsumerPlacement {
   connection?: NatsDirect;
   prefix: string;
   tables: readonly string[];
+  /** Partition streams per table this process pulls from at least (default 1); any other partition stream there is, it finds and pulls from too. */
+  partitions?: ReadonlyMap<string, number>;
+}
+
+/** One partition stream of a table, as the consumer pulls from it. */
+interface Partition {
+  table: string;
+  partition: number;
+  stream: string;
 }
 
 /** How long manifests are kept: a message stored longer ago than this is no longer recognised. */
@@ -72,6 +81,8 @@ export interface ConsumerTuning {
   batchMaxWaitMs?: number;
   /** Messages one pull may bring. Default 16 (at most 16 MiB of rows: gateways fill messages up to 1 MiB). */
   fetchMessages?: number;
+  /** How often the streams are listed to find partitions no loop pulls from yet, or that are gone, in ms. Default 10,000. */
+  discoverEveryMs?: number;
   /** How long a delivered message may stay unacked before it is redelivered, in ms. Default 30,000. */
   ackWaitMs?: number;
   /** Deliveries before a message failing for a non-storage reason is dead-lettered. Default 5. */
@@ -91,8 +102,10 @@ export class JetStreamStorageConsumer {
   private readonly js: JetStreamClient;
   private readonly puller: NatsDirect;
   private readonly supervisor: Supervisor;
-  /** Each running table loop's manifest index (for its status). */
+  /** Each running partition loop's manifest index (for its status), by loop name. */
   private readonly manifests = new Map<string, ManifestIndex>();
+  /** The partitions this process pulls from, by loop name. */
+  private readonly pulled = new Map<string, Partition>();
   private readonly tuning: Required<Omit<ConsumerTuning, 'log' | 'onRestart'>>;
 
   constructor(
@@ -106,6 +119,7 @@ export class JetStreamStorageConsumer {
       batchRows: options.batchRows ?? 10_000,
       batchMaxWaitMs: options.batchMaxWaitMs ?? 1000,
       fetchMessages: options.fetchMessages ?? 16,
+      discoverEveryMs: options.discoverEveryMs ?? 10_000,
       ackWaitMs: options.ackWaitMs ?? 30_000,
       maxAttempts: options.maxAttempts ?? 5,
       maxBackoffMs: options.maxBackoffMs ?? 30_000,
@@ -115,8 +129,48 @@ export class JetStreamStorageConsumer {
     this.supervisor = new Supervisor({ log, onRestart: options.onRestart, maxBackoffMs: this.tuning.maxBackoffMs });
   }
 
+  /** Pulls from the configured partitions of every table, and from any other partition stream found there (now and every discoverEveryMs). */
   start(): void {
-    for (const table of this.options.tables) this.supervisor.run(loopName(table), (context) => this.run(table, context));
+    for (const table of this.options.tables) {
+      for (let partition = 0; partition < (this.options.partitions?.get(table) ?? 1); partition++) this.pull(table, partition);
+    }
+    this.supervisor.run('consumer.discovery', (context) => this.discover(context));
+  }
+
+  private pull(table: string, partition: number): void {
+    const name = loopName(table, partition);
+    if (this.pulled.has(name)) return;
+    const placed: Partition = { table, partition, stream: streamOf(this.options.prefix, table, partition).stream };
+    this.pulled.set(name, placed);
+    this.supervisor.run(name, (context) => this.run(placed, name, context));
+  }
+
+  /**
+   * Follows the partition count the gateways publish with, which may differ from this
+   * process's (a rolling change): a partition stream with no loop here gets one; a loop whose
+   * stream was deleted (a surplus partition, drained and removed) ends. Configured partitions
+   * keep their loops whatever the listing says.
+   */
+  private async discover({ signal }: LoopContext): Promise<void> {
+    const jsm = await jetstreamManager(this.nc);
+    while (!signal.aborted) {
+      await sleep(this.tuning.discoverEveryMs, signal);
+      if (signal.aborted) break;
+      const names = new Set<string>();
+      for await (const name of jsm.streams.names()) names.add(name);
+      for (const name of names) {
+        for (const table of this.options.tables) {
+          const partition = partitionOf(this.options.prefix, table, name);
+          if (partition !== undefined) this.pull(table, partition);
+        }
+      }
+      for (const [loop, { table, partition, stream }] of this.pulled) {
+        if (names.has(stream) || partition < (this.options.partitions?.get(table) ?? 1)) continue;
+        this.options.log?.info({ stream }, 'a partition stream is gone: its consumer loop ends');
+        this.pulled.delete(loop);
+        await this.supervisor.end(loop);
+      }
+    }
   }
 
   /** Stores the batch in flight, then stops; a pull waiting for more messages ends at once (a stop does not wait out batchMaxWaitMs). */
@@ -125,15 +179,15 @@ export class JetStreamStorageConsumer {
     if (!this.options.connection) await this.puller.close();
   }
 
-  /** Each table's loop, by readiness name (`consumer.<table>`). */
+  /** Each partition's loop, by readiness name (`consumer.<table>`, `consumer.<table>.p<N>` for partitions past the first). */
   statuses(): Record<string, ComponentStatus> {
-    return Object.fromEntries(this.options.tables.map((table) => [loopName(table), this.status(table)]));
+    return Object.fromEntries([...this.pulled.keys()].map((loop) => [loop, this.status(loop)]));
   }
 
-  /** The table's loop, and the watch of the batch manifests it checks every message against. */
-  private status(table: string): ComponentStatus {
-    const loop = this.supervisor.status(loopName(table));
-    const manifests = this.manifests.get(table)?.status();
+  /** A partition's loop, and the watch of the batch manifests it checks every message against. */
+  private status(name: string): ComponentStatus {
+    const loop = this.supervisor.status(name);
+    const manifests = this.manifests.get(name)?.status();
     if (!manifests) return loop;
     const figures = { ...loop.figures, manifestBadValues: manifests.figures?.badValues ?? 0 };
     if (loop.ok && !manifests.ok) return { ok: false, detail: `batch manifests: ${manifests.detail}`, figures };
@@ -141,19 +195,24 @@ export class JetStreamStorageConsumer {
   }
 
   /**
-   * What waits in a table's stream for this consumer group (consumer lag): messages, and bytes
+   * What waits in a partition stream for this consumer group (consumer lag): messages, and bytes
    * (a work-queue stream keeps only what is not yet acknowledged, so its bytes are the lag's),
    * beside the stream's limit (past it, publishes are refused).
    */
-  async lag(table: string): Promise<ConsumerLag> {
+  async lag(table: string, partition = 0): Promise<ConsumerLag> {
     const jsm = await jetstreamManager(this.nc);
-    const { stream } = streamOf(this.options.prefix, table);
+    const { stream } = streamOf(this.options.prefix, table, partition);
     const [consumer, info] = await Promise.all([jsm.consumers.info(stream, DURABLE), jsm.streams.info(stream)]);
-    return { messages: consumer.num_pending + consumer.num_ack_pending, bytes: info.state.bytes, limitBytes: info.config.max_bytes };
+    return { table, partition, messages: consumer.num_pending + consumer.num_ack_pending, bytes: info.state.bytes, limitBytes: info.config.max_bytes };
   }
 
-  private async run(table: string, { signal, report }: LoopContext): Promise<void> {
-    const { stream } = streamOf(this.options.prefix, table);
+  /** The lag of every partition this process pulls from (one whose figures cannot be read is left out). */
+  async lags(): Promise<ConsumerLag[]> {
+    const lags = await Promise.all([...this.pulled.values()].map(({ table, partition }) => this.lag(table, partition).catch(() => undefined)));
+    return lags.filter((lag) => lag !== undefined);
+  }
+
+  private async run({ table, stream }: Partition, name: string, { signal, report }: LoopContext): Promise<void> {
     const jsm = await jetstreamManager(this.nc);
     await ensureDurableConsumer(jsm, stream, { name: DURABLE, ackWaitMs: this.tuning.ackWaitMs, maxAckPending: 100_000 });
     await this.ensureDeadLetter(jsm);
@@ -162,8 +221,8 @@ export class JetStreamStorageConsumer {
       replicas: this.tuning.replicas,
       ttl: MANIFEST_TTL_MS,
     });
-    const index = new ManifestIndex(manifests, MANIFEST_TTL_MS, { name: `batch manifests of ${table}`, log: this.options.log });
-    this.manifests.set(table, index);
+    const index = new ManifestIndex(manifests, MANIFEST_TTL_MS, { name: `batch manifests of ${stream}`, stream, log: this.options.log });
+    this.manifests.set(name, index);
     try {
       await index.start();
       let backoffMs = 0;
@@ -196,7 +255,7 @@ export class JetStreamStorageConsumer {
         }
       }
     } finally {
-      this.manifests.delete(table);
+      this.manifests.delete(name);
       index.stop();
     }
   }
@@ -431,8 +490,8 @@ function isRetryable(err: unknown): boolean {
   return err instanceof SluiceError && err.retryable;
 }
 
-function loopName(table: string): string {
-  return `consumer.${table}`;
+function loopName(table: string, partition: number): string {
+  return partition === 0 ? `consumer.${table}` : `consumer.${table}.p${partition}`;
 }
 
 const silentLogger = pino({ level: 'silent' });

@@ -124,7 +124,7 @@ describe('JetStreamBus streams', () => {
     expect(bus.refusal(['otel_logs'])).toBeUndefined();
 
     bus.consume(sink);
-    await until(async () => (await bus.figures()).consumer!.lag.otel_traces?.messages === 0);
+    await until(async () => (await bus.figures()).consumer!.lag.find((lag) => lag.table === 'otel_traces')?.messages === 0);
     await until(async () => bus.refusal(['otel_traces']) === undefined);
     for (let i = 0; i < 30; i++) expect(await countOf(`fill-${i}`), `fill-${i}`).toBe(accepted.includes(i) ? 120 : 0);
     await bus.shutdown();
@@ -358,7 +358,7 @@ describe('JetStreamBus batching', { timeout: 120_000 }, () => {
     expect(rows).toBe(2400);
 
     bus.consume(sink);
-    await until(async () => (await bus.figures()).consumer!.lag.otel_traces?.messages === 0);
+    await until(async () => (await bus.figures()).consumer!.lag.find((lag) => lag.table === 'otel_traces')?.messages === 0);
     for (let i = 0; i < 20; i++) expect(await countOf(`batched-${i}`), `batched-${i}`).toBe(120);
     await bus.shutdown();
   });

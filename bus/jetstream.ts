@@ -15,6 +15,12 @@
  * a refused message fails every request in its group, and the group's messages JetStream took
  * are withdrawn.
  *
+ * A table's rows may go to several partition streams (SLUICE_NATS_PARTITIONS), so its writes
+ * spread over several stream leaders: each new message goes to the table's next partition in
+ * turn, passing over one that refused a publish as full moments ago while another has room.
+ * Round robin by message, not a hash of the request: rows have no order to keep, and turns
+ * spread the bytes evenly whatever the sources' sizes. Consumers pull from every partition.
+ *
  * Full means refuse, never drop: the streams discard *new* messages at max_bytes, so a publish
  * into a full stream fails and the client gets 503 + Retry-After. (JetStream's default, discard
  * old, deletes the oldest messages — rows already acknowledged — and keeps accepting.) start()
@@ -35,15 +41,17 @@ import { sameColumns, type Bus, type BusFigures, type ChunkSink, type TableChunk
 import { JetStreamStorageConsumer, type ConsumerTuning } from './jetstream-consumer.ts';
 import { PARTS_HEADER, streamOf } from './jetstream-names.ts';
 import { JetStreamPublisher } from './jetstream-publisher.ts';
-import { ensureWorkQueueStream, isStreamFull, workQueueSettings } from './jetstream-streams.ts';
+import { ensureWorkQueueStream, isStreamFull, spreadLeaders, workQueueSettings } from './jetstream-streams.ts';
 import { outcomeUnknown, PublishStall } from './jetstream-stall.ts';
 import { NatsDirect } from './nats-direct.ts';
 
 export interface JetStreamBusOptions {
   /** Prefix of stream names and subjects, so deployments (or tests) can share a server. Default 'SLUICE'. */
   prefix?: string;
-  /** Tables the bus carries: one stream each. */
+  /** Tables the bus carries: one stream per partition each. */
   tables: readonly string[];
+  /** Partition streams per table (bus/jetstream-names.ts parsePartitions). Default: one each. */
+  partitions?: ReadonlyMap<string, number>;
   /** NATS_URL: the bus publishes, and its consumer pulls, on a connection of its own to its servers (nats-direct.ts). */
   natsUrl: string;
   /** Stream replicas: 3 on a 3-node cluster. Default 1. */
@@ -79,6 +87,8 @@ const STREAM_SHARE = 16;
 /** A message being filled or awaiting its PubAck: rows of one table, from one or more requests. */
 interface Message {
   table: string;
+  /** The partition stream it goes to. */
+  stream: string;
   subject: string;
   /** The column list of its rows, and its header form. */
   columnList: readonly string[];
@@ -130,8 +140,10 @@ export class JetStreamBus implements Bus {
   private readonly js: JetStreamClient;
   private readonly prefix: string;
   private consumer: JetStreamStorageConsumer | undefined;
-  /** When a table's stream last refused a publish as full (readiness reports it for a while). */
+  /** When a partition stream last refused a publish as full (readiness reports it for a while), by stream. */
   private readonly fullAt = new Map<string, number>();
+  /** The partition each table's next message goes to. */
+  private readonly turn = new Map<string, number>();
   /** Publishes refused because a stream was full, per table (for /metrics). */
   private readonly fullRefusals = new Map<string, number>();
   /** Publishes that timed out: the bus refuses new ones until NATS answers, then withdraws them. */
@@ -167,9 +179,16 @@ export class JetStreamBus implements Bus {
    */
   async start(): Promise<void> {
     const jsm = await jetstreamManager(this.nc);
+    const replicas = this.options.replicas ?? 1;
     for (const table of this.options.tables) {
-      const { stream, subject } = streamOf(this.prefix, table);
-      await ensureWorkQueueStream(jsm, stream, workQueueSettings(subject, this.options.replicas ?? 1, this.options.maxStreamBytes), this.options.log);
+      const streams = this.streamsOf(table);
+      let created = false;
+      for (const { stream, subject } of streams) {
+        created = (await ensureWorkQueueStream(jsm, stream, workQueueSettings(subject, replicas, this.options.maxStreamBytes), this.options.log)) || created;
+      }
+      // Streams created together often get their leaders on one node: spread them, or the
+      // table's writes would still go through one node.
+      if (created && streams.length > 1 && replicas > 1) await spreadLeaders(this.nc, jsm, streams.map(({ stream }) => stream), this.options.log);
     }
     await this.direct.open();
   }
@@ -183,9 +202,18 @@ export class JetStreamBus implements Bus {
     return { fullRefusals: Object.fromEntries(this.fullRefusals), timedOut: { pending, withdrawn, notWithdrawn }, consumer: await this.consumerFigures() };
   }
 
+  /** The partition streams of a table. */
+  private streamsOf(table: string): Array<{ stream: string; subject: string }> {
+    return Array.from({ length: this.partitionsOf(table) }, (_, partition) => streamOf(this.prefix, table, partition));
+  }
+
+  private partitionsOf(table: string): number {
+    return this.options.partitions?.get(table) ?? 1;
+  }
+
   /** Not ok while a stream refused a publish as full in the last few seconds, publishes are stalled, or NATS is away. */
   status(): ComponentStatus {
-    const recent = [...this.fullAt].filter(([, at]) => Date.now() - at < FULL_REPORT_MS).map(([table]) => table);
+    const recent = [...this.fullAt].filter(([, at]) => Date.now() - at < FULL_REPORT_MS).map(([stream]) => stream);
     const figures = { fullRefusals: [...this.fullRefusals.values()].reduce((a, b) => a + b, 0), ...this.stall.figures };
     if (this.nc.isClosed()) return { ok: false, detail: 'the NATS connection is closed', figures };
     const unreachable = this.direct.unreachable;
@@ -219,34 +247,38 @@ export class JetStreamBus implements Bus {
   private async consumerFigures(): Promise<BusFigures['consumer']> {
     const consumer = this.consumer;
     if (!consumer) return undefined;
-    const lag: NonNullable<BusFigures['consumer']>['lag'] = {};
-    for (const table of this.options.tables) {
-      const figures = await consumer.lag(table).catch(() => undefined);
-      if (figures) lag[table] = figures;
-    }
-    return { totals: { ...consumer.stats }, lag };
+    return { totals: { ...consumer.stats }, lag: await consumer.lags() };
   }
 
   /** Starts this process's storage consumer on every table stream (`sluice consume`). */
   consume(sink: ChunkSink): void {
-    this.consumer = new JetStreamStorageConsumer(this.nc, { ...this.options.consumer, natsUrl: this.options.natsUrl, connection: this.direct, prefix: this.prefix, tables: this.options.tables }, sink);
+    const { natsUrl, tables, partitions } = this.options;
+    this.consumer = new JetStreamStorageConsumer(this.nc, { ...this.options.consumer, natsUrl, connection: this.direct, prefix: this.prefix, tables, partitions }, sink);
     this.consumer.start();
   }
 
   /** Counts refused requests and logs the first refusal of each episode: a full stream refuses many publishes a second. */
-  private noteFull(table: string, requests: number): void {
+  private noteFull(table: string, streams: readonly string[], requests: number): void {
     const now = Date.now();
-    const since = this.fullAt.get(table);
-    if (since === undefined || now - since >= FULL_REPORT_MS) {
-      this.options.log?.warn({ table }, 'a JetStream stream is full: publishes are refused with 503 until consumers catch up');
+    for (const stream of streams) {
+      const since = this.fullAt.get(stream);
+      if (since === undefined || now - since >= FULL_REPORT_MS) {
+        this.options.log?.warn({ table, stream }, 'a JetStream stream is full: publishes are refused with 503 until consumers catch up');
+      }
+      this.fullAt.set(stream, now);
     }
-    this.fullAt.set(table, now);
     this.fullRefusals.set(table, (this.fullRefusals.get(table) ?? 0) + requests);
   }
 
+  /** Whether a partition stream refused a publish as full in the last FULL_HOLD_MS. */
+  private heldFull(stream: string, now: number): boolean {
+    const fullAt = this.fullAt.get(stream);
+    return fullAt !== undefined && now - fullAt < FULL_HOLD_MS;
+  }
+
   /**
-   * Refused up front while publishes are stalled, and for FULL_HOLD_MS after a table's stream
-   * refused a publish as full.
+   * Refused up front while publishes are stalled, and for FULL_HOLD_MS after every partition
+   * stream of a table refused a publish as full.
    */
   refusal(tables: readonly string[] = this.options.tables): SluiceError | undefined {
     if (this.stall.stalled) {
@@ -254,8 +286,7 @@ export class JetStreamBus implements Bus {
     }
     const now = Date.now();
     for (const table of tables) {
-      const fullAt = this.fullAt.get(table);
-      if (fullAt !== undefined && now - fullAt < FULL_HOLD_MS) return new SluiceError('unavailable', STREAM_FULL, { retryAfterSeconds: this.options.retryAfterSeconds });
+      if (this.streamsOf(table).every(({ stream }) => this.heldFull(stream, now))) return new SluiceError('unavailable', STREAM_FULL, { retryAfterSeconds: this.options.retryAfterSeconds });
     }
     return undefined;
   }
@@ -293,9 +324,11 @@ export class JetStreamBus implements Bus {
     const open = this.open.get(chunk.table);
     if (open && open.bytes + chunk.data.byteLength <= target && sameColumns(open.columnList, chunk.columns)) return open;
     if (open) this.send(open);
+    const { stream, subject } = streamOf(this.prefix, chunk.table, this.nextPartition(chunk.table));
     const message: Message = {
       table: chunk.table,
-      subject: streamOf(this.prefix, chunk.table).subject,
+      stream,
+      subject,
       columnList: chunk.columns,
       columns: chunk.columns.join(','),
       msgID: `${this.id}:${++this.sent}`,
@@ -308,6 +341,24 @@ export class JetStreamBus implements Bus {
     message.group.messages.push(message);
     this.open.set(chunk.table, message);
     return message;
+  }
+
+  /** The table's next partition in turn, passing over those held full while another is not. */
+  private nextPartition(table: string): number {
+    const count = this.partitionsOf(table);
+    if (count === 1) return 0;
+    const first = this.turn.get(table) ?? 0;
+    const now = Date.now();
+    let partition = first % count;
+    for (let i = 0; i < count; i++) {
+      const candidate = (first + i) % count;
+      if (!this.heldFull(streamOf(this.prefix, table, candidate).stream, now)) {
+        partition = candidate;
+        break;
+      }
+    }
+    this.turn.set(table, partition + 1);
+    return partition;
   }
 
   /** The open messages go out when this turn of the event loop ends: every request of the turn is in them by then. */
@@ -370,7 +421,9 @@ export class JetStreamBus implements Bus {
     }
     await this.withdraw(messages.flatMap((message) => (message.ack ? [message.ack] : [])));
     const full = failed.filter((message) => isStreamFull(message.err));
-    for (const table of new Set(full.map((message) => message.table))) this.noteFull(table, requests.length);
+    for (const table of new Set(full.map((message) => message.table))) {
+      this.noteFull(table, full.filter((message) => message.table === table).map((message) => message.stream), requests.length);
+    }
     const err = failed[0]!.err as Error;
     const reason = full.length > 0 ? STREAM_FULL : `the bus did not acknowledge the rows: ${err.message}`;
     const refusal = new SluiceError('unavailable', reason, { cause: err, retryAfterSeconds: this.options.retryAfterSeconds });

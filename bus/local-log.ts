@@ -138,7 +138,7 @@ export class LocalLogBus implements Bus {
   }
 
   async figures(): Promise<BusFigures> {
-    return { backlogBytes: this.pendingBytes, backlogLimitBytes: this.options.maxPendingBytes, consumer: { totals: { ...this.totals }, lag: {} } };
+    return { backlogBytes: this.pendingBytes, backlogLimitBytes: this.options.maxPendingBytes, consumer: { totals: { ...this.totals }, lag: [] } };
   }
 
   /** The log is shared by every table: refused whatever the tables. */

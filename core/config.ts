@@ -52,7 +52,7 @@ export interface SluiceConfig {
     maxMemoryBytes: number;
     maxConcurrent: number;
   };
-  nats: { url: string; prefix: string; replicas: number; maxStreamBytes: number; ackWaitSeconds: number };
+  nats: { url: string; prefix: string; replicas: number; partitions: string; maxStreamBytes: number; ackWaitSeconds: number };
   redis: { url: string; timeoutMs: number };
   console: { enabled: boolean; port: number; publicUrl: string };
   alerts: { intervalSeconds: number };
@@ -165,6 +165,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'nats.url', env: 'NATS_URL', type: 'string', default: '', doc: 'NATS servers with JetStream (comma-separated nats:// or tls:// URLs; credentials as user:password@ or token@, the same for every server); set it for cluster mode: bus on JetStream, state on KV.', schema: { pattern: '^(|(nats|tls)://.+)$' } },
   { path: 'nats.prefix', env: 'SLUICE_NATS_PREFIX', type: 'string', default: 'SLUICE', doc: 'Prefix of the JetStream streams and KV buckets, so several deployments can share one NATS.', schema: { pattern: '^[A-Z][A-Z0-9_]{0,31}$' } },
   { path: 'nats.replicas', env: 'SLUICE_NATS_REPLICAS', type: 'integer', default: 1, doc: 'Replicas of each JetStream stream and KV bucket (3 on a 3-node cluster).', schema: { minimum: 1, maximum: 5 } },
+  { path: 'nats.partitions', env: 'SLUICE_NATS_PARTITIONS', type: 'string', default: '1', doc: 'Row streams per table, so a table\'s writes spread over several stream leaders: a number for every table, `table=N` for one (`otel_traces=3,otel_logs=3`; `2,otel_traces=6`). Gateways spread a table\'s messages over its partitions; consumers pull from every partition stream there is. Changed by a rolling restart of the gateways (see [Cluster](../guides/cluster.md), *Partitions*).', schema: { pattern: '^[a-z0-9_]+(=[0-9]+)?(,[a-z0-9_]+(=[0-9]+)?)*$' } },
   { path: 'nats.maxStreamBytes', env: 'SLUICE_NATS_MAX_STREAM_BYTES', type: 'integer', default: 1024 * MiB, doc: 'Bytes each row stream (one per table) may hold while consumers catch up; JetStream reserves it on disk; when full, gateways answer 503.', schema: { minimum: MiB } },
   { path: 'nats.ackWaitSeconds', env: 'SLUICE_NATS_ACK_WAIT_SECONDS', type: 'integer', default: 30, doc: 'How long a consumer may hold a batch before JetStream hands it to another (the wait after a consumer dies); longer than your slowest insert. One value for all consumers: each applies it at start.', schema: { minimum: 5, maximum: 600 } },
   { path: 'redis.url', env: 'REDIS_URL', type: 'string', default: '', doc: 'Redis for cluster-wide rate limits (redis://host:6379); without it each gateway limits on its own.', schema: { pattern: '^(|rediss?://.+)$' } },

@@ -16,6 +16,8 @@ export interface KvWatchOptions {
   /** Names the watch in logs and in its status, e.g. `state watch api_keys`. */
   name: string;
   log: Logger;
+  /** Only keys matching this filter (`*` a token, `>` the rest), e.g. one stream's batch manifests. Default: every key. */
+  keys?: string;
   /** The watch ended or failed (`reason`) and will be re-opened after a backoff. */
   onInterrupted?: (reason: string) => void;
   /** The watch is open again; the changes it missed follow. */
@@ -88,7 +90,7 @@ export class KvWatch {
     try {
       const kv = await this.bucket();
       this.revision ??= (await kv.status()).streamInfo.state.last_seq;
-      updates = await kv.watch({ resumeFromRevision: this.revision + 1 });
+      updates = await kv.watch({ resumeFromRevision: this.revision + 1, ...(this.options.keys ? { key: this.options.keys } : {}) });
       // Ready once the watch is open, not merely once its revision is fixed: a bucket keeps only
       // the last value of a key, so a put followed by a delete before the watch opened would
       // reach it as the delete alone.

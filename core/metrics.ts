@@ -35,13 +35,15 @@ export interface BusMetricFigures {
   timedOut?: { pending: number; withdrawn: number; notWithdrawn: number };
   consumer?: {
     totals: ConsumerTotals;
-    /** What waits per table stream; a stream whose figures could not be read is left out. */
-    lag: Record<string, LagFigures>;
+    /** What waits per partition stream; a stream whose figures could not be read is left out. */
+    lag: LagFigures[];
   };
 }
 
-/** A table stream's consumer lag (bus/bus.ts ConsumerLag). */
+/** A partition stream's consumer lag (bus/bus.ts ConsumerLag). */
 interface LagFigures {
+  table: string;
+  partition: number;
   messages: number;
   bytes: number;
   /** The stream's max_bytes (-1: none). */
@@ -297,22 +299,22 @@ export class SluiceMetrics {
     redelivered: this.consumerCounter('sluice_consumer_redelivered_messages_total', 'Messages JetStream delivered to the consumer more than once (a consumer died or was slow to ack; cluster only).', (t) => t.redelivered),
   };
 
-  private readonly consumerLag = this.lagGauge('sluice_consumer_lag_messages', 'Messages waiting in each table\'s JetStream stream for the storage consumers, acknowledged ones not yet stored included (cluster only).', (lag) => lag.messages);
-  private readonly consumerLagBytes = this.lagGauge('sluice_consumer_lag_bytes', 'Bytes waiting in each table\'s JetStream stream for the storage consumers (cluster only): past sluice_consumer_stream_limit_bytes, gateways refuse with 503.', (lag) => lag.bytes);
-  private readonly streamLimitBytes = this.lagGauge('sluice_consumer_stream_limit_bytes', 'Each table stream\'s limit (SLUICE_NATS_MAX_STREAM_BYTES as the stream has it; cluster only).', (lag) => (lag.limitBytes >= 0 ? lag.limitBytes : undefined));
+  private readonly consumerLag = this.lagGauge('sluice_consumer_lag_messages', 'Messages waiting in each partition stream of each table for the storage consumers, acknowledged ones not yet stored included (cluster only).', (lag) => lag.messages);
+  private readonly consumerLagBytes = this.lagGauge('sluice_consumer_lag_bytes', 'Bytes waiting in each partition stream of each table for the storage consumers (cluster only): past sluice_consumer_stream_limit_bytes, gateways refuse with 503.', (lag) => lag.bytes);
+  private readonly streamLimitBytes = this.lagGauge('sluice_consumer_stream_limit_bytes', 'Each partition stream\'s limit (SLUICE_NATS_MAX_STREAM_BYTES as the stream has it; cluster only).', (lag) => (lag.limitBytes >= 0 ? lag.limitBytes : undefined));
 
-  /** A gauge per table of the consumer's lag figures; a stream whose figures could not be read has no sample rather than a made-up one. */
+  /** A gauge per partition stream of the consumer's lag figures; a stream whose figures could not be read has no sample rather than a made-up one. */
   private lagGauge(name: string, help: string, pick: (lag: LagFigures) => number | undefined): Gauge {
     const gauge: Gauge = new Gauge({
       name,
       help,
-      labelNames: ['table'] as const,
+      labelNames: ['table', 'partition'] as const,
       registers: [this.registry],
       collect: async (): Promise<void> => {
         gauge.reset();
-        for (const [table, lag] of Object.entries((await this.busFigures()).consumer?.lag ?? {})) {
+        for (const lag of (await this.busFigures()).consumer?.lag ?? []) {
           const value = pick(lag);
-          if (value !== undefined) gauge.set({ table }, value);
+          if (value !== undefined) gauge.set({ table: lag.table, partition: lag.partition }, value);
         }
       },
     });

@@ -48,6 +48,24 @@ describe('Supervisor', () => {
     expect(supervisor.status('watch').ok).toBe(false);
     await supervisor.stop();
   });
+
+  it('ends one loop and forgets it, the others running on; its name may be run again', async () => {
+    const supervisor = new Supervisor({ log });
+    const ended: string[] = [];
+    const loop = (name: string) => async ({ signal }: { signal: AbortSignal }) => {
+      await new Promise((resolve) => signal.addEventListener('abort', resolve));
+      ended.push(name);
+    };
+    supervisor.run('a', loop('a'));
+    supervisor.run('b', loop('b'));
+    await supervisor.end('a');
+    expect(ended).toEqual(['a']);
+    expect(supervisor.names()).toEqual(['b']);
+    expect(supervisor.status('b').ok).toBe(true);
+    supervisor.run('a', loop('a again'));
+    await supervisor.stop();
+    expect(ended.sort()).toEqual(['a', 'a again', 'b']);
+  });
 });
 
 describe('Readiness', () => {

@@ -26,6 +26,8 @@ export interface SupervisorOptions {
 }
 
 interface LoopState {
+  /** Aborts this loop alone (end()); stop() aborts every loop through it too. */
+  controller: AbortController;
   restarts: number;
   backingOff: boolean;
   lastError: string | undefined;
@@ -47,7 +49,10 @@ export class Supervisor {
   /** Starts `loop` under supervision; `name` labels its logs, metric and readiness entry. */
   run(name: string, loop: SupervisedLoop): void {
     if (this.loops.has(name)) throw new Error(`a loop named ${name} is already supervised`);
-    const state: LoopState = { restarts: 0, backingOff: false, lastError: undefined, reported: undefined, done: Promise.resolve() };
+    const controller = new AbortController();
+    if (this.stopping.signal.aborted) controller.abort();
+    else this.stopping.signal.addEventListener('abort', () => controller.abort(), { once: true });
+    const state: LoopState = { controller, restarts: 0, backingOff: false, lastError: undefined, reported: undefined, done: Promise.resolve() };
     this.loops.set(name, state);
     state.done = this.keepRunning(name, loop, state);
   }
@@ -67,6 +72,15 @@ export class Supervisor {
     return { ok: true, ...(state.lastError ? { detail: `running; last failure: ${state.lastError}` } : {}), figures };
   }
 
+  /** Stops one loop, waits until it has returned, and forgets it (its name may be run again). */
+  async end(name: string): Promise<void> {
+    const state = this.loops.get(name);
+    if (!state) return;
+    state.controller.abort();
+    await state.done;
+    if (this.loops.get(name) === state) this.loops.delete(name);
+  }
+
   /** Aborts every loop and waits until each has returned. */
   async stop(): Promise<void> {
     this.stopping.abort();
@@ -74,7 +88,7 @@ export class Supervisor {
   }
 
   private async keepRunning(name: string, loop: SupervisedLoop, state: LoopState): Promise<void> {
-    const { signal } = this.stopping;
+    const { signal } = state.controller;
     let backoffMs = 0;
     while (!signal.aborted) {
       const startedAt = Date.now();

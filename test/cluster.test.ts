@@ -135,10 +135,10 @@ describe('cluster mode', () => {
   it('the consumer answers health and metrics; a gateway refuses to start without NATS_URL', async () => {
     expect((await fetch(`http://127.0.0.1:${consumer.httpPort}/api/v1/health`)).status).toBe(200);
     const metrics = await (await fetch(`http://127.0.0.1:${consumer.httpPort}/metrics`)).text();
-    expect(metrics).toMatch(/^sluice_consumer_lag_messages\{table="otel_traces"\} 0$/m);
+    expect(metrics).toMatch(/^sluice_consumer_lag_messages\{table="otel_traces",partition="0"\} 0$/m);
     // A work-queue stream keeps only what is not yet acknowledged: drained, it holds no bytes.
-    expect(metrics).toMatch(/^sluice_consumer_lag_bytes\{table="otel_traces"\} 0$/m);
-    expect(metrics).toMatch(/^sluice_consumer_stream_limit_bytes\{table="otel_traces"\} [1-9]\d*$/m);
+    expect(metrics).toMatch(/^sluice_consumer_lag_bytes\{table="otel_traces",partition="0"\} 0$/m);
+    expect(metrics).toMatch(/^sluice_consumer_stream_limit_bytes\{table="otel_traces",partition="0"\} [1-9]\d*$/m);
     expect(metrics).toMatch(/^sluice_consumer_batches_total [1-9]/m);
     expect(metrics).toMatch(/sluice_storage_insert_seconds_count [1-9]/);
     const gatewayMetrics = await (await fetch(`http://127.0.0.1:${gateways[0]!.httpPort}/metrics`)).text();
