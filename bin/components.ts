@@ -299,7 +299,7 @@ export async function relayParts(
   storage: () => Promise<Storage | undefined>,
   requeue: RelayParts['requeue'],
   log: Logger,
-): Promise<Omit<RelayParts, 'renderer' | 'signInLockout'>> {
+): Promise<Omit<RelayParts, 'renderer' | 'signInLockout' | 'readGate'>> {
   const egress = tenantEgressPolicy(config);
   return {
     state,

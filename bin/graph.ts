@@ -38,7 +38,7 @@ import { openConsole, type Console, type ConsoleParts } from '../console/index.t
 import type { ConsoleReads } from '../console/reads.ts';
 import type { ContactPoint } from '../console/api.ts';
 import type { ConsoleAlerts, RelayConsole } from '../console/route.ts';
-import { DEFAULT_READ_LIMITS, ReadGate } from '../console/read-gate.ts';
+import { DEFAULT_READ_LIMITS, ReadGate } from '../core/read-gate.ts';
 import { ConsoleQueries } from '../console/queries/index.ts';
 import { buildConsoleAssets } from '../console/ui/build.ts';
 import { ClickhouseReader } from '../storage/clickhouse-reader.ts';
@@ -256,7 +256,7 @@ export class SluiceGraph {
       if (this.config.clickhouse.url || this.config.nats.url) throw new Error('the chDB reader needs the embedded engine');
       await this.storage();
       // A thread for each statement the gates in front of it let run at once: the query
-      // endpoint's (query/gate.ts), where it is on, and the console's (console/read-gate.ts).
+      // endpoint's (query/gate.ts), where it is on, and the console's and the relay's listings' (core/read-gate.ts).
       const threads = (this.config.query.port > 0 ? this.config.query.maxConcurrent : 0) + DEFAULT_READ_LIMITS.running;
       const engineDir = chdbEngineDir(this.config.dataDir);
       const reader = new ChdbReadThreads(engineDir, threads, engineArgs(engineDir, this.memory?.plan.chdb));
@@ -319,6 +319,11 @@ export class SluiceGraph {
     });
   }
 
+  /** Where reads of storage for people (the console's, the relay's listings) take turns, per tenant and in the process. */
+  readGate(): Promise<ReadGate> {
+    return this.once('read gate', async () => new ReadGate());
+  }
+
   /** The relay module (store mirrors and admin operations); its port is a role's business. */
   relay(): Promise<Relay> {
     return this.once('relay', async () => {
@@ -329,7 +334,9 @@ export class SluiceGraph {
       };
       const parts = await relayParts(this.config, await this.state(), await this.accounts(), () => this.storageReader(), requeue, this.log);
       const inbox = await this.deliveryInbox();
-      const relay = await openRelay({ ...parts, ...(inbox ? { inbox } : {}), renderer: new MessageRenderer(await this.renderPool()), signInLockout: () => this.signInLockout() });
+      const relay = await openRelay({
+        ...parts, ...(inbox ? { inbox } : {}), renderer: new MessageRenderer(await this.renderPool()), signInLockout: () => this.signInLockout(), readGate: await this.readGate(),
+      });
       this.onStop('relay', async () => relay.shutdown());
       for (const bucket of Object.keys(relay.store.statuses())) {
         this.readiness.register(`state.${bucket}`, () => relay.store.statuses()[bucket] ?? { ok: false, detail: 'gone' });
@@ -385,7 +392,7 @@ export class SluiceGraph {
       }
       const inbox = await this.deliveryInbox();
       const reads = new ConsoleQueries(runner, this.config.storage.database);
-      const readGate = new ReadGate();
+      const readGate = await this.readGate();
       const alerts = relay && (await this.alerts(reads, readGate, relay.alerts));
       return openConsole({
         ...front,

@@ -6,7 +6,7 @@
  */
 import type { AlertCondition, AlertRule } from '../alerts/index.ts';
 import type { MetricSeries } from './api.ts';
-import type { ReadGate } from './read-gate.ts';
+import type { ReadGate } from '../core/read-gate.ts';
 import type { ConsoleReads, Scope } from './reads.ts';
 
 /** Seconds per point of a metric rule's query: the SDKs' default export interval. */

@@ -83,7 +83,11 @@ function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
     // One's own account: a new password ends every other session (this one gets a new cookie).
     { method: 'POST', pattern: '/api/me/password', access: 'self', run: async ({ body, session }) => {
       const input = validBody<{ currentPassword: string; newPassword: string }>('ChangePassword', body);
-      return signedIn(await deps.users.changePassword(session.user, input));
+      // A wrong current password counts as a failed sign-in: a stolen session cannot guess it at will.
+      await admitAccount(deps.signInLockout, session.user.email);
+      const changed = await deps.users.changePassword(session.user, input);
+      await deps.signInLockout.succeeded(session.user.email);
+      return signedIn(changed);
     } },
     { method: 'POST', pattern: '/api/me/sign-out-everywhere', access: 'self', status: 204, run: async ({ session }) => {
       await deps.users.signOutEverywhere(session.user);
@@ -93,7 +97,7 @@ function sessionRoutes(deps: ConsoleHttpDeps): Route[] {
   ];
 }
 
-/** Counts a sign-in attempt at the account, before its password is checked: 429 while it is locked out. */
+/** Counts an attempt at the account's password (sign-in, or the current one of a change), before it is checked: 429 while it is locked out. */
 async function admitAccount(lockout: SignInLockout, email: string): Promise<void> {
   const attempt = await lockout.attempt(email);
   if (!attempt.allowed) throw new ApiError(429, 'Too many sign-in attempts: try again later', { retryAfterSeconds: attempt.retryAfterSeconds });

@@ -19,7 +19,7 @@ import type { StateStore } from '../state/store.ts';
 import type { ConsoleAssets } from './ui/build.ts';
 import { Dashboards } from './dashboards.ts';
 import { FirstRun } from './first-run.ts';
-import { ReadGate } from './read-gate.ts';
+import { ReadGate } from '../core/read-gate.ts';
 import type { ConsoleAlerts, RelayConsole } from './route.ts';
 import { consoleHandler } from './http.ts';
 import type { ConsoleReads } from './reads.ts';

@@ -16,7 +16,7 @@ import type { ConsoleAssets } from './ui/build.ts';
 import type { Dashboards } from './dashboards.ts';
 import type { FirstRun } from './first-run.ts';
 import type { ConsoleReads } from './reads.ts';
-import type { ReadGate } from './read-gate.ts';
+import type { ReadGate } from '../core/read-gate.ts';
 import type { ConsoleSessions, SignedIn } from './sessions.ts';
 import type { DevelopmentInbox } from '../delivery/index.ts';
 import type { AlertEvaluator, AlertRules, Silences } from '../alerts/index.ts';

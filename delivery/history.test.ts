@@ -4,7 +4,9 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Bus } from '../bus/bus.ts';
 import { createLogger } from '../core/log.ts';
+import { ReadGate } from '../core/read-gate.ts';
 import { ChdbStorage } from '../storage/chdb.ts';
+import { resolveStatementLimits } from '../storage/statement-limits.ts';
 import { AttemptLog } from './attempt-log.ts';
 import { DeliveryHistory } from './history.ts';
 import type { DeliveryJob } from './job.ts';
@@ -25,7 +27,7 @@ beforeAll(async () => {
     },
   } as Pick<Bus, 'publish'> as Bus;
   attempts = new AttemptLog(bus, createLogger('silent'));
-  history = new DeliveryHistory(async () => storage, 'otel');
+  history = new DeliveryHistory(async () => storage, 'otel', new ReadGate());
 });
 afterAll(async () => {
   await storage?.shutdown();
@@ -106,5 +108,15 @@ describe('DeliveryHistory', () => {
     const job = await createJob();
     await attempts.record({ ...job, series: 0 }, 0, 'withdrawn', { error: 'not queued' });
     expect(await history.job('t1', job.id)).toMatchObject({ state: 'withdrawn' });
+  });
+
+  it("stops a form's job listing at the statement limits with 422 (it reads all the form's submissions)", async () => {
+    // The engine makes the submissions (INSERT ... SELECT): too many to read within a millisecond.
+    await storage.query(`INSERT INTO otel.relay_submissions (TenantId, SiteId, FormId, SubmissionId, Kind, ReceivedAt, Data)
+      SELECT 't-busy', 's1', 'f-busy', generateUUIDv4(), 'submission', now64(9) - number, '{}' FROM numbers(300000)`);
+    const limited = new DeliveryHistory(async () => storage, 'otel', new ReadGate(), resolveStatementLimits({ maxExecutionSeconds: 0.001 }));
+    const err = await limited.jobs('t-busy', 'f-busy', { limit: 10 }).then(() => undefined, (e: unknown) => e);
+    expect(err).toMatchObject({ statusCode: 422, limit: 'time', message: expect.stringMatching(/^The listing ran longer than 0.001 s, the limit, and was stopped\. Ask for fewer jobs/) });
+    expect(await history.jobs('t-busy', 'f-busy', { limit: 10 })).toEqual([]);
   });
 });

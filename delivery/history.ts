@@ -3,8 +3,13 @@
  * state (dead first), one job's attempts, and a job as it was created (for a manual retry). Jobs
  * are rows of relay_delivery_jobs (content: their submission's row); their state is the latest
  * record in relay_delivery_attempts, and `queued` while there is none.
+ *
+ * Every read runs under the statement limits (a form's jobs are read against all its
+ * submissions; a limit reached is 422) and takes its turn in the read gate, per tenant.
  */
-import { queryRows, quoteIdentifier, quoteString, type Storage } from '../storage/storage.ts';
+import type { ReadGate } from '../core/read-gate.ts';
+import { DEFAULT_STATEMENT_LIMITS, limitedRows, type StatementLimits } from '../storage/statement-limits.ts';
+import { quoteIdentifier, quoteString, type Storage } from '../storage/storage.ts';
 import { type DeliveryChannel, type DeliveryJob, type JobKind, type JobState } from './job.ts';
 
 export interface JobView {
@@ -69,7 +74,12 @@ const JOB_ROWS = (db: string, tenant: string) => `SELECT * FROM ${db}.relay_deli
 const ONE_ROW_PER_JOB = 'ORDER BY CreatedAt LIMIT 1 BY JobId';
 
 export class DeliveryHistory {
-  constructor(private readonly storage: () => Promise<Storage>, private readonly database: string) {}
+  constructor(
+    private readonly storage: () => Promise<Storage>,
+    private readonly database: string,
+    private readonly gate: ReadGate,
+    private readonly limits: Readonly<StatementLimits> = DEFAULT_STATEMENT_LIMITS,
+  ) {}
 
   /** A form's jobs, dead first, then failed, sending, queued, delivered; newest first within each. */
   async jobs(tenantId: string, formId: string, query: JobQuery): Promise<JobView[]> {
@@ -85,7 +95,7 @@ export class DeliveryHistory {
       LEFT JOIN (SELECT JobId, ${LATEST} FROM ${db}.relay_delivery_attempts WHERE TenantId = ${t} AND FormId = ${f} GROUP BY JobId) AS a ON a.JobId = j.JobId
     ) ${query.state ? `WHERE state = ${quoteString(query.state)}` : ''}
     ORDER BY indexOf(${order}, state), createdMs DESC, jobId LIMIT ${query.limit}`;
-    return (await this.rows<Record<string, string | number>>(sql)).map((row) => ({
+    return (await this.rows<Record<string, string | number>>(tenantId, sql)).map((row) => ({
       jobId: String(row.jobId),
       submissionId: String(row.submissionId),
       kind: String(row.kind),
@@ -108,7 +118,7 @@ export class DeliveryHistory {
         toString(toUnixTimestamp64Milli(NextAttemptAt)) AS NextMs
       FROM ${quoteIdentifier(this.database)}.relay_delivery_attempts
       WHERE TenantId = ${quoteString(tenantId)} AND JobId = toUUIDOrZero(${quoteString(jobId)}) ORDER BY ${RECORD_ORDER}`;
-    return (await this.rows<Record<string, string | number>>(sql)).map((row) => ({
+    return (await this.rows<Record<string, string | number>>(tenantId, sql)).map((row) => ({
       series: Number(row.Series),
       attempt: Number(row.Attempt),
       state: String(row.State),
@@ -131,13 +141,13 @@ export class DeliveryHistory {
     const db = quoteIdentifier(this.database);
     const t = quoteString(tenantId);
     const ids = `(${jobIds.map((id) => `toUUIDOrZero(${quoteString(id)})`).join(', ')})`;
-    const rows = await this.rows<Record<string, string | number>>(`SELECT toString(j.JobId) AS jobId, j.SubmissionId AS submissionId, j.Kind AS kind,
+    const rows = await this.rows<Record<string, string | number>>(tenantId, `SELECT toString(j.JobId) AS jobId, j.SubmissionId AS submissionId, j.Kind AS kind,
         j.Channel AS channel, j.Destination AS destination, j.Subject AS subject, j.Body AS body, toString(toUnixTimestamp64Milli(j.CreatedAt)) AS createdMs,
         if(a.LatestState = '', 'queued', a.LatestState) AS state, a.LatestSeries AS series
       FROM (${JOB_ROWS(db, t)} AND JobId IN ${ids} ${ONE_ROW_PER_JOB}) AS j
       LEFT JOIN (SELECT JobId, ${LATEST} FROM ${db}.relay_delivery_attempts WHERE TenantId = ${t} AND JobId IN ${ids} GROUP BY JobId) AS a ON a.JobId = j.JobId`);
     const submissionIds = [...new Set(rows.map((row) => String(row.submissionId)).filter(Boolean))];
-    const submissions = new Map(submissionIds.length === 0 ? [] : (await this.rows<Record<string, string>>(`SELECT toString(SubmissionId) AS id, SiteId, FormId, Data, Subject, Body
+    const submissions = new Map(submissionIds.length === 0 ? [] : (await this.rows<Record<string, string>>(tenantId, `SELECT toString(SubmissionId) AS id, SiteId, FormId, Data, Subject, Body
         FROM ${db}.relay_submissions WHERE TenantId = ${t} AND SubmissionId IN (${submissionIds.map((id) => `toUUIDOrZero(${quoteString(id)})`).join(', ')})`)).map((row) => [row.id!, row]));
     return rows.map((row) => {
       const submissionId = String(row.submissionId);
@@ -161,8 +171,9 @@ export class DeliveryHistory {
     });
   }
 
-  private async rows<T>(sql: string): Promise<T[]> {
-    return queryRows<T>(await this.storage(), sql);
+  private async rows<T>(tenantId: string, sql: string): Promise<T[]> {
+    const storage = await this.storage();
+    return this.gate.run(tenantId, () => limitedRows<T>(storage, sql, this.limits, 'listing', 'Ask for fewer jobs, or only those in one state, then try again.'));
   }
 }
 

@@ -1,12 +1,13 @@
 /**
  * The relay module: its store (mirrored from the state store), keys, admin operations, public
  * endpoints and the handler of its HTTP API. It wires nothing itself: the composition root (bin/) gives it the
- * state store, the master key, the deployment's checks, the sign-in limiter and lockout, and serves the
+ * state store, the master key, the deployment's checks, the sign-in limiter and lockout, the read gate, and serves the
  * handler on the relay port.
  */
 import type { Bus } from '../bus/bus.ts';
 import type { ByteBudget } from '../core/byte-budget.ts';
 import type { Logger } from '../core/log.ts';
+import type { ReadGate } from '../core/read-gate.ts';
 import type { SecretBox } from '../core/secret-box.ts';
 import { DeliveryHistory, type AttemptLog, type DeliveryJob, type DeliveryQueue } from '../delivery/index.ts';
 import type { ClientIpResolver } from '../gateway/client-ip.ts';
@@ -55,6 +56,8 @@ export interface RelayParts {
   checks: DeploymentChecks;
   /** Storage, for listing submissions: undefined in a process without it. Opened on first use. */
   storage: () => Promise<Storage | undefined>;
+  /** Where the listings' reads of storage take turns per tenant, with the console's (the process's one gate). */
+  readGate: ReadGate;
   database: string;
   /** A manual retry: records the job's new series as queued and puts it on the delivery queue. */
   requeue: (job: DeliveryJob) => Promise<void>;
@@ -89,8 +92,8 @@ export async function openRelay(parts: RelayParts): Promise<Relay> {
     if (!opened) throw new RelayError(503, `${what} read from storage, which this process does not open: set CLICKHOUSE_URL on it`);
     return opened;
   };
-  const delivery = { history: new DeliveryHistory(readable('The delivery history is'), parts.database), requeue: parts.requeue, ...(parts.inbox ? { inbox: parts.inbox } : {}) };
-  const submissions = new SubmissionReader(readable('Submissions are'), parts.database);
+  const delivery = { history: new DeliveryHistory(readable('The delivery history is'), parts.database, parts.readGate), requeue: parts.requeue, ...(parts.inbox ? { inbox: parts.inbox } : {}) };
+  const submissions = new SubmissionReader(readable('Submissions are'), parts.database, parts.readGate);
   const admin = new RelayAdmin(store, keys.secrets, sessions, validate, submissions, parts.checks, delivery, parts.renderer, parts.signInLockout);
   return { store, admin, sessions, secrets: keys.secrets, validate, renderer: parts.renderer, shutdown: () => store.shutdown() };
 }

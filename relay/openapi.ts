@@ -144,7 +144,12 @@ const PAGE_PARAMETERS = [
 const TEMPLATE_COUNT_CAP = `A tenant keeps at most ${TEMPLATE_LIMITS.perTenant} templates: delete one first`;
 const TEMPLATE_BYTES_CAP = `A tenant's templates hold at most ${TEMPLATE_LIMITS.tenantBytes.toLocaleString('en-US')} bytes together (names, subjects and HTML in UTF-8): with this one they would hold <n>`;
 
-const STORAGE = (what: string) => ({ 503: [`${what} read from storage, which this process does not open: set CLICKHOUSE_URL on it`, M.unavailable] });
+/** A route that reads storage: under the statement limits, in turns of the read gate (core/read-gate.ts). */
+const STORAGE = (what: string) => ({
+  422: ['The <search or listing> ran longer than <s> s, the limit, and was stopped. <what to narrow> (likewise for rows or bytes read, the answer\'s size, memory)'],
+  429: ['Too many reads at once for this tenant: wait for the ones under way'],
+  503: [`${what} read from storage, which this process does not open: set CLICKHOUSE_URL on it`, M.unavailable, 'Storage is busy with other reads: try again in a moment'],
+});
 
 const OPERATIONS: Record<string, Operation> = {
   'GET /api/v1/health': { id: 'getHealth', summary: 'Liveness probe', ok: ref('Health') },
@@ -175,9 +180,9 @@ const OPERATIONS: Record<string, Operation> = {
   'POST /api/v1/admin/me/password': {
     id: 'changePassword',
     summary: 'Change your password',
-    description: 'Every other session of the user ends; the answer is a fresh one.',
+    description: 'Every other session of the user ends; the answer is a fresh one. A wrong current password counts toward the account\'s sign-in lockout; while it holds, the change is refused with 429, the right password too.',
     ok: ref('Session'),
-    refusals: { 401: ['Current password is wrong'] },
+    refusals: { 401: ['Current password is wrong'], 429: [M.throttled] },
   },
   'DELETE /api/v1/admin/session': { id: 'logout', summary: 'Sign out', description: 'Ends this session: its token is refused from now on, on every gateway. Other sessions of the user go on.' },
   'GET /api/v1/admin/tenant': { id: 'getTenant', summary: 'Your tenant', ok: ref('Tenant') },

@@ -4,8 +4,14 @@
  * process without storage (a cluster gateway with no CLICKHOUSE_URL) answers 503 saying so. A
  * request retried with its Idempotency-Key writes its submission's row again, the same row: it
  * is listed once.
+ *
+ * A search (`q`) reads every submission of the form: like a console query, it runs under the
+ * statement limits (a limit reached is 422 saying to narrow it) and takes its turn in the read
+ * gate, per tenant, with the console's reads; on the embedded default it runs beside the inserts.
  */
-import { queryRows, quoteIdentifier, quoteString, type Storage } from '../storage/storage.ts';
+import type { ReadGate } from '../core/read-gate.ts';
+import { DEFAULT_STATEMENT_LIMITS, limitedRows, type StatementLimits } from '../storage/statement-limits.ts';
+import { quoteIdentifier, quoteString, type Storage } from '../storage/storage.ts';
 import { validationFailed } from './errors.ts';
 
 export const MAX_PAGE = 200;
@@ -22,6 +28,8 @@ export interface SubmissionQuery extends PageQuery {
   q?: string;
 }
 export const MAX_SEARCH_CHARS = 200;
+/** What a search stopped by a limit is told to do. */
+const SEARCH_ADVICE = 'Narrow the search: look for longer, more specific text, then try again.';
 
 /** The page's size: 50 unless given; 400 naming `limit` unless a whole number from 1 to MAX_PAGE. */
 export function pageLimit(query: PageQuery): number {
@@ -57,7 +65,12 @@ interface Row {
 
 export class SubmissionReader {
   /** @param storage the process's storage (rejects with 503 where it has none) */
-  constructor(private readonly storage: () => Promise<Storage>, private readonly database: string) {}
+  constructor(
+    private readonly storage: () => Promise<Storage>,
+    private readonly database: string,
+    private readonly gate: ReadGate,
+    private readonly limits: Readonly<StatementLimits> = DEFAULT_STATEMENT_LIMITS,
+  ) {}
 
   async list(tenantId: string, siteId: string, formId: string, query: SubmissionQuery = {}): Promise<{ submissions: SubmissionView[]; nextBefore?: string }> {
     const limit = pageLimit(query);
@@ -74,7 +87,8 @@ export class SubmissionReader {
       Data, Subject, Body, Ip, Origin, UserAgent, Jobs
       FROM ${quoteIdentifier(this.database)}.relay_submissions WHERE ${where.join(' AND ')}
       ORDER BY ReceivedAt DESC, SubmissionId DESC LIMIT 1 BY SubmissionId LIMIT ${limit + 1}`;
-    const rows = await queryRows<Row>(storage, sql);
+    const [what, advice] = query.q === undefined ? ['listing', 'Ask for a smaller page, then try again.'] : ['search', SEARCH_ADVICE];
+    const rows = await this.gate.run(tenantId, () => limitedRows<Row>(storage, sql, this.limits, what, advice));
     const page = rows.slice(0, limit);
     const submissions = page.map((row) => ({
       submissionId: row.submissionId,

@@ -78,7 +78,7 @@ export class ChdbReadThreads implements StatementRunner {
 
   /**
    * `engineDir`: chDB's directory in the data dir (chdbEngineDir). `threads`: statements that run
-   * at once, the sum of the caps of the gates in front of it (query/gate.ts, console/read-gate.ts).
+   * at once, the sum of the caps of the gates in front of it (query/gate.ts, core/read-gate.ts).
    * `engineArgs`: the engine's settings (storage/chdb-engine.ts).
    */
   constructor(private readonly engineDir: string, private readonly threads: number, private readonly engineArgs: readonly string[] = []) {}

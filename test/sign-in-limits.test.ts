@@ -4,7 +4,8 @@
  * rotated within it are limited like one address (console sign-in, relay login, handover claim,
  * the query endpoint's authentication), while another /64 is not; per account, wrong passwords
  * from any number of networks lock the account out (429) after SLUICE_SIGN_IN_LOCKOUT_FAILURES,
- * for the console and the relay alike, and leave other accounts alone.
+ * for the console and the relay alike, and leave other accounts alone; wrong current passwords
+ * of one's own password change count there too (a stolen session must not guess at will).
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -176,5 +177,55 @@ describe('sign-in is locked out per account, wherever the guesses come from', ()
       for (let i = 0; i < FAILURES - 1; i++) expect((await relayPost(lone(), '/admin/login', { email: target, password: 'typo' })).status).toBe(401);
       expect((await consoleSignIn(lone(), target, PASSWORD)).status).toBe(200);
     }
+  });
+});
+
+describe("one's own password change counts its wrong current passwords in the account's lockout", () => {
+  const change = (currentPassword: string) => ({ currentPassword, newPassword: 'a brand new long password' });
+
+  it('console: after the threshold even the right current password gets 429, as a locked sign-in does', async () => {
+    const target = await account();
+    const session = new ConsoleClient(app.console!.url);
+    await session.signIn(target, PASSWORD, { 'x-forwarded-for': lone() });
+    const statuses: number[] = [];
+    for (let i = 0; i < FAILURES; i++) statuses.push((await session.call('/api/me/password', { method: 'POST', body: change(`guess-${i}`) })).status);
+    expect(statuses).toEqual(Array(FAILURES).fill(403));
+    const locked = await session.call('/api/me/password', { method: 'POST', body: change(PASSWORD) });
+    expect(locked.status).toBe(429);
+    expect(Number(locked.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(locked.headers.get('set-cookie')).toBeNull();
+    expect(await locked.json()).toEqual({ message: 'Too many sign-in attempts: try again later', statusCode: 429 });
+    // The same lockout as sign-in's, on both front ends.
+    expect((await consoleSignIn(lone(), target, PASSWORD)).status).toBe(429);
+    expect((await relayPost(lone(), '/admin/login', { email: target, password: PASSWORD })).status).toBe(429);
+  });
+
+  it('relay: after the threshold even the right current password gets 429, as a locked login does', async () => {
+    const target = await account();
+    const login = await relayPost(lone(), '/admin/login', { email: target, password: PASSWORD });
+    expect(login.status).toBe(200);
+    const { token } = await login.json() as { token: string };
+    const changePassword = (currentPassword: string) => fetch(`${relayBase}/admin/me/password`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(change(currentPassword)),
+    });
+    const statuses: number[] = [];
+    for (let i = 0; i < FAILURES; i++) statuses.push((await changePassword(`guess-${i}`)).status);
+    expect(statuses).toEqual(Array(FAILURES).fill(401));
+    const locked = await changePassword(PASSWORD);
+    expect(locked.status).toBe(429);
+    expect(Number(locked.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(await locked.json()).toEqual({ message: 'ThrottlerException: Too Many Requests', statusCode: 429 });
+    expect((await relayPost(lone(), '/admin/login', { email: target, password: PASSWORD })).status).toBe(429);
+    expect((await consoleSignIn(lone(), target, PASSWORD)).status).toBe(429);
+  });
+
+  it('a right current password clears the count, as a right sign-in does', async () => {
+    const target = await account();
+    const session = new ConsoleClient(app.console!.url);
+    await session.signIn(target, PASSWORD, { 'x-forwarded-for': lone() });
+    for (let i = 0; i < FAILURES - 1; i++) expect((await session.call('/api/me/password', { method: 'POST', body: change('typo') })).status).toBe(403);
+    expect((await session.call('/api/me/password', { method: 'POST', body: change(PASSWORD) })).status).toBe(200);
+    for (let i = 0; i < FAILURES - 1; i++) expect((await relayPost(lone(), '/admin/login', { email: target, password: 'typo' })).status).toBe(401);
+    expect((await relayPost(lone(), '/admin/login', { email: target, password: change('').newPassword })).status).toBe(200);
   });
 });

@@ -10,7 +10,7 @@
  * and is thrown as it came: the console answers it as a server error.
  */
 import { ApiError, type HttpStatus } from '../../core/errors.ts';
-import { clickhouseException } from '../../storage/errors.ts';
+import { statementLimitMessage, statementLimitReached, type StatementLimit } from '../../storage/statement-limits.ts';
 import type { ConsoleQueryLimits } from './config.ts';
 
 export class ConsoleQueryError extends ApiError {
@@ -33,7 +33,7 @@ export class QueryValidationError extends ConsoleQueryError {
 }
 
 /** Which limit a query reached. */
-export type QueryLimit = 'time' | 'rows_read' | 'bytes_read' | 'result' | 'memory';
+export type QueryLimit = StatementLimit;
 
 export class QueryLimitError extends ConsoleQueryError {
   constructor(readonly limit: QueryLimit, message: string, cause: unknown) {
@@ -42,16 +42,6 @@ export class QueryLimitError extends ConsoleQueryError {
   }
 }
 
-/** ClickHouse's codes for a limit reached (src/Common/ErrorCodes.cpp), by the limit. */
-const LIMIT_CODES = new Map<number, QueryLimit>([
-  [159, 'time'], // TIMEOUT_EXCEEDED
-  [160, 'time'], // TOO_SLOW (the estimate of min_execution_speed)
-  [158, 'rows_read'], // TOO_MANY_ROWS
-  [307, 'bytes_read'], // TOO_MANY_BYTES
-  [396, 'result'], // TOO_MANY_ROWS_OR_BYTES
-  [241, 'memory'], // MEMORY_LIMIT_EXCEEDED
-]);
-
 const NARROW = 'Narrow the time range or add filters, then try again.';
 
 /**
@@ -59,23 +49,6 @@ const NARROW = 'Narrow the time range or add filters, then try again.';
  * it came. The message says which limit, with its value, and what to do.
  */
 export function queryError(err: unknown, limits: Readonly<ConsoleQueryLimits>): unknown {
-  const exception = clickhouseException(err);
-  const limit = exception && LIMIT_CODES.get(exception.code);
-  if (!limit) return err;
-  // Old servers report the result limit as TOO_MANY_ROWS too: the text tells them apart.
-  const kind = limit === 'rows_read' && /limit for result/i.test(exception.text) ? 'result' : limit;
-  const count = (n: number) => n.toLocaleString('en-US');
-  const messages: Record<QueryLimit, string> = {
-    time: `The query ran longer than ${limits.maxExecutionSeconds} s, the limit, and was stopped. ${NARROW}`,
-    rows_read: `The query would read more than ${count(limits.maxRowsToRead)} rows, the limit, and was stopped. ${NARROW}`,
-    bytes_read: `The query would read more than ${gib(limits.maxBytesToRead)} of data, the limit, and was stopped. ${NARROW}`,
-    result: `The answer would be larger than the limit (${count(limits.maxResultRows)} rows, ${gib(limits.maxResultBytes)}). ${NARROW}`,
-    memory: `The query needed more than ${gib(limits.maxMemoryBytes)} of memory, the limit, and was stopped. ${NARROW}`,
-  };
-  return new QueryLimitError(kind, messages[kind], err);
-}
-
-function gib(bytes: number): string {
-  if (bytes >= 1024 ** 3) return `${+(bytes / 1024 ** 3).toFixed(1)} GiB`;
-  return bytes >= 1024 ** 2 ? `${+(bytes / 1024 ** 2).toFixed(1)} MiB` : `${bytes.toLocaleString('en-US')} bytes`;
+  const limit = statementLimitReached(err);
+  return limit ? new QueryLimitError(limit, statementLimitMessage(limit, limits, 'query', NARROW), err) : err;
 }

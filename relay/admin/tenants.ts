@@ -41,10 +41,7 @@ export class TenantAdmin {
 
   async login(body: unknown) {
     const input = this.c.validateBody<{ email: string; password: string; tenantId?: string }>('Login', body);
-    // Per account, whoever guesses: counted before the password is checked, cleared by the right one.
-    const lockout = await this.c.signInLockout();
-    const attempt = await lockout.attempt(input.email);
-    if (!attempt.allowed) throw new RelayError(429, 'ThrottlerException: Too Many Requests', { retryAfterSeconds: attempt.retryAfterSeconds });
+    const lockout = await this.admitAccount(input.email);
     const outcome = await signIn(this.c.store.accounts, input);
     // One answer for an unknown email, a wrong password and a deactivated user.
     if (outcome.kind === 'refused') throw unauthorized('Invalid email or password');
@@ -55,7 +52,10 @@ export class TenantAdmin {
 
   async changePassword(user: User, body: unknown) {
     const { currentPassword, newPassword } = this.c.validateBody<{ currentPassword: string; newPassword: string }>('ChangePassword', body);
+    // A wrong current password counts as a failed sign-in: a stolen session cannot guess it at will.
+    const lockout = await this.admitAccount(user.email);
     if (!(await checkPassword(user, currentPassword))) throw unauthorized('Current password is wrong');
+    await lockout.succeeded(user.email);
     const passwordHash = await hashPassword(newPassword);
     const updated = await this.c.change(this.c.store.accounts.users, user.id, 'User', (current) => ({
       ...current,
@@ -65,5 +65,17 @@ export class TenantAdmin {
     }));
     // Every other session ends; this one gets a fresh token.
     return { ...(await this.c.sessions.issue(updated)), user: userView(updated) };
+  }
+
+  /**
+   * Counts an attempt at the account's password (sign-in, or the current password of a change)
+   * before it is checked, whoever guesses: 429 while it is locked out. The right password clears
+   * it (`succeeded`).
+   */
+  private async admitAccount(email: string) {
+    const lockout = await this.c.signInLockout();
+    const attempt = await lockout.attempt(email);
+    if (!attempt.allowed) throw new RelayError(429, 'ThrottlerException: Too Many Requests', { retryAfterSeconds: attempt.retryAfterSeconds });
+    return lockout;
   }
 }

@@ -1,12 +1,13 @@
 /**
- * How many console reads run at once: a few in all (each chDB statement holds a thread of
- * libuv's pool, which the local log's fdatasync and the engine's inserts need too), and a few
- * per tenant, so one tenant's dashboard of twenty charts waits its turn instead of holding
+ * How many reads of storage for people run at once (the console's charts, the relay's listings
+ * and searches): a few in all (each chDB statement holds a thread of libuv's pool, which the
+ * local log's fdatasync and the engine's inserts need too), and a few per tenant, so one
+ * tenant's dashboard of twenty charts, or a search repeated, waits its turn instead of holding
  * everyone else's. Past a tenant's queue the read is refused (429, come back in a second); past
  * the process's, 503.
  */
-import { ConcurrencyGate } from '../core/concurrency-gate.ts';
-import { ApiError } from '../core/errors.ts';
+import { ConcurrencyGate } from './concurrency-gate.ts';
+import { ApiError } from './errors.ts';
 
 export interface ReadGateLimits {
   /** Reads running at once in the process, and waiting. */
@@ -24,7 +25,7 @@ export class ReadGate {
   private readonly tenants = new Map<string, ConcurrencyGate>();
 
   constructor(private readonly limits: ReadGateLimits = DEFAULT_READ_LIMITS) {
-    this.all = new ConcurrencyGate(limits.running, limits.waiting, () => new ApiError(503, 'The console is busy: try again in a moment', { retryAfterSeconds: 1 }));
+    this.all = new ConcurrencyGate(limits.running, limits.waiting, () => new ApiError(503, 'Storage is busy with other reads: try again in a moment', { retryAfterSeconds: 1 }));
   }
 
   async run<T>(tenantId: string, read: () => Promise<T>): Promise<T> {
