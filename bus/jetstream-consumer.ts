@@ -147,9 +147,9 @@ export class JetStreamStorageConsumer {
 
   /**
    * Follows the partition count the gateways publish with, which may differ from this
-   * process's (a rolling change): a partition stream with no loop here gets one; a loop whose
-   * stream was deleted (a surplus partition, drained and removed) ends. Configured partitions
-   * keep their loops whatever the listing says.
+   * process's (a rolling change): a partition stream with no loop here gets one; the loop of a
+   * partition past the first whose stream was deleted (a surplus one, drained and removed) ends.
+   * Partition 0 keeps its loop: its stream gone is a fault, shown in readiness.
    */
   private async discover({ signal }: LoopContext): Promise<void> {
     const jsm = await jetstreamManager(this.nc);
@@ -164,8 +164,8 @@ export class JetStreamStorageConsumer {
           if (partition !== undefined) this.pull(table, partition);
         }
       }
-      for (const [loop, { table, partition, stream }] of this.pulled) {
-        if (names.has(stream) || partition < (this.options.partitions?.get(table) ?? 1)) continue;
+      for (const [loop, { partition, stream }] of this.pulled) {
+        if (names.has(stream) || partition === 0) continue;
         this.options.log?.info({ stream }, 'a partition stream is gone: its consumer loop ends');
         this.pulled.delete(loop);
         await this.supervisor.end(loop);

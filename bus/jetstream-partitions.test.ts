@@ -198,8 +198,8 @@ describe('partitioned row streams', { timeout: 120_000 }, () => {
     await expectStoredOnce('old', 3);
     expect(Object.keys(first.statuses()).sort()).toEqual(['consumer.otel_traces', 'consumer.otel_traces.p1', 'consumer.otel_traces.p2']);
 
-    // A consumer added now pulls from the three as well, beside the first.
-    const second = consumer(prefix, 1);
+    // A consumer added now pulls from the three as well, beside the first (configured for all three).
+    const second = consumer(prefix, 3);
     second.start();
     await until(() => Object.keys(second.statuses()).length === 3, 'the added consumer found the three partitions');
 

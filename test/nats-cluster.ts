@@ -15,6 +15,8 @@ export interface NatsNode {
   /** The server_name JetStream reports (a stream's leader is named by it). */
   name: string;
   url: string;
+  /** The running process's pid (undefined while it is down): the bench reads its CPU. */
+  readonly pid: number | undefined;
   /** SIGKILL, and wait for the exit. */
   kill(): Promise<void>;
   /** Starts it again on the same ports and store (after kill()). */
@@ -68,6 +70,9 @@ export async function startNatsCluster(dir: string, size = 3): Promise<NatsClust
     return {
       name,
       url: `nats://127.0.0.1:${client}`,
+      get pid() {
+        return children[i]?.pid;
+      },
       async kill() {
         const child = children[i];
         if (!child) return;
