@@ -75,6 +75,7 @@ export function schemaOptions(config: Readonly<SluiceConfig>): SchemaOptions {
   const options: SchemaOptions = {};
   if (config.clickhouse.cluster) options.cluster = config.clickhouse.cluster;
   if (config.clickhouse.replicated) options.replicated = true;
+  if (config.clickhouse.distributed) options.distributed = true;
   if (config.storage.ttlDays > 0) {
     options.ttlDays = Object.fromEntries(Object.keys(TABLE_COLUMNS).map((table) => [table, config.storage.ttlDays])) as Record<TableName, number>;
   }

@@ -144,6 +144,20 @@ describe('loadConfig', () => {
     expect(loadConfig({ SLUICE_DELIVERY_INBOX: 'false', NATS_URL: 'nats://n1:4222' }).delivery.inbox).toBe(false);
   });
 
+  it('shards the tables only over a named cluster, and says so at start-up', () => {
+    expect(loadConfig({}).clickhouse.distributed).toBe(false);
+    const problems = (() => {
+      try {
+        loadConfig({ SLUICE_CLICKHOUSE_DISTRIBUTED: 'true' });
+        return [];
+      } catch (err) {
+        return (err as ConfigError).problems;
+      }
+    })();
+    expect(problems).toEqual(['clickhouse.distributed (SLUICE_CLICKHOUSE_DISTRIBUTED): needs SLUICE_CLICKHOUSE_CLUSTER, the cluster the tables are sharded over']);
+    expect(loadConfig({ SLUICE_CLICKHOUSE_DISTRIBUTED: 'true', SLUICE_CLICKHOUSE_CLUSTER: 'sluice' }).clickhouse).toMatchObject({ cluster: 'sluice', distributed: true });
+  });
+
   it('is documented in docs/reference/configuration.md by the table written from OPTIONS (npm run docs:config -- --write)', async () => {
     const { readFile } = await import('node:fs/promises');
     const { configReference, referenceTable } = await import('../bin/config-reference.ts');

@@ -40,7 +40,7 @@ export interface SluiceConfig {
     retryAfterSeconds: number;
     ttlDays: number;
   };
-  clickhouse: { url: string; cluster: string; replicated: boolean };
+  clickhouse: { url: string; cluster: string; replicated: boolean; distributed: boolean };
   query: {
     port: number;
     user: string;
@@ -210,6 +210,7 @@ export const OPTIONS: readonly Option[] = [
   { path: 'delivery.egressAllow', env: 'SLUICE_WEBHOOK_ALLOW', type: 'list', default: [], doc: 'Addresses (CIDRs like 10.1.0.0/16) and host names every destination a tenant aims (webhook URLs, a tenant\'s own SMTP server) may reach although the egress policy forbids them (on-premises receivers).' },
   { path: 'delivery.inbox', env: 'SLUICE_DELIVERY_INBOX', type: 'boolean', default: false, doc: 'Development only: nothing is sent. Every email, WhatsApp message and webhook is rendered as it would be sent and kept in the development inbox (`sluice relay inbox list`, GET /api/v1/admin/inbox, the console\'s Inbox page; the newest 1,000 per tenant, for 7 days), its attempt recorded as delivered. Embedded default only: refused with NATS_URL.' },
   { path: 'clickhouse.replicated', env: 'SLUICE_CLICKHOUSE_REPLICATED', type: 'boolean', default: false, doc: 'Create ReplicatedMergeTree tables (needs ClickHouse Keeper and {shard}/{replica} macros).' },
+  { path: 'clickhouse.distributed', env: 'SLUICE_CLICKHOUSE_DISTRIBUTED', type: 'boolean', default: false, doc: 'Shard the tables over SLUICE_CLICKHOUSE_CLUSTER: each table\'s rows in `<table>_local` on every node, under a Distributed table of the plain name that consumers insert into (waiting until every shard stored its rows) and readers query (see [Storage](storage.md#sharded-over-a-cluster)). Only for a new database: an existing one keeps its layout. Needs SLUICE_CLICKHOUSE_CLUSTER.' },
 ];
 
 const TYPE_SCHEMA: Record<OptionType, Record<string, unknown>> = {
@@ -345,6 +346,12 @@ function deliveryInboxProblems(raw: Record<string, any>): string[] {
   return ['delivery.inbox (SLUICE_DELIVERY_INBOX): the development inbox is a feature of the embedded default (npm start), where nothing is sent; refused with NATS_URL (a cluster delivers for real)'];
 }
 
+/** Distributed tables name their cluster. */
+function distributedProblems(raw: Record<string, any>): string[] {
+  if (raw.clickhouse?.distributed !== true || raw.clickhouse?.cluster) return [];
+  return ['clickhouse.distributed (SLUICE_CLICKHOUSE_DISTRIBUTED): needs SLUICE_CLICKHOUSE_CLUSTER, the cluster the tables are sharded over'];
+}
+
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === 'object') {
     for (const child of Object.values(value)) deepFreeze(child);
@@ -379,7 +386,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
     const envByPath = new Map(OPTIONS.map((o) => [o.path, o.env]));
     problems.push(...(validate.errors ?? []).map((e) => describe(e, envByPath)));
   }
-  problems.push(...serviceUrlProblems(raw), ...queryEndpointProblems(raw), ...deliveryInboxProblems(raw), ...budgetShareProblems(raw));
+  problems.push(...serviceUrlProblems(raw), ...queryEndpointProblems(raw), ...deliveryInboxProblems(raw), ...budgetShareProblems(raw), ...distributedProblems(raw));
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(raw as SluiceConfig);
 }

@@ -22,11 +22,14 @@ const CLICKHOUSE_PASSWORD = 'c0ffee'.repeat(8);
 const { SLUICE_PUBLIC_URL: _url, SLUICE_BIND: _bind, SLUICE_RELAY_MASTER_KEY: _key, SLUICE_CLICKHOUSE_PASSWORD: _password, ...shellEnv } = process.env;
 const SECRETS = { SLUICE_RELAY_MASTER_KEY: MASTER_KEY, SLUICE_CLICKHOUSE_PASSWORD: CLICKHOUSE_PASSWORD };
 
-/** `docker-compose config` with `env`: the services as Compose reads them. */
-async function composed(env: Record<string, string>): Promise<Record<string, Service>> {
-  const { stdout } = await run('docker-compose', ['config'], { cwd: ROOT, env: { ...shellEnv, ...env } });
+/** `docker-compose [args] config` with `env`: the services as Compose reads them (v1 lists every profile's). */
+async function composed(env: Record<string, string>, args: string[] = []): Promise<Record<string, Service>> {
+  const { stdout } = await run('docker-compose', [...args, 'config'], { cwd: ROOT, env: { ...shellEnv, ...env } });
   return (parse(stdout) as { services: Record<string, Service> }).services;
 }
+
+/** The services a plain `up` starts: those of no profile. */
+const unprofiled = (all: Record<string, Service>) => Object.fromEntries(Object.entries(all).filter(([, service]) => !service.profiles));
 
 interface Service {
   image?: string;
@@ -39,6 +42,9 @@ interface Service {
   ports?: Array<string | { published: number | string; target: number; host_ip?: string }>;
   depends_on?: Record<string, { condition: string }>;
   healthcheck?: { test?: string[]; disable?: boolean };
+  profiles?: string[];
+  volumes?: string[];
+  entrypoint?: string[];
   ulimits?: { nofile?: { soft: number; hard: number } };
 }
 
@@ -65,7 +71,7 @@ const healthy = { condition: 'service_healthy' };
 
 describe('docker-compose.yml', () => {
   it('is accepted by Compose and runs the cluster docs/guides/cluster.md describes', () => {
-    expect(Object.keys(services).sort()).toEqual(
+    expect(Object.keys(unprofiled(services)).sort()).toEqual(
       ['clickhouse', 'consumer-1', 'consumer-2', 'deliver-1', 'gateway-1', 'gateway-2', 'lb', 'migrate', 'nats-1', 'nats-2', 'nats-3', 'redis'],
     );
     expect(services['deliver-1']!.command).toEqual(['deliver']);
@@ -78,6 +84,12 @@ describe('docker-compose.yml', () => {
     }
     expect(services['gateway-1']!.environment!.SLUICE_RELAY_MASTER_KEY).toBe(MASTER_KEY);
     expect(portsOf(services.lb!).map((port) => port.split(':')[1])).toEqual(['4318', '4317', '8080', '4320']);
+    // One ClickHouse server and plain tables unless deploy/clickhouse/sharded.env says otherwise.
+    for (const name of SLUICE_ROLES) {
+      expect(services[name]!.environment, name).toMatchObject({ SLUICE_CLICKHOUSE_CLUSTER: '', SLUICE_CLICKHOUSE_REPLICATED: 'false', SLUICE_CLICKHOUSE_DISTRIBUTED: 'false' });
+    }
+    expect(services.clickhouse!.volumes).toContain(`${ROOT}deploy/clickhouse/single.xml:/etc/clickhouse-server/config.d/sluice.xml:ro`);
+    expect(services.clickhouse!.environment!.SLUICE_READY_QUERY).toBe('SELECT 1');
   });
 
   it('builds the Sluice image once: migrate builds sluice:local, the others run it and never pull it', () => {
@@ -169,6 +181,41 @@ describe('docker-compose.yml', () => {
       // js-enabled-only answers ok before JetStream has a leader: dependents would start too early.
       expect(services[name]!.healthcheck!.test!.at(-1), name).toBe(`http://127.0.0.1:${monitorPort}/healthz`);
     }
+  });
+
+  it('in the sharded profile runs 2 shards x 2 replicas and a Keeper, and points every Sluice service at them', async () => {
+    const sharded = await composed(SECRETS, ['--env-file', 'deploy/clickhouse/sharded.env']);
+    const env = Object.fromEntries((await readFile(`${ROOT}deploy/clickhouse/sharded.env`, 'utf8')).split('\n').filter((l) => /^\w+=/.test(l)).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+    expect(env.COMPOSE_PROFILES).toBe('sharded');
+    const nodes = ['clickhouse-1-2', 'clickhouse-2-1', 'clickhouse-2-2'];
+    expect(Object.keys(sharded).filter((name) => sharded[name]!.profiles).sort()).toEqual([...nodes, 'clickhouse-keeper']);
+    for (const name of SLUICE_ROLES) {
+      expect(sharded[name]!.environment, name).toMatchObject({
+        CLICKHOUSE_URL: `http://default:${CLICKHOUSE_PASSWORD}@clickhouse:8123`, SLUICE_CLICKHOUSE_CLUSTER: 'sluice', SLUICE_CLICKHOUSE_REPLICATED: 'true', SLUICE_CLICKHOUSE_DISTRIBUTED: 'true',
+      });
+    }
+    // Each node is the replica cluster.xml names it by, in the shard it says; `clickhouse` is shard 1's first.
+    const cluster = await readFile(`${ROOT}deploy/clickhouse/cluster.xml`, 'utf8');
+    expect(cluster).toContain('<sluice>');
+    const shards = [...cluster.matchAll(/<shard>([^]*?)<\/shard>/g)].map((m) => [...m[1]!.matchAll(/<host>([^<]+)<\/host>/g)].map((h) => h[1]));
+    expect(shards).toEqual([['clickhouse', 'clickhouse-1-2'], ['clickhouse-2-1', 'clickhouse-2-2']]);
+    for (const [shard, replicas] of shards.entries()) {
+      for (const name of replicas) {
+        expect(sharded[name]!.environment, name).toMatchObject({ SLUICE_SHARD: String(shard + 1), SLUICE_REPLICA: name, CLICKHOUSE_PASSWORD });
+        expect(sharded[name]!.volumes, name).toContain(`${ROOT}deploy/clickhouse/cluster.xml:/etc/clickhouse-server/config.d/sluice.xml:ro`);
+        expect(sharded[name]!.image, name).toBe(sharded.clickhouse!.image);
+      }
+    }
+    expect(cluster).toContain('<node><host>clickhouse-keeper</host><port>9181</port></node>');
+    const keeper = await readFile(`${ROOT}deploy/clickhouse/keeper.xml`, 'utf8');
+    expect(keeper).toMatch(/<tcp_port>9181<\/tcp_port>[^]*<hostname>clickhouse-keeper<\/hostname>/);
+    expect(sharded['clickhouse-keeper']!.healthcheck!.test).toContain('9181');
+    // migrate waits for `clickhouse`, which is healthy only once all four replicas and Keeper answer.
+    expect(sharded.migrate!.depends_on).toEqual({ clickhouse: healthy });
+    expect(sharded.clickhouse!.environment!.SLUICE_READY_QUERY).toBe(env.SLUICE_CLICKHOUSE_READY_QUERY);
+    expect(env.SLUICE_CLICKHOUSE_READY_QUERY).toMatch(/throwIf\(count\(\) != 4\) FROM clusterAllReplicas\('sluice', system\.one\); SELECT .* FROM system\.zookeeper/);
+    // `--profile sharded` alone is a valid file too (the nodes, without Sluice pointed at them).
+    expect(Object.keys(await composed(SECRETS, ['--profile', 'sharded']))).toContain('clickhouse-keeper');
   });
 
   it('runs the Sluice container as a user other than root, owning its data dir', async () => {

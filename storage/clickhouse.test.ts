@@ -26,6 +26,7 @@ import { startClickhouseServer, stopProcess, type ClickhouseServer } from '../te
 import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
 import { freePort } from '../test/sluice-processes.ts';
 import { ClickhouseServerStorage } from './clickhouse.ts';
+import type { SchemaOptions } from './schema.ts';
 
 const DB = 'sluice_test';
 let server: ClickhouseServer;
@@ -166,6 +167,55 @@ describe('ClickhouseServerStorage behind a failing HTTP peer', () => {
       expect(err.message).toMatch(reason);
     });
   }
+});
+
+describe('the insert the driver sends, as an HTTP peer receives it', () => {
+  // A peer posing as a current server (tokens, partition limit): it records each insert's query string.
+  let peer: Server;
+  const inserts: URLSearchParams[] = [];
+  const storages: ClickhouseServerStorage[] = [];
+  beforeAll(async () => {
+    peer = createHttpServer((req, res) => {
+      const params = new URL(req.url!, 'http://peer').searchParams;
+      if (req.url?.startsWith('/ping')) return void res.end('Ok.\n');
+      if (params.get('query')?.startsWith('INSERT')) inserts.push(params);
+      req.resume().on('end', () => res.end('{"version":"25.8.1.1","dedup":"1","partitions":"1"}\n'));
+    });
+    await new Promise<void>((resolve) => peer.listen(0, '127.0.0.1', resolve));
+  });
+  afterAll(async () => {
+    await Promise.all(storages.map((s) => s.shutdown()));
+    peer?.closeAllConnections();
+    await new Promise((resolve) => peer?.close(resolve));
+  });
+
+  const sentInsert = async (schema: SchemaOptions) => {
+    const storage = new ClickhouseServerStorage({ url: `http://default@127.0.0.1:${(peer.address() as AddressInfo).port}`, database: 'otel', schema });
+    storages.push(storage);
+    await storage.start();
+    inserts.length = 0;
+    await storage.insert({ table: 'otel_traces', columns: ['SourceId', 'TraceId'], chunks: [Buffer.from([1, 0x73, 1, 0x74])], dedupToken: 'SLUICE_ROWS_OTEL_TRACES:41-57' });
+    expect(inserts).toHaveLength(1);
+    return inserts[0]!;
+  };
+
+  it('into a Distributed table: waits for every shard (insert_distributed_sync), with the batch token and the partition limit lifted', async () => {
+    const sent = await sentInsert({ cluster: 'sluice', replicated: true, distributed: true });
+    // The plain name: in distributed mode it is the Distributed table.
+    expect(sent.get('query')).toBe('INSERT INTO `otel`.`otel_traces` (`SourceId`, `TraceId`) FORMAT RowBinary');
+    expect(sent.get('insert_distributed_sync')).toBe('1');
+    expect(sent.get('insert_deduplication_token')).toBe('SLUICE_ROWS_OTEL_TRACES:41-57');
+    expect(sent.get('max_partitions_per_insert_block')).toBe('0');
+  });
+
+  it('without distributed mode: the same insert, without the Distributed setting', async () => {
+    for (const schema of [{}, { cluster: 'sluice', replicated: true }]) {
+      const sent = await sentInsert(schema);
+      expect(sent.get('query')).toBe('INSERT INTO `otel`.`otel_traces` (`SourceId`, `TraceId`) FORMAT RowBinary');
+      expect(sent.has('insert_distributed_sync'), JSON.stringify(schema)).toBe(false);
+      expect(sent.get('insert_deduplication_token')).toBe('SLUICE_ROWS_OTEL_TRACES:41-57');
+    }
+  });
 });
 
 describe('ClickhouseServerStorage on a current engine (chDB behind the test facade)', () => {

@@ -30,7 +30,7 @@ export interface ClickhouseServerOptions {
   database?: string;
   /** Run migrations in start(). Default false: on a cluster `sluice migrate` runs them once. */
   migrateOnStart?: boolean;
-  /** How migrations create the tables (ON CLUSTER, Replicated, TTL). Default {}: plain MergeTree. */
+  /** How migrations create the tables (ON CLUSTER, Replicated, TTL), and with `distributed` how inserts are sent. Default {}: plain MergeTree. */
   schema?: SchemaOptions;
   /** Timeout of one HTTP request in ms; a timed-out insert is retryable. Default 30000. */
   requestTimeoutMs?: number;
@@ -124,6 +124,12 @@ export class ClickhouseServerStorage implements Storage {
     // A batch holds many requests, each within MAX_REQUEST_PARTITIONS (refused at the door), so
     // it may span more partitions than ClickHouse's default of 100 per insert: lifted here.
     if (this.partitionLimit) settings.max_partitions_per_insert_block = '0';
+    // Into a Distributed table: answered once every shard stored its rows (one replica each),
+    // so the ack that follows means stored, not queued on this node's disk. Each shard's insert
+    // carries the token (ClickHouse forwards the query's settings), and the sharding keys split a
+    // batch the same way every time: a batch retried after one shard failed is stored by that
+    // shard and dropped as a duplicate by the others. The old name: every version knows it.
+    if (this.options.schema?.distributed) settings.insert_distributed_sync = 1;
     try {
       const result = await client.exec({
         query: `INSERT INTO ${table} (${batch.columns.map(quoteIdentifier).join(', ')}) FORMAT RowBinary`,

@@ -13,9 +13,14 @@
  * rather than record a half-done step, and the next run finishes it.
  *
  * On a cluster the ledger follows the tables (ON CLUSTER, Replicated): each shard's replicas
- * share one. A node whose ledger misses a version re-runs its idempotent statements.
+ * share one. A node whose ledger misses a version re-runs its idempotent statements. In
+ * distributed mode the ledger is sharded too, so it is one ledger for the whole cluster, read
+ * through its Distributed table: a migration run from any node is recorded once and seen from
+ * every node.
  */
-import { MIGRATIONS, onClusterClause, tableEngine, validateSchemaOptions, type Migration, type SchemaOptions } from './schema.ts';
+import {
+  distributedTable, MIGRATIONS, onClusterClause, SHARDING_KEYS, storedName, tableEngine, validateSchemaOptions, type Migration, type SchemaOptions,
+} from './schema.ts';
 import { quoteIdentifier, quoteString } from './storage.ts';
 
 export interface SqlRunner {
@@ -42,16 +47,6 @@ export async function migrate(
   const ledger = `${db}.${quoteIdentifier('sluice_schema_migrations')}`;
   const onCluster = onClusterClause(options);
   await runner.query(`CREATE DATABASE IF NOT EXISTS ${db}${onCluster}`);
-  await runner.query(
-    `CREATE TABLE IF NOT EXISTS ${ledger}${onCluster} (version UInt32, name String, applied_at DateTime DEFAULT now()) ` +
-      `ENGINE = ${tableEngine(options)} ORDER BY version`,
-  );
-  const done = new Set(
-    (await runner.query(`SELECT version FROM ${ledger}`, 'JSONEachRow'))
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => Number(JSON.parse(line).version)),
-  );
   const tables = async () => new Map(
     (await runner.query(`SELECT name, engine FROM system.tables WHERE database = ${quoteString(database)}`, 'JSONEachRow'))
       .split('\n')
@@ -61,16 +56,32 @@ export async function migrate(
         return [name, engine];
       }),
   );
+  // Before the ledger is created: a ledger of the other layout would be made beside the old one.
+  const layout = layoutProblem(await tables(), options);
+  if (layout) throw new Error(`the database ${database} ${layout}`);
+  await runner.query(
+    `CREATE TABLE IF NOT EXISTS ${db}.${quoteIdentifier(storedName('sluice_schema_migrations', options))}${onCluster} (version UInt32, name String, applied_at DateTime DEFAULT now()) ` +
+      `ENGINE = ${tableEngine(options)} ORDER BY version`,
+  );
+  if (options.distributed) await runner.query(distributedTable(database, 'sluice_schema_migrations', options));
+  const done = new Set(
+    (await runner.query(`SELECT version FROM ${ledger}`, 'JSONEachRow'))
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => Number(JSON.parse(line).version)),
+  );
   const applied: MigrationReport['applied'] = [];
   for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
     if (done.has(migration.version)) continue;
     for (const statement of migration.statements(database, options, await tables())) await runner.query(statement);
-    const problem = migration.verify?.(await tables());
+    const problem = migration.verify?.(await tables(), options);
     if (problem) {
       throw new Error(`migration ${migration.version} (${migration.name}) is not complete: ${problem}; was another migrate running? Run it again`);
     }
+    // Through a Distributed ledger the row is stored on its shard before the INSERT returns.
+    const sync = options.distributed ? ' SETTINGS insert_distributed_sync = 1' : '';
     await runner.query(
-      `INSERT INTO ${ledger} (version, name) VALUES (${migration.version}, '${migration.name.replaceAll("'", '')}')`,
+      `INSERT INTO ${ledger} (version, name)${sync} VALUES (${migration.version}, '${migration.name.replaceAll("'", '')}')`,
     );
     applied.push({ version: migration.version, name: migration.name });
   }
@@ -78,3 +89,19 @@ export async function migrate(
   return { applied, current };
 }
 
+/**
+ * Why the tables that exist do not fit the options' layout, or undefined. CREATE ... IF NOT
+ * EXISTS would silently keep a table of the other layout: a database made without distributed
+ * mode keeps its rows in the plain-named tables, and a Distributed table of the same name cannot
+ * be put in their place by a migration (docs/guides/cluster.md says how to move).
+ */
+export function layoutProblem(tables: ReadonlyMap<string, string>, options: SchemaOptions): string | undefined {
+  const wrong = Object.keys(SHARDING_KEYS).filter((table) => {
+    const engine = tables.get(table);
+    return engine !== undefined && (engine === 'Distributed') !== (options.distributed === true);
+  });
+  if (wrong.length === 0) return undefined;
+  return options.distributed
+    ? `was made without distributed mode (${wrong.join(', ')} not Distributed): sharding it is not a migration; migrate a new database (SLUICE_CLICKHOUSE_DATABASE) and move the rows`
+    : `was made in distributed mode (${wrong.join(', ')} Distributed): set SLUICE_CLICKHOUSE_DISTRIBUTED=true`;
+}

@@ -1,10 +1,10 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Session } from 'chdb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrate, type SqlRunner } from './migrate.ts';
-import { MIGRATIONS, TABLE_COLUMNS, validateSchemaOptions, type SchemaOptions } from './schema.ts';
+import { layoutProblem, migrate, type SqlRunner } from './migrate.ts';
+import { MIGRATIONS, SHARDING_KEYS, storedName, TABLE_COLUMNS, validateSchemaOptions, type SchemaOptions, type ShardedTable } from './schema.ts';
 
 const TRACE_ID_TS_MIGRATION = MIGRATIONS.find((m) => m.version === 5)!;
 
@@ -15,8 +15,13 @@ const rows = (sql: string) => session.query(sql, 'JSONEachRow').split('\n').filt
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'sluice-schema-'));
+  // The cluster `prod` of two shards, for Distributed tables to name (nothing listens there:
+  // creating one does not connect, and the tests below never read or write through one).
+  const config = join(dir, 'cluster.xml');
+  const shard = (port: number) => `<shard><internal_replication>true</internal_replication><replica><host>127.0.0.1</host><port>${port}</port></replica></shard>`;
+  writeFileSync(config, `<clickhouse><remote_servers><prod>${shard(1)}${shard(2)}</prod></remote_servers></clickhouse>`);
   const { Session } = await import('chdb');
-  session = new Session(dir);
+  session = new Session(join(dir, 'engine'), { connectionArgs: [`--config-file=${config}`] });
   runner = { query: async (sql, format = 'CSV') => session.query(sql, format) };
 });
 afterAll(() => {
@@ -90,17 +95,19 @@ describe('schema options', () => {
   const CLUSTER = { cluster: 'prod' };
   const REPLICATED = { replicated: true };
   const TTL = { ttlDays: { otel_traces: 7, otel_logs: 3, otel_metrics_gauge: 30 } };
+  const DISTRIBUTED = { ...CLUSTER, distributed: true };
   const COMBINATIONS: Record<string, SchemaOptions> = {
     default: {}, cluster: CLUSTER, replicated: REPLICATED, ttl: TTL,
     'cluster+replicated': { ...CLUSTER, ...REPLICATED }, 'all three': { ...CLUSTER, ...REPLICATED, ...TTL },
+    distributed: DISTRIBUTED, 'distributed+replicated+ttl': { ...DISTRIBUTED, ...REPLICATED, ...TTL },
   };
-  /** Every statement migrate() sends to an empty database, the ledger's included. */
-  const sent = async (options: SchemaOptions) => {
+  /** Every statement migrate() sends to an empty database, the ledger's included (`all`: its INSERTs and SELECTs too). */
+  const sent = async (options: SchemaOptions, all = false) => {
     const statements: string[] = [];
     // This server answers every query with nothing: no tables, so nothing to verify either.
     const unverified = MIGRATIONS.map(({ verify: _, ...migration }) => migration);
     await migrate({ query: async (sql) => (statements.push(sql), '') }, 'otel', options, unverified);
-    return statements.filter((sql) => sql.startsWith('CREATE'));
+    return statements.filter((sql) => all || sql.startsWith('CREATE'));
   };
   /** The table's last CREATE: what a fresh database ends with. */
   const tableDdl = (statements: string[], table: string) => statements.filter((sql) => sql.startsWith(`CREATE TABLE IF NOT EXISTS \`otel\`.\`${table}\` `)).at(-1)!;
@@ -159,9 +166,10 @@ describe('schema options', () => {
   it('generates SQL that ClickHouse parses, for every combination', async () => {
     // Migration 5 as it finds a database of before it: the lookup a MergeTree of its kind.
     const converting = (options: SchemaOptions) =>
-      TRACE_ID_TS_MIGRATION.statements('otel', options, new Map([['otel_traces_trace_id_ts', options.replicated ? 'ReplicatedMergeTree' : 'MergeTree']]));
+      TRACE_ID_TS_MIGRATION.statements('otel', options, new Map([[storedName('otel_traces_trace_id_ts', options), options.replicated ? 'ReplicatedMergeTree' : 'MergeTree']]));
     for (const [name, options] of Object.entries(COMBINATIONS)) {
-      for (const sql of [...await sent(options), ...converting(options)]) {
+      // Every statement, the ledger's INSERT and SELECTs included.
+      for (const sql of [...await sent(options, true), ...converting(options)]) {
         expect(() => session.query(`EXPLAIN AST ${sql}`, 'TSV'), `${name}: ${sql.slice(0, 80)}`).not.toThrow();
       }
     }
@@ -174,7 +182,41 @@ describe('schema options', () => {
     expect(swap[0]).toContain("ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')");
   });
 
+  it('in distributed mode stores each table as <table>_local and puts a Distributed table of the plain name over it', async () => {
+    const statements = await sent({ ...DISTRIBUTED, ...REPLICATED }, true);
+    for (const table of TABLES as ShardedTable[]) {
+      const local = statements.findIndex((sql) => sql.startsWith(`CREATE TABLE IF NOT EXISTS \`otel\`.\`${table}_local\` ON CLUSTER \`prod\` (`));
+      const distributed = statements.indexOf(
+        `CREATE TABLE IF NOT EXISTS \`otel\`.\`${table}\` ON CLUSTER \`prod\` AS \`otel\`.\`${table}_local\`\n` +
+          `ENGINE = Distributed('prod', 'otel', '${table}_local', ${SHARDING_KEYS[table]})`,
+      );
+      expect(local, table).toBeGreaterThanOrEqual(0);
+      expect(statements[local], table).toMatch(/\) ENGINE = Replicated\w*MergeTree\('\/clickhouse\/tables\/\{shard\}\/\{database\}\/\{table\}', '\{replica\}'/);
+      // On every node the local table exists before the Distributed table copies its columns.
+      expect(distributed, table).toBeGreaterThan(local);
+    }
+    // No plain-named table holds rows: every query and insert in Sluice goes through the Distributed one.
+    expect(statements.filter((sql) => /^CREATE TABLE IF NOT EXISTS `otel`\.`\w+(?<!_local)(?<!_swap)` ON CLUSTER `prod` \(/.test(sql))).toEqual([]);
+    // The view runs on each node, from the spans stored there into the lookup stored there.
+    const view = statements.filter((sql) => sql.startsWith('CREATE MATERIALIZED VIEW'));
+    expect(new Set(view).size).toBe(1);
+    expect(view[0]).toMatch(/^CREATE MATERIALIZED VIEW IF NOT EXISTS `otel`\.`otel_traces_trace_id_ts_mv` ON CLUSTER `prod` TO `otel`\.`otel_traces_trace_id_ts_local`\n[^]*\nFROM `otel`\.`otel_traces_local`\n/);
+    // The ledger is read through its Distributed table, and a version recorded is stored before migrate goes on.
+    expect(statements).toContain('SELECT version FROM `otel`.`sluice_schema_migrations`');
+    expect(statements.filter((sql) => sql.startsWith('INSERT'))).toEqual(
+      MIGRATIONS.map((m) => `INSERT INTO \`otel\`.\`sluice_schema_migrations\` (version, name) SETTINGS insert_distributed_sync = 1 VALUES (${m.version}, '${m.name}')`),
+    );
+  });
+
+  it('without distributed mode sends exactly what it did before: no _local table, no Distributed one, no Distributed setting', async () => {
+    for (const [name, options] of Object.entries(COMBINATIONS)) {
+      if (options.distributed) continue;
+      expect((await sent(options, true)).join('\n'), name).not.toMatch(/_local`|Distributed|insert_distributed_sync/);
+    }
+  });
+
   it('refuses options that would make bad SQL, naming each problem', () => {
+    expect(() => validateSchemaOptions({ distributed: true })).toThrow('invalid schema options: distributed: needs a cluster (the Distributed tables name it)');
     const bad = { cluster: 'prod; DROP', ttlDays: { otel_traces: 0, otel_logs: 1.5, otel_spans: 3 } } as SchemaOptions;
     expect(() => validateSchemaOptions(bad)).toThrow(
       'invalid schema options: cluster: must be a cluster name (letters, digits, _ . - and {macros}); ' +
@@ -296,5 +338,59 @@ describe('migration 6: ingest_counts', () => {
       SourceId: 'LowCardinality(String)', Timestamp: 'DateTime', Signal: 'LowCardinality(String)', Outcome: 'LowCardinality(String)',
       Reason: 'LowCardinality(String)', Requests: 'UInt64', Items: 'UInt64',
     });
+  });
+});
+
+describe('distributed mode, created for real (chDB has no Keeper and no cluster to reach)', () => {
+  const SHARDED = { cluster: 'prod', distributed: true };
+  /**
+   * What ON CLUSTER runs on each node, run on this one: the statements without the clause. Its
+   * shards cannot be reached, so the ledger is read and written in its local table, as on a
+   * cluster of one shard.
+   */
+  const oneNode: SqlRunner = {
+    query: async (sql, format = 'CSV') => session.query(
+      sql.replaceAll(' ON CLUSTER `prod`', '').replace(/^(SELECT version FROM|INSERT INTO) (`\w+`\.`sluice_schema_migrations)`( SETTINGS insert_distributed_sync = 1)?/, '$1 $2_local`'),
+      format,
+    ),
+  };
+  const tables = (db: string) => new Map<string, { engine: string; engine_full: string }>(
+    rows(`SELECT name, engine, engine_full FROM system.tables WHERE database = '${db}'`).map((t) => [t.name, t]),
+  );
+
+  it('creates every local table and a Distributed table over it whose sharding key fits its columns, once', async () => {
+    const first = await migrate(oneNode, 'sharded', SHARDED);
+    expect(first.applied.map((m) => m.version)).toEqual(MIGRATIONS.map((m) => m.version));
+    expect((await migrate(oneNode, 'sharded', SHARDED)).applied).toEqual([]);
+    const created = tables('sharded');
+    for (const table of Object.keys(SHARDING_KEYS) as ShardedTable[]) {
+      expect(created.get(`${table}_local`)?.engine, table).toMatch(/MergeTree$/);
+      // ClickHouse checked the key when it made the table: an integer, of the local table's columns.
+      expect(created.get(table)?.engine_full, table).toBe(`Distributed('prod', 'sharded', '${table}_local', ${SHARDING_KEYS[table]})`);
+      const columns = (t: string) => rows(`SELECT name, type FROM system.columns WHERE database = 'sharded' AND table = '${t}' ORDER BY position`);
+      expect(columns(table), table).toEqual(columns(`${table}_local`));
+    }
+    expect(created.get('otel_traces_trace_id_ts_local')?.engine).toBe('AggregatingMergeTree');
+    expect([...created.keys()].filter((name) => !name.endsWith('_local') && created.get(name)!.engine !== 'Distributed')).toEqual(['otel_traces_trace_id_ts_mv']);
+  });
+
+  it('fills the local lookup from the local spans', () => {
+    session.query("INSERT INTO sharded.otel_traces_local (SourceId, Timestamp, TraceId) VALUES ('s', '2026-08-03 10:00:00', 'a'), ('s', '2026-08-03 10:00:07', 'a')");
+    expect(rows('SELECT SourceId, TraceId, toString(min(Start)) AS Start, toString(max(End)) AS End FROM sharded.otel_traces_trace_id_ts_local GROUP BY SourceId, TraceId'))
+      .toEqual([{ SourceId: 's', TraceId: 'a', Start: '2026-08-03 10:00:00', End: '2026-08-03 10:00:07' }]);
+  });
+
+  it('refuses to shard a database made without distributed mode, and the reverse, before creating anything', async () => {
+    await migrate(runner, 'plain');
+    const before = [...tables('plain').keys()];
+    await expect(migrate(oneNode, 'plain', SHARDED)).rejects.toThrow(
+      'the database plain was made without distributed mode (otel_traces, otel_traces_trace_id_ts, otel_logs, otel_metrics_gauge, otel_metrics_sum, ' +
+        'otel_metrics_histogram, otel_metrics_exp_histogram, otel_metrics_summary, agent_logs, agent_metrics, agent_heartbeats, ingest_counts, deploy_markers, ' +
+        'relay_submissions, relay_delivery_jobs, relay_delivery_attempts, sluice_schema_migrations not Distributed): sharding it is not a migration; ' +
+        'migrate a new database (SLUICE_CLICKHOUSE_DATABASE) and move the rows',
+    );
+    expect([...tables('plain').keys()]).toEqual(before);
+    await expect(migrate(runner, 'sharded')).rejects.toThrow(/^the database sharded was made in distributed mode \(otel_traces, .*\): set SLUICE_CLICKHOUSE_DISTRIBUTED=true$/);
+    expect(layoutProblem(new Map([['otel_traces', 'Distributed']]), SHARDED)).toBeUndefined();
   });
 });

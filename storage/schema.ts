@@ -13,7 +13,9 @@ import { migration6 } from './schema/6-ingest-counts.ts';
 import type { Migration } from './schema/migration.ts';
 
 export * from './tables.ts';
-export { onClusterClause, REPLICA_PATH, tableEngine, validateSchemaOptions, type SchemaOptions } from './schema/ddl.ts';
+export {
+  distributedTable, onClusterClause, REPLICA_PATH, SHARDING_KEYS, storedName, tableEngine, validateSchemaOptions, type SchemaOptions, type ShardedTable,
+} from './schema/ddl.ts';
 export type { Migration } from './schema/migration.ts';
 
 export const MIGRATIONS: readonly Migration[] = [migration1, migration2, migration3, migration4, migration5, migration6];

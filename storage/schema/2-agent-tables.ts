@@ -1,6 +1,6 @@
 /** Migration 2: agent api tables. */
 import type { TableName } from '../tables.ts';
-import { agentHeartbeatsTable, agentLogsTable, agentMetricsTable, deployMarkersTable, tableEngine, tableSql } from './ddl.ts';
+import { agentHeartbeatsTable, agentLogsTable, agentMetricsTable, createTable, deployMarkersTable, tableEngine } from './ddl.ts';
 import type { Migration } from './migration.ts';
 
 export const migration2: Migration = {
@@ -10,10 +10,10 @@ export const migration2: Migration = {
     const days = (table: TableName) => options.ttlDays?.[table];
     const timeTtl = (table: TableName, column = 'Timestamp') => ({ column: `toDateTime(${column})`, days: days(table) });
     return [
-      agentLogsTable(tableSql(db, 'agent_logs', options, timeTtl('agent_logs'))),
-      agentMetricsTable(tableSql(db, 'agent_metrics', options, timeTtl('agent_metrics'))),
-      agentHeartbeatsTable(tableSql(db, 'agent_heartbeats', options, timeTtl('agent_heartbeats', 'LastSeen'), tableEngine(options, 'ReplacingMergeTree', 'LastSeen'))),
-      deployMarkersTable(tableSql(db, 'deploy_markers', options, timeTtl('deploy_markers'))),
+      ...createTable(db, 'agent_logs', options, agentLogsTable, timeTtl('agent_logs')),
+      ...createTable(db, 'agent_metrics', options, agentMetricsTable, timeTtl('agent_metrics')),
+      ...createTable(db, 'agent_heartbeats', options, agentHeartbeatsTable, timeTtl('agent_heartbeats', 'LastSeen'), tableEngine(options, 'ReplacingMergeTree', 'LastSeen')),
+      ...createTable(db, 'deploy_markers', options, deployMarkersTable, timeTtl('deploy_markers')),
     ];
   },
 };

@@ -1,6 +1,6 @@
 /** Migration 3: relay submissions and delivery jobs. */
 import type { TableName } from '../tables.ts';
-import { relayDeliveryJobsTable, relaySubmissionsTable, tableSql } from './ddl.ts';
+import { createTable, relayDeliveryJobsTable, relaySubmissionsTable } from './ddl.ts';
 import type { Migration } from './migration.ts';
 
 export const migration3: Migration = {
@@ -9,8 +9,8 @@ export const migration3: Migration = {
   statements(db, options) {
     const ttl = (table: TableName, column: string) => ({ column: `toDateTime(${column})`, days: options.ttlDays?.[table] });
     return [
-      relaySubmissionsTable(tableSql(db, 'relay_submissions', options, ttl('relay_submissions', 'ReceivedAt'))),
-      relayDeliveryJobsTable(tableSql(db, 'relay_delivery_jobs', options, ttl('relay_delivery_jobs', 'CreatedAt'))),
+      ...createTable(db, 'relay_submissions', options, relaySubmissionsTable, ttl('relay_submissions', 'ReceivedAt')),
+      ...createTable(db, 'relay_delivery_jobs', options, relayDeliveryJobsTable, ttl('relay_delivery_jobs', 'CreatedAt')),
     ];
   },
 };

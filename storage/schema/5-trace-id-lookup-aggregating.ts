@@ -1,9 +1,10 @@
 /** Migration 5: otel_traces_trace_id_ts on AggregatingMergeTree. */
 import { quoteIdentifier } from '../storage.ts';
-import { onClusterClause, tableEngine, tableSql, traceIdTsTable, traceIdTsView } from './ddl.ts';
+import { onClusterClause, storedName, tableEngine, tableSql, traceIdTsTable, traceIdTsView, type SchemaOptions } from './ddl.ts';
 import type { Migration } from './migration.ts';
 
-const TRACE_ID_TS = 'otel_traces_trace_id_ts';
+/** The lookup's stored table: in distributed mode the local one under the Distributed table, which follows it by name. */
+const lookupName = (options: SchemaOptions) => storedName('otel_traces_trace_id_ts', options);
 /** Migration 5's other table: the new one until the swap, the old one after it. */
 const TRACE_ID_TS_SWAP = 'otel_traces_trace_id_ts_swap';
 const isAggregating = (engine: string | undefined) => engine?.endsWith('AggregatingMergeTree') === true;
@@ -28,26 +29,29 @@ export const migration5: Migration = {
   statements(db, options, tables) {
     const q = (table: string) => `${quoteIdentifier(db)}.${quoteIdentifier(table)}`;
     const onCluster = onClusterClause(options);
+    const lookup = lookupName(options);
     const lookupTable = (name: string) => traceIdTsTable(tableSql(db, name, options,
       { column: 'toDateTime(Start)', days: options.ttlDays?.otel_traces }, tableEngine(options, 'AggregatingMergeTree')));
-    const engine = tables.get(TRACE_ID_TS);
+    const engine = tables.get(lookup);
     const statements: string[] = [];
-    if (engine === undefined) statements.push(lookupTable(TRACE_ID_TS));
+    if (engine === undefined) statements.push(lookupTable(lookup));
     else if (!isAggregating(engine)) {
-      statements.push(lookupTable(TRACE_ID_TS_SWAP), `EXCHANGE TABLES ${q(TRACE_ID_TS)} AND ${q(TRACE_ID_TS_SWAP)}${onCluster}`);
+      statements.push(lookupTable(TRACE_ID_TS_SWAP), `EXCHANGE TABLES ${q(lookup)} AND ${q(TRACE_ID_TS_SWAP)}${onCluster}`);
     }
     if (engine !== undefined && (!isAggregating(engine) || tables.has(TRACE_ID_TS_SWAP))) {
       statements.push(
-        `ALTER TABLE ${q(TRACE_ID_TS)}${onCluster} ATTACH PARTITION ALL FROM ${q(TRACE_ID_TS_SWAP)}`,
+        `ALTER TABLE ${q(lookup)}${onCluster} ATTACH PARTITION ALL FROM ${q(TRACE_ID_TS_SWAP)}`,
         `DROP TABLE IF EXISTS ${q(TRACE_ID_TS_SWAP)}${onCluster} SYNC`,
       );
     }
     // Unchanged when it exists (it only ever names its target): created where it is missing.
-    statements.push(traceIdTsView(q(`${TRACE_ID_TS}_mv`), onCluster, q(TRACE_ID_TS), q('otel_traces')));
+    statements.push(traceIdTsView(q('otel_traces_trace_id_ts_mv'), onCluster, q(lookup), q(storedName('otel_traces', options))));
     return statements;
   },
   // Two migrations swapping at the same moment could swap the tables back: then it is not done.
-  verify: (tables) => isAggregating(tables.get(TRACE_ID_TS)) && !tables.has(TRACE_ID_TS_SWAP)
-    ? undefined
-    : `${TRACE_ID_TS} is ${tables.get(TRACE_ID_TS) ?? 'missing'}${tables.has(TRACE_ID_TS_SWAP) ? ` and ${TRACE_ID_TS_SWAP} is left` : ''}`,
+  verify(tables, options) {
+    const lookup = lookupName(options);
+    if (isAggregating(tables.get(lookup)) && !tables.has(TRACE_ID_TS_SWAP)) return undefined;
+    return `${lookup} is ${tables.get(lookup) ?? 'missing'}${tables.has(TRACE_ID_TS_SWAP) ? ` and ${TRACE_ID_TS_SWAP} is left` : ''}`;
+  },
 };

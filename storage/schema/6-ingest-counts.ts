@@ -1,5 +1,5 @@
 /** Migration 6: ingest counts per source. */
-import { ingestCountsTable, tableEngine, tableSql } from './ddl.ts';
+import { createTable, ingestCountsTable, tableEngine } from './ddl.ts';
 import type { Migration } from './migration.ts';
 
 export const migration6: Migration = {
@@ -7,6 +7,6 @@ export const migration6: Migration = {
   name: 'ingest counts per source',
   statements(db, options) {
     const ttl = { column: 'Timestamp', days: options.ttlDays?.ingest_counts };
-    return [ingestCountsTable(tableSql(db, 'ingest_counts', options, ttl, tableEngine(options, 'SummingMergeTree', '(Requests, Items)')))];
+    return createTable(db, 'ingest_counts', options, ingestCountsTable, ttl, tableEngine(options, 'SummingMergeTree', '(Requests, Items)'));
   },
 };

@@ -7,7 +7,7 @@
  * put `TenantId` first. docs/reference/storage.md lists every difference from the exporter's layout.
  * Each is shaped by SchemaOptions (cluster, replication, TTL) and used by the migrations.
  */
-import { quoteIdentifier } from '../storage.ts';
+import { quoteIdentifier, quoteString } from '../storage.ts';
 import { PARTITIONS, TABLE_COLUMNS, type AgentTableName, type RelayTableName, type TableName } from '../tables.ts';
 
 /** `PARTITION BY <key>` of a table, from PARTITIONS. */
@@ -30,7 +30,59 @@ export interface SchemaOptions {
    * TTL` changes an existing one.
    */
   ttlDays?: Partial<Record<TableName, number>>;
+  /**
+   * Shards every table over the cluster: its rows live in `<table>_local` on every node, and
+   * `<table>` is a Distributed table over them that inserts and reads go to, so every query in
+   * Sluice keeps its plain name. Needs `cluster`. Default false.
+   */
+  distributed?: boolean;
 }
+
+/** Every table a Distributed table is made for: Sluice's tables, the trace id lookup and the migration ledger. */
+export type ShardedTable = TableName | 'otel_traces_trace_id_ts' | 'sluice_schema_migrations';
+
+/** The name a table's rows are stored under: `<table>_local` in distributed mode, else the table's own. */
+export function storedName(table: ShardedTable, options: SchemaOptions): string {
+  return options.distributed ? `${table}_local` : table;
+}
+
+const METRIC_SERIES = 'cityHash64(SourceId, ServiceName, MetricName, ResourceAttributes, Attributes)';
+
+/**
+ * Which shard a row goes to. Always a hash of the row's own columns, never rand(): a batch
+ * inserted again after a redelivery must split into the same rows per shard, or a shard would
+ * not find its first copy under the batch's dedup token. Each key keeps together what must merge
+ * on one shard or what is read together, and spreads a source's rows over the shards.
+ */
+export const SHARDING_KEYS: Readonly<Record<ShardedTable, string>> = {
+  // A trace on one shard: its lookup rows too (the view runs on each shard's own spans), so they
+  // merge into one per trace and week, and a trace is read whole from one shard.
+  otel_traces: 'cityHash64(TraceId)',
+  otel_traces_trace_id_ts: 'cityHash64(TraceId)',
+  // A log record of a trace beside the trace's spans (the same hash); the others spread over
+  // the shards by time, so one busy service does not make one shard hot.
+  otel_logs: "if(TraceId = '', cityHash64(SourceId, ServiceName, Timestamp), cityHash64(TraceId))",
+  // One series (resource, metric, attributes) on one shard: a rate or last value is computed
+  // there, and a source's many series spread.
+  otel_metrics_gauge: METRIC_SERIES,
+  otel_metrics_sum: METRIC_SERIES,
+  otel_metrics_histogram: METRIC_SERIES,
+  otel_metrics_exp_histogram: METRIC_SERIES,
+  otel_metrics_summary: METRIC_SERIES,
+  agent_logs: 'cityHash64(SourceId, Service, Host, Timestamp)',
+  agent_metrics: 'cityHash64(SourceId, MetricName, Host, Service, Attributes)',
+  // Replacing and summing tables merge rows of one key on one shard only: an agent's reports,
+  // a source's counts.
+  agent_heartbeats: 'cityHash64(SourceId, AgentId)',
+  ingest_counts: 'cityHash64(SourceId)',
+  // Few rows, read by source and time.
+  deploy_markers: 'cityHash64(SourceId)',
+  // A tenant's submissions, jobs and attempts on one shard: a job's history is read together.
+  relay_submissions: 'cityHash64(TenantId)',
+  relay_delivery_jobs: 'cityHash64(TenantId)',
+  relay_delivery_attempts: 'cityHash64(TenantId)',
+  sluice_schema_migrations: 'version',
+};
 
 /** The Keeper path of a replicated table; the server fills in the macros per node and table. */
 export const REPLICA_PATH = '/clickhouse/tables/{shard}/{database}/{table}';
@@ -41,6 +93,7 @@ export function validateSchemaOptions(options: SchemaOptions): void {
   if (options.cluster !== undefined && !/^[A-Za-z0-9_.{}-]+$/.test(options.cluster)) {
     problems.push('cluster: must be a cluster name (letters, digits, _ . - and {macros})');
   }
+  if (options.distributed && options.cluster === undefined) problems.push('distributed: needs a cluster (the Distributed tables name it)');
   for (const [table, days] of Object.entries(options.ttlDays ?? {})) {
     if (!(table in TABLE_COLUMNS)) problems.push(`ttlDays.${table}: not a Sluice table`);
     else if (!Number.isSafeInteger(days) || days! < 1) problems.push(`ttlDays.${table}: must be a whole number of days >= 1`);
@@ -70,6 +123,38 @@ export function tableEngine(options: SchemaOptions, family = 'MergeTree', args =
 const SETTINGS = 'SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 1000';
 const REPLICATED_SETTINGS = 'SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1';
 
+/**
+ * The Distributed table of the plain name over `<table>_local` (created just before it, ON
+ * CLUSTER like it: every node has both). Its columns are the local table's.
+ */
+export function distributedTable(db: string, table: ShardedTable, options: SchemaOptions): string {
+  const local = storedName(table, options);
+  return `CREATE TABLE IF NOT EXISTS ${quoteIdentifier(db)}.${quoteIdentifier(table)}${onClusterClause(options)} AS ${quoteIdentifier(db)}.${quoteIdentifier(local)}
+ENGINE = Distributed(${quoteString(options.cluster!)}, ${quoteString(db)}, ${quoteString(local)}, ${SHARDING_KEYS[table]})`;
+}
+
+/**
+ * A table's CREATE statements: the table (`<table>_local` in distributed mode, with its
+ * Distributed table after it). `build` is the table's DDL from ddl.ts, given its TableSql.
+ */
+export function createTable(
+  db: string,
+  table: ShardedTable,
+  options: SchemaOptions,
+  build: (t: TableSql) => string,
+  ttl?: TtlColumn,
+  engine?: string,
+): string[] {
+  const created = build(tableSql(db, storedName(table, options), options, ttl, engine));
+  return options.distributed ? [created, distributedTable(db, table, options)] : [created];
+}
+
+/** A TTL on `column` of `days`, or none when days is undefined. */
+export interface TtlColumn {
+  column: string;
+  days: number | undefined;
+}
+
 /** The parts of one CREATE TABLE that depend on SchemaOptions. */
 interface TableSql {
   /** `CREATE TABLE IF NOT EXISTS db.table [ON CLUSTER c]` */
@@ -84,7 +169,7 @@ export function tableSql(
   db: string,
   table: string,
   options: SchemaOptions,
-  ttl?: { column: string; days: number | undefined },
+  ttl?: TtlColumn,
   engine = tableEngine(options),
 ): TableSql {
   return {

@@ -12,5 +12,5 @@ export interface Migration {
    */
   statements(db: string, options: SchemaOptions, tables: ReadonlyMap<string, string>): string[];
   /** What is still wrong after the statements ran (`tables` read again), or undefined: the migration is recorded only then. */
-  verify?(tables: ReadonlyMap<string, string>): string | undefined;
+  verify?(tables: ReadonlyMap<string, string>, options: SchemaOptions): string | undefined;
 }
