@@ -13,6 +13,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { manifestBucketOf, streamOf } from '../bus/jetstream-names.ts';
 import { eventually, removeNatsPrefixes } from './harness.ts';
 import { encodeTraces, traceRequest } from './otlp-fixtures.ts';
 import { runSluice, startSluiceProcess, type SluiceProcess } from './sluice-processes.ts';
@@ -75,7 +76,9 @@ describe('malformed values in every KV bucket, under traffic', () => {
     const kvm = new Kvm(nc);
     let sent = 0;
     for (const bucket of buckets) {
-      await (await kvm.open(bucket)).put('malformed', new TextEncoder().encode('not json{'));
+      // A manifest is read only by the loop of its stream (its key is `<stream>.<seq>`).
+      const key = bucket === manifestBucketOf(prefix) ? `${streamOf(prefix, 'otel_traces').stream}.malformed` : 'malformed';
+      await (await kvm.open(bucket)).put(key, new TextEncoder().encode('not json{'));
       expect(await send(`during-${sent++}`)).toBe(200);
     }
 
