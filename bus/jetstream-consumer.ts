@@ -220,6 +220,10 @@ export class JetStreamStorageConsumer {
       history: 1,
       replicas: this.tuning.replicas,
       ttl: MANIFEST_TTL_MS,
+      // Reads from the stream's leader: a direct get may be answered by a replica that is behind
+      // (one just restarted), and a manifest read as missing would have its batch inserted again
+      // under a new token, a duplicate. The index follows the bucket by a watch, which is ordered.
+      allow_direct: false,
     });
     const index = new ManifestIndex(manifests, MANIFEST_TTL_MS, { name: `batch manifests of ${stream}`, stream, log: this.options.log });
     this.manifests.set(name, index);
@@ -402,8 +406,9 @@ export class JetStreamStorageConsumer {
     }
     try {
       await manifests.update(key, JSON.stringify({ ...manifest, claimedBy: randomUUID() }), entry.revision);
-    } catch {
+    } catch (err) {
       // Another consumer claimed it first; it will commit, and then these are acked.
+      this.options.log?.info({ table, key, err: (err as Error).message }, 'a batch manifest changed since it was read (claimed by another consumer?): its messages come back in a second');
       for (const message of held) message.nak(1000);
       return;
     }

@@ -20,7 +20,7 @@ import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
 import type { ChunkSink, TableChunk } from './bus.ts';
 import { JetStreamBus } from './jetstream.ts';
 import { JetStreamStorageConsumer } from './jetstream-consumer.ts';
-import { DURABLE, streamOf } from './jetstream-names.ts';
+import { DURABLE, manifestBucketOf, streamOf } from './jetstream-names.ts';
 import type { NatsDirect } from './nats-direct.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -173,6 +173,9 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(await countOf('shared')).toBe(500);
     expect((await a.lag('otel_traces')).messages).toBe(0);
+    // Manifests are read from the bucket's leader: a replica behind could answer a direct get
+    // with a manifest missing, and its batch would be inserted again under a new token.
+    expect((await (await jetstreamManager(nc)).streams.info(`KV_${manifestBucketOf(prefix)}`)).config.allow_direct).toBe(false);
     await Promise.all([a.shutdown(), b.shutdown()]);
   });
 
