@@ -144,6 +144,8 @@ export class JetStreamBus implements Bus {
   private readonly fullAt = new Map<string, number>();
   /** The partition each table's next message goes to. */
   private readonly turn = new Map<string, number>();
+  /** Each table's partition streams, by partition. */
+  private readonly partitionStreams: ReadonlyMap<string, ReadonlyArray<{ stream: string; subject: string }>>;
   /** Publishes refused because a stream was full, per table (for /metrics). */
   private readonly fullRefusals = new Map<string, number>();
   /** Publishes that timed out: the bus refuses new ones until NATS answers, then withdraws them. */
@@ -165,6 +167,8 @@ export class JetStreamBus implements Bus {
     const timeout = options.publishTimeoutMs ?? 5000;
     this.js = jetstream(nc, { timeout });
     this.prefix = options.prefix ?? 'SLUICE';
+    const prefix = this.prefix;
+    this.partitionStreams = new Map(options.tables.map((table) => [table, Array.from({ length: options.partitions?.get(table) ?? 1 }, (_, p) => streamOf(prefix, table, p))]));
     this.stall = new PublishStall(nc, this.js, { duplicateWindowMs: WITHDRAW_WITHIN_MS, log: options.log });
     this.direct = new NatsDirect({ natsUrl: options.natsUrl, name: 'sluice' });
     this.publisher = new JetStreamPublisher(this.direct, timeout);
@@ -202,13 +206,9 @@ export class JetStreamBus implements Bus {
     return { fullRefusals: Object.fromEntries(this.fullRefusals), timedOut: { pending, withdrawn, notWithdrawn }, consumer: await this.consumerFigures() };
   }
 
-  /** The partition streams of a table. */
-  private streamsOf(table: string): Array<{ stream: string; subject: string }> {
-    return Array.from({ length: this.partitionsOf(table) }, (_, partition) => streamOf(this.prefix, table, partition));
-  }
-
-  private partitionsOf(table: string): number {
-    return this.options.partitions?.get(table) ?? 1;
+  /** The partition streams of a table (a table the bus was not given has the one stream). */
+  private streamsOf(table: string): ReadonlyArray<{ stream: string; subject: string }> {
+    return this.partitionStreams.get(table) ?? [streamOf(this.prefix, table)];
   }
 
   /** Not ok while a stream refused a publish as full in the last few seconds, publishes are stalled, or NATS is away. */
@@ -324,7 +324,7 @@ export class JetStreamBus implements Bus {
     const open = this.open.get(chunk.table);
     if (open && open.bytes + chunk.data.byteLength <= target && sameColumns(open.columnList, chunk.columns)) return open;
     if (open) this.send(open);
-    const { stream, subject } = streamOf(this.prefix, chunk.table, this.nextPartition(chunk.table));
+    const { stream, subject } = this.nextPartition(chunk.table);
     const message: Message = {
       table: chunk.table,
       stream,
@@ -343,22 +343,22 @@ export class JetStreamBus implements Bus {
     return message;
   }
 
-  /** The table's next partition in turn, passing over those held full while another is not. */
-  private nextPartition(table: string): number {
-    const count = this.partitionsOf(table);
-    if (count === 1) return 0;
+  /** The table's next partition stream in turn, passing over those held full while another is not. */
+  private nextPartition(table: string): { stream: string; subject: string } {
+    const streams = this.streamsOf(table);
+    if (streams.length === 1) return streams[0]!;
     const first = this.turn.get(table) ?? 0;
     const now = Date.now();
-    let partition = first % count;
-    for (let i = 0; i < count; i++) {
-      const candidate = (first + i) % count;
-      if (!this.heldFull(streamOf(this.prefix, table, candidate).stream, now)) {
+    let partition = first % streams.length;
+    for (let i = 0; i < streams.length; i++) {
+      const candidate = (first + i) % streams.length;
+      if (!this.heldFull(streams[candidate]!.stream, now)) {
         partition = candidate;
         break;
       }
     }
     this.turn.set(table, partition + 1);
-    return partition;
+    return streams[partition]!;
   }
 
   /** The open messages go out when this turn of the event loop ends: every request of the turn is in them by then. */
