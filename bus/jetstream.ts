@@ -191,8 +191,12 @@ export class JetStreamBus implements Bus {
         created = (await ensureWorkQueueStream(jsm, stream, workQueueSettings(subject, replicas, this.options.maxStreamBytes), this.options.log)) || created;
       }
       // Streams created together often get their leaders on one node: spread them, or the
-      // table's writes would still go through one node.
-      if (created && streams.length > 1 && replicas > 1) await spreadLeaders(this.nc, jsm, streams.map(({ stream }) => stream), this.options.log);
+      // table's writes would still go through one node. Best effort: it never stops a start.
+      if (created && streams.length > 1 && replicas > 1) {
+        await spreadLeaders(this.nc, jsm, streams.map(({ stream }) => stream), this.options.log).catch((err: Error) => {
+          this.options.log?.warn({ table, err: err.message }, 'could not spread the leaders of the partition streams');
+        });
+      }
     }
     await this.direct.open();
   }
