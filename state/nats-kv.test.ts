@@ -90,6 +90,16 @@ describe('NatsKvStateStore across gateways', () => {
     await b?.shutdown();
   });
 
+  it('reads from the bucket\'s leader, so a record just written is read back (a direct get may come from a replica behind)', async () => {
+    const prefix = freshPrefix();
+    const store = new NatsKvStateStore(await natsConnection(), { bucketPrefix: prefix });
+    await store.put('things', 'written', { n: 1 });
+    expect(await store.get('things', 'written')).toEqual({ n: 1 });
+    const jsm = await jetstreamManager(await natsConnection());
+    expect((await jsm.streams.info(`KV_${prefix}things`)).config.allow_direct).toBe(false);
+    await store.shutdown();
+  });
+
   it('reports a write it cannot make (NATS gone) as unavailable, so callers answer 503, not 500', async () => {
     const nc = await natsConnection();
     const store = new NatsKvStateStore(nc, { bucketPrefix: freshPrefix() });

@@ -152,7 +152,10 @@ export class NatsKvStateStore implements StateStore {
   /** Opens (creating it if needed) the KV bucket, with the max age expireAfter asked for. */
   private async createBucket(name: string): Promise<KV> {
     const ttl = this.ttls.get(name);
-    const kv = await this.kvm.create(this.prefix + name, { replicas: this.replicas, history: 1, ...(ttl ? { ttl } : {}) });
+    // Reads from the bucket's leader, not by direct get: any replica may answer a direct get, one
+    // behind among them, and then a record just written reads as missing (a source created and
+    // then "no source") and a compare-and-set reads an old revision. Hot reads use the mirrors.
+    const kv = await this.kvm.create(this.prefix + name, { replicas: this.replicas, history: 1, allow_direct: false, ...(ttl ? { ttl } : {}) });
     // An existing bucket keeps its config through create(): bring its max age in line.
     if (ttl !== undefined && (await kv.status()).ttl !== ttl) {
       const jsm = await this.kvm.js.jetstreamManager();
