@@ -49,6 +49,9 @@ export default defineConfig({
     execArgv: ['--disable-wasm-trap-handler'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    // expect.poll waits several seconds, not vitest's 1 s: on a loaded 2-core machine a page's
+    // answer to a click can take longer (a drag-to-zoom's URL did, beside the full suite).
+    expect: { poll: { timeout: 15_000 } },
     projects: [
       { extends: true, test: { name: 'node-http', include: ['**/*.test.ts'], exclude: ['node_modules/**'] } },
       // uWebSockets.js's native binary exists for Node 20 only; elsewhere Sluice serves with node:http.
