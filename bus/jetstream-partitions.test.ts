@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SluiceMetrics } from '../core/metrics.ts';
 import { transcodeOtlp } from '../pipeline/otlp/index.ts';
 import { ChdbStorage } from '../storage/chdb.ts';
+import { removeNatsPrefixes } from '../test/harness.ts';
 import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
 import type { ChunkSink } from './bus.ts';
 import { JetStreamBus } from './jetstream.ts';
@@ -40,10 +41,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  const jsm = await jetstreamManager(nc);
-  for await (const name of jsm.streams.names()) {
-    if (prefixes.some((p) => name.startsWith(`${p}_`) || name.startsWith(`KV_${p.toLowerCase()}_`))) await jsm.streams.delete(name);
-  }
+  await removeNatsPrefixes(NATS_URL, prefixes.map((prefix) => `${prefix}_`));
   await nc.close();
   await storage.shutdown();
   await rm(dir, { recursive: true, force: true });
