@@ -14,6 +14,7 @@
  * `unavailable`: the consumer backs off and the batch stays on the bus.
  */
 import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { Readable } from 'node:stream';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient, type ClickHouseSettings, type DataFormat } from '@clickhouse/client';
 import { SluiceError } from '../core/errors.ts';
@@ -81,7 +82,9 @@ export class ClickhouseServerStorage implements Storage {
       url: this.options.url,
       request_timeout: this.options.requestTimeoutMs ?? 30_000,
       max_open_connections: this.options.maxOpenConnections ?? 10,
-      application: 'sluice',
+      // Sent in each request's User-Agent (system.query_log's http_user_agent): which process
+      // of a fleet ran a statement.
+      application: `sluice (host ${hostname()}, pid ${process.pid})`,
       // Every failure is thrown to the caller, which logs it once with context.
       log: { level: ClickHouseLogLevel.OFF },
     });

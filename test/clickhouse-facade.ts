@@ -53,6 +53,8 @@ export interface FacadeState {
   /** INSERTs chDB committed, and of those, how many are still being held before their answer. */
   inserts: number;
   held: number;
+  /** The User-Agent of each INSERT being held (Sluice's names its host and pid). */
+  heldFrom: string[];
   /** Requests answered 503 by the down switch. */
   refused: number;
   /** INSERTs whose insert_deduplication_token an earlier INSERT had used (a batch sent again). */
@@ -74,7 +76,7 @@ export async function serveClickhouseFacade(dataDir: string, port = 0): Promise<
   await mkdir(tmpDir, { recursive: true });
   const { Session } = await import('chdb');
   const session: Session = new Session(engineDir);
-  const state: FacadeState = { down: false, hold: false, inserts: 0, held: 0, refused: 0, repeatedTokens: 0 };
+  const state: FacadeState = { down: false, hold: false, inserts: 0, held: 0, heldFrom: [], refused: 0, repeatedTokens: 0 };
   const tokens = new Set<string>();
   let currentDb = 'default';
   let queue: Promise<unknown> = Promise.resolve();
@@ -150,9 +152,12 @@ export async function serveClickhouseFacade(dataDir: string, port = 0): Promise<
       if (token !== null && tokens.has(token)) state.repeatedTokens++;
       if (token !== null) tokens.add(token);
       if (state.hold) {
+        const agent = req.headers['user-agent'] ?? '';
         state.held++;
+        state.heldFrom.push(agent);
         await released;
         state.held--;
+        state.heldFrom.splice(state.heldFrom.indexOf(agent), 1);
       }
       res.writeHead(200, { ...headers, 'content-type': 'text/plain; charset=UTF-8' }).end();
       return;
