@@ -3,6 +3,9 @@
  * nats://127.0.0.1:4222; deploy/services.sh starts one). Each test uses buckets of its own.
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
@@ -11,6 +14,7 @@ import { InstallTokens, MAX_INSTALL_TOKENS_PER_SOURCE } from '../gateway/install
 import { CapReachedError, MAX_KEYS_PER_SOURCE, SourceRegistry } from '../gateway/sources.ts';
 import { capturedLog, escapedErrors, watchFeeds } from '../test/faults.ts';
 import { eventually } from '../test/harness.ts';
+import { startNatsCluster, type NatsCluster } from '../test/nats-cluster.ts';
 import { StateMirror } from './mirror.ts';
 import { NatsKvStateStore } from './nats-kv.ts';
 import { recordOf } from './shape.ts';
@@ -279,4 +283,46 @@ describe('NatsKvStateStore: values that are not JSON, watches that end', () => {
     await gatewayA.shutdown();
     await gatewayB.shutdown();
   });
+});
+
+describe('NatsKvStateStore reads while its bucket cannot answer', () => {
+  // A server of this test's own, frozen (SIGSTOP) as a bucket is while its nodes elect a leader.
+  let dir: string;
+  let server: NatsCluster;
+  let nc: NatsConnection;
+  const frozenFor = async (ms: number) => {
+    server.nodes[0]!.freeze();
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    server.nodes[0]!.thaw();
+  };
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'sluice-kv-frozen-'));
+    server = await startNatsCluster(dir, 1);
+    nc = await connect({ servers: server.url, timeout: 3000 });
+  }, 30_000);
+  afterAll(async () => {
+    server?.nodes[0]!.thaw();
+    await nc?.close();
+    await server?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('tries a read again while no answer comes, past one request\'s timeout (5 s), and answers once one does', async () => {
+    const store = new NatsKvStateStore(nc, { bucketPrefix: 'frozen_' });
+    await store.put('things', 'one', { n: 1 });
+    const reads = Promise.all([store.get('things', 'one'), store.getVersioned('things', 'one'), store.list('things')]);
+    await frozenFor(6000);
+    expect(await reads).toEqual([{ n: 1 }, { value: { n: 1 }, revision: 1 }, [['one', { n: 1 }]]]);
+    await store.shutdown();
+  }, 30_000);
+
+  it('past its patience, refuses the read as unavailable (503 + Retry-After), not with the driver\'s error', async () => {
+    const store = new NatsKvStateStore(nc, { bucketPrefix: 'patience_', readPatienceMs: 1000 });
+    await store.put('things', 'one', { n: 1 });
+    const refused = expect(store.get('things', 'one')).rejects.toMatchObject({ name: 'SluiceError', code: 'unavailable', message: expect.stringMatching(/^the state store could not be read: /) });
+    await frozenFor(6000);
+    await refused;
+    await store.shutdown();
+  }, 30_000);
 });

@@ -7,11 +7,14 @@
  * and a watch is kept open from the last revision it saw (core/kv-watch.ts).
  * The store does not own the NATS connection: whoever connected closes it.
  */
+import { JetStreamApiError } from '@nats-io/jetstream';
 import { Kvm, type KV, type KvEntry } from '@nats-io/kv';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { errors, type NatsConnection } from '@nats-io/transport-node';
 import { BadValues } from '../core/bad-values.ts';
+import { SluiceError } from '../core/errors.ts';
 import { KvWatch, readJson } from '../core/kv-watch.ts';
 import { fallbackLogger, type Logger } from '../core/log.ts';
+import { sleep } from '../core/supervisor.ts';
 import { stateWrite, type StateChange, type StateEventHandler, type StateStore, type Versioned } from './store.ts';
 
 export interface NatsKvStateStoreOptions {
@@ -23,6 +26,17 @@ export interface NatsKvStateStoreOptions {
   log?: Logger;
   /** First pause before a watch that ended is re-opened (it doubles up to 30 s). Default 250 ms. */
   watchMinBackoffMs?: number;
+  /**
+   * How long a read is tried again while its bucket cannot answer: a bucket with no leader
+   * (an election after a node died, a few seconds) times out or answers 503. Default 15000 ms.
+   */
+  readPatienceMs?: number;
+}
+
+/** Whether a failed read may succeed if tried again soon: no answer, or JetStream between leaders. */
+function transient(err: unknown): boolean {
+  return err instanceof errors.TimeoutError || err instanceof errors.NoRespondersError ||
+    (err instanceof errors.RequestError && err.isNoResponders()) || (err instanceof JetStreamApiError && err.status === 503);
 }
 
 /** KV keys allow [-/_=.a-zA-Z0-9]; anything else (and our marker '=') is stored base64url-encoded. */
@@ -58,12 +72,12 @@ export class NatsKvStateStore implements StateStore {
   }
 
   async get<T>(bucket: string, key: string): Promise<T | undefined> {
-    const entry = await (await this.open(bucket)).get(encodeKey(key));
+    const entry = await this.read(async () => (await this.open(bucket)).get(encodeKey(key)));
     return entry && entry.operation === 'PUT' ? this.decode<T>(bucket, entry) : undefined;
   }
 
   async getVersioned<T>(bucket: string, key: string): Promise<Versioned<T> | undefined> {
-    const entry = await (await this.open(bucket)).get(encodeKey(key));
+    const entry = await this.read(async () => (await this.open(bucket)).get(encodeKey(key)));
     if (!entry || entry.operation !== 'PUT') return undefined;
     const value = this.decode<T>(bucket, entry);
     return value === undefined ? undefined : { value, revision: entry.revision };
@@ -110,18 +124,43 @@ export class NatsKvStateStore implements StateStore {
   }
 
   async list<T>(bucket: string, onEvent?: StateEventHandler): Promise<Array<[string, T]>> {
-    const kv = await this.open(bucket);
-    const keys: string[] = [];
-    for await (const key of await kv.keys()) keys.push(key);
+    const read = await this.read(async () => {
+      const kv = await this.open(bucket);
+      const keys: string[] = [];
+      for await (const key of await kv.keys()) keys.push(key);
+      const entries: KvEntry[] = [];
+      for (const key of keys) {
+        const entry = await kv.get(key);
+        if (entry && entry.operation === 'PUT') entries.push(entry);
+      }
+      return entries;
+    });
     const entries: Array<[string, T]> = [];
-    for (const key of keys) {
-      const entry = await kv.get(key);
-      if (!entry || entry.operation !== 'PUT') continue;
+    for (const entry of read) {
       const value = this.decode<T>(bucket, entry);
-      if (value === undefined) onEvent?.({ type: 'bad_value', key: decodeKey(key) });
-      else entries.push([decodeKey(key), value]);
+      if (value === undefined) onEvent?.({ type: 'bad_value', key: decodeKey(entry.key) });
+      else entries.push([decodeKey(entry.key), value]);
     }
     return entries;
+  }
+
+  /**
+   * Runs a read, again while it fails for want of an answer (up to readPatienceMs), and turns
+   * its failure into `unavailable`: the caller answers 503 + Retry-After, never 500.
+   */
+  private async read<T>(attempt: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + (this.options.readPatienceMs ?? 15_000);
+    for (let pauseMs = 250; ; pauseMs = Math.min(2 * pauseMs, 2000)) {
+      try {
+        return await attempt();
+      } catch (err) {
+        if (err instanceof SluiceError) throw err;
+        if (!transient(err) || Date.now() + pauseMs > deadline) {
+          throw new SluiceError('unavailable', `the state store could not be read: ${(err as Error).message}`, { cause: err });
+        }
+        await sleep(pauseMs);
+      }
+    }
   }
 
   watch<T>(bucket: string, onChange: (change: StateChange<T>) => void, onEvent?: StateEventHandler): () => void {
