@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { SluiceError } from '../core/errors.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { BundledPool } from './bundled-pool.ts';
-import type { PipelineTask, TaskResult } from './tasks.ts';
+import type { BatchTask, PipelineTask, TaskResult } from './tasks.ts';
 import type { TranscoderSetting, TranscoderStatus } from './wasm/select.ts';
 import type { Fallback } from './wasm/transcoder.ts';
 
@@ -32,8 +32,14 @@ export interface PipelinePoolOptions {
   onTranscoderFallback?: (fallback: Fallback) => void;
 }
 
+interface Waiting {
+  task: PipelineTask;
+  resolve: (result: TaskResult) => void;
+  reject: (err: unknown) => void;
+}
+
 /**
- * Tasks a worker holds at once: the one it runs and the next, already in its port. A worker
+ * Tasks (batches) a worker holds at once: the one it runs and the next, already in its port. A worker
  * that finishes then goes on without sleeping; with one, it slept after every task until the
  * main thread heard of the result and woke it with the next: a sleep and a wake per request
  * even at saturation, and a wake cost 70–120 µs of CPU on the 2-vCPU virtual machine the bench
@@ -55,6 +61,10 @@ export class PipelinePool {
   private starting: Promise<void> | undefined;
   /** Buffers of rows the bus is done with, waiting for a task to carry them to a worker. */
   private spares: ArrayBuffer[] = [];
+  /** Requests handed over in this turn of the event loop, posted together at its end. */
+  private waiting: Waiting[] = [];
+  /** Requests decoded, and the messages (batches) that carried them to the threads. */
+  private readonly sent = { requests: 0, messages: 0 };
   /** The OTLP transcoder the threads run, once they started. */
   transcoder: TranscoderStatus | undefined;
 
@@ -102,23 +112,65 @@ export class PipelinePool {
 
   /** Ready while its threads run (piscina replaces a thread that died); figures for operators. */
   status(): ComponentStatus {
-    return this.threads.status();
+    const status = this.threads.status();
+    return { ...status, figures: { ...status.figures, ...this.sent } };
   }
 
-  async run(task: PipelineTask): Promise<TaskResult> {
+  /**
+   * Decodes a request on a thread. Requests handed over in the same turn of the event loop go
+   * to the threads together, at most one batch per thread (see post()).
+   */
+  run(task: PipelineTask): Promise<TaskResult> {
     if (!this.threads.piscina) throw new SluiceError('unavailable', 'pipeline is not running', { retryAfterSeconds: this.options.retryAfterSeconds });
+    if (task.kind === 'otlp') task.transcoder = this.transcoderSetting;
+    return new Promise((resolve, reject) => {
+      if (this.waiting.push({ task, resolve, reject }) === 1) setImmediate(() => this.post());
+    });
+  }
+
+  /**
+   * Sends the requests of this turn to the threads: as many batches as there are threads (fewer
+   * when fewer requests came), each one message with its bodies and some spares transferred.
+   * Every message to a thread costs the main thread a postMessage and, when the thread sleeps,
+   * a wake (70–330 µs of CPU on the 2-vCPU machine the bench runs on: bench/HISTORY.md, "Worker
+   * wake-ups"); one per batch instead of one per request. A batch waits for its slowest request,
+   * a millisecond or two at saturation, when many requests arrive in a turn.
+   */
+  private post(): void {
+    const waiting = this.waiting;
+    this.waiting = [];
+    const batches = Math.min(waiting.length, this.options.workers);
+    const size = Math.ceil(waiting.length / batches);
+    for (let from = 0; from < waiting.length; from += size) void this.runBatch(waiting.slice(from, from + size));
+  }
+
+  private async runBatch(batch: Waiting[]): Promise<void> {
+    const tasks = batch.map(({ task }) => task);
+    this.sent.requests += tasks.length;
+    this.sent.messages++;
     const transferList: ArrayBuffer[] = [];
     if (this.spares.length > 0) {
-      task.spares = this.spares.splice(0, SPARES_PER_TASK);
-      transferList.push(...task.spares);
+      tasks[0]!.spares = this.spares.splice(0, SPARES_PER_TASK);
+      transferList.push(...tasks[0]!.spares);
     }
     // Transfer only a buffer the body owns whole; a view into a shared buffer is copied.
-    const owned = task.body.byteOffset === 0 && task.body.byteLength === task.body.buffer.byteLength;
-    if (owned) transferList.push(task.body.buffer as ArrayBuffer);
-    if (task.kind === 'otlp') task.transcoder = this.transcoderSetting;
-    const result = await this.threads.run<TaskResult>(task, { transferList });
-    if (result.fallback) this.options.onTranscoderFallback?.(result.fallback);
-    return result;
+    for (const { body } of tasks) {
+      if (body.byteOffset === 0 && body.byteLength === body.buffer.byteLength) transferList.push(body.buffer as ArrayBuffer);
+    }
+    let results: TaskResult[];
+    try {
+      results = tasks.length === 1
+        ? [await this.threads.run<TaskResult>(tasks[0], { transferList })]
+        : await this.threads.run<TaskResult[]>({ kind: 'batch', tasks } satisfies BatchTask, { transferList });
+    } catch (err) {
+      for (const { reject } of batch) reject(err);
+      return;
+    }
+    for (const [i, { resolve }] of batch.entries()) {
+      const result = results[i]!;
+      if (result.fallback) this.options.onTranscoderFallback?.(result.fallback);
+      resolve(result);
+    }
   }
 
   /**

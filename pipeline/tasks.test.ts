@@ -172,6 +172,19 @@ describe('PipelinePool', () => {
     expect(logResult!.ok && rowsOf(logResult!).equals(rowsOf(transcodeAgent('logs', logs, 'src', Infinity, RECEIVED)))).toBe(true);
   });
 
+  it('sends the requests of one turn to the thread as one message, each request answered with its own rows or refusal', async () => {
+    const before = pool.status().figures!;
+    const bodies = Array.from({ length: 9 }, (_, i) => traces(300 + i, 20 + i));
+    const tasks = bodies.map((body, i) => (i === 4 ? { ...otlpTask(body), body: owned(Buffer.from('not gzip')) } : otlpTask(body)));
+    const results = await Promise.all(tasks.map((task) => pool.run(task)));
+    results.forEach((result, i) => {
+      if (i === 4) expect(result).toMatchObject({ ok: false, code: 'bad_request' });
+      else expect(result.ok && rowsOf(result).equals(rowsOf(transcodeOtlp('traces', 'protobuf', bodies[i]!, 'src'))), `request ${i}`).toBe(true);
+    });
+    const after = pool.status().figures!;
+    expect([Number(after.requests) - Number(before.requests), Number(after.messages) - Number(before.messages)]).toEqual([9, 1]);
+  });
+
   it('refuses a gzip bomb after a large request grew the thread\'s buffer, and serves the next request', async () => {
     const large = await pool.run({ ...otlpTask(traces(10, 3000)), maxBytes: 2 << 20 } as PipelineTask);
     expect(large.ok).toBe(true);

@@ -46,6 +46,12 @@ export type PipelineTask = (OtlpTask | AgentTask) & {
   spares?: ArrayBuffer[];
 };
 
+/** Requests sent to a thread in one message (pool.ts): run one after the other, answered in order. */
+export interface BatchTask {
+  kind: 'batch';
+  tasks: PipelineTask[];
+}
+
 export interface TaskSuccess {
   ok: true;
   tables: TableRows[];
@@ -77,7 +83,18 @@ export type TaskResult = TaskSuccess | TaskFailure;
  */
 const inflaters = newInflaters();
 
-export async function runTask(task: PipelineTask): Promise<unknown> {
+export async function runTask(task: PipelineTask | BatchTask): Promise<unknown> {
+  const results: TaskResult[] = [];
+  for (const one of task.kind === 'batch' ? task.tasks : [task]) results.push(await runOne(one));
+  const value = task.kind === 'batch' ? results : results[0];
+  // The row buffers move back to the main thread without a copy.
+  return move({
+    get [transferableSymbol]() { return results.flatMap((result) => (result.ok ? result.tables.map((t) => t.data.buffer) : [])); },
+    get [valueSymbol]() { return value; },
+  });
+}
+
+async function runOne(task: PipelineTask): Promise<TaskResult> {
   if (task.spares) offerSpares(task.spares);
   const otlp = task.kind === 'otlp' ? otlpTranscoder(task.transcoder ?? 'js') : undefined;
   try {
@@ -91,11 +108,7 @@ export async function runTask(task: PipelineTask): Promise<unknown> {
     const result: TaskSuccess = { ok: true, ...rows };
     const fallback = otlp?.takeFallback();
     if (fallback) result.fallback = fallback;
-    // The row buffers move back to the main thread without a copy.
-    return move({
-      get [transferableSymbol]() { return result.tables.map((t) => t.data.buffer); },
-      get [valueSymbol]() { return result; },
-    });
+    return result;
   } catch (err) {
     const error = toSluiceError(err);
     const failure: TaskFailure = { ok: false, code: error.code, message: error.message };
