@@ -53,8 +53,8 @@ export interface FacadeState {
   /** INSERTs chDB committed, and of those, how many are still being held before their answer. */
   inserts: number;
   held: number;
-  /** The User-Agent of each INSERT being held (Sluice's names its host and pid). */
-  heldFrom: string[];
+  /** The INSERTs being held: who sent each (its User-Agent: Sluice's names its host and pid) and its statement. */
+  heldInserts: Array<{ from: string; statement: string }>;
   /** Requests answered 503 by the down switch. */
   refused: number;
   /** INSERTs whose insert_deduplication_token an earlier INSERT had used (a batch sent again). */
@@ -76,7 +76,7 @@ export async function serveClickhouseFacade(dataDir: string, port = 0): Promise<
   await mkdir(tmpDir, { recursive: true });
   const { Session } = await import('chdb');
   const session: Session = new Session(engineDir);
-  const state: FacadeState = { down: false, hold: false, inserts: 0, held: 0, heldFrom: [], refused: 0, repeatedTokens: 0 };
+  const state: FacadeState = { down: false, hold: false, inserts: 0, held: 0, heldInserts: [], refused: 0, repeatedTokens: 0 };
   const tokens = new Set<string>();
   let currentDb = 'default';
   let queue: Promise<unknown> = Promise.resolve();
@@ -152,12 +152,12 @@ export async function serveClickhouseFacade(dataDir: string, port = 0): Promise<
       if (token !== null && tokens.has(token)) state.repeatedTokens++;
       if (token !== null) tokens.add(token);
       if (state.hold) {
-        const agent = req.headers['user-agent'] ?? '';
+        const held = { from: req.headers['user-agent'] ?? '', statement: insert[1]! };
         state.held++;
-        state.heldFrom.push(agent);
+        state.heldInserts.push(held);
         await released;
         state.held--;
-        state.heldFrom.splice(state.heldFrom.indexOf(agent), 1);
+        state.heldInserts.splice(state.heldInserts.indexOf(held), 1);
       }
       res.writeHead(200, { ...headers, 'content-type': 'text/plain; charset=UTF-8' }).end();
       return;
