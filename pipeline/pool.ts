@@ -121,7 +121,7 @@ export class PipelinePool {
    * to the threads together, at most one batch per thread (see post()).
    */
   run(task: PipelineTask): Promise<TaskResult> {
-    if (!this.threads.piscina) throw new SluiceError('unavailable', 'pipeline is not running', { retryAfterSeconds: this.options.retryAfterSeconds });
+    if (!this.threads.piscina) return Promise.reject(new SluiceError('unavailable', 'pipeline is not running', { retryAfterSeconds: this.options.retryAfterSeconds }));
     if (task.kind === 'otlp') task.transcoder = this.transcoderSetting;
     return new Promise((resolve, reject) => {
       if (this.waiting.push({ task, resolve, reject }) === 1) setImmediate(() => this.post());
@@ -148,15 +148,17 @@ export class PipelinePool {
     const tasks = batch.map(({ task }) => task);
     this.sent.requests += tasks.length;
     this.sent.messages++;
-    const transferList: ArrayBuffer[] = [];
+    // A set: a buffer listed twice cannot be transferred (two tasks of one body, say).
+    const transfers = new Set<ArrayBuffer>();
     if (this.spares.length > 0) {
       tasks[0]!.spares = this.spares.splice(0, SPARES_PER_TASK);
-      transferList.push(...tasks[0]!.spares);
+      for (const spare of tasks[0]!.spares) transfers.add(spare);
     }
     // Transfer only a buffer the body owns whole; a view into a shared buffer is copied.
     for (const { body } of tasks) {
-      if (body.byteOffset === 0 && body.byteLength === body.buffer.byteLength) transferList.push(body.buffer as ArrayBuffer);
+      if (body.byteOffset === 0 && body.byteLength === body.buffer.byteLength) transfers.add(body.buffer as ArrayBuffer);
     }
+    const transferList = [...transfers];
     let results: TaskResult[];
     try {
       results = tasks.length === 1

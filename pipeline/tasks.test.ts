@@ -176,13 +176,16 @@ describe('PipelinePool', () => {
     const before = pool.status().figures!;
     const bodies = Array.from({ length: 9 }, (_, i) => traces(300 + i, 20 + i));
     const tasks = bodies.map((body, i) => (i === 4 ? { ...otlpTask(body), body: owned(Buffer.from('not gzip')) } : otlpTask(body)));
+    // The same body twice: its buffer is transferred once.
+    tasks.push({ ...tasks[0]! });
+    bodies.push(bodies[0]!);
     const results = await Promise.all(tasks.map((task) => pool.run(task)));
     results.forEach((result, i) => {
       if (i === 4) expect(result).toMatchObject({ ok: false, code: 'bad_request' });
       else expect(result.ok && rowsOf(result).equals(rowsOf(transcodeOtlp('traces', 'protobuf', bodies[i]!, 'src'))), `request ${i}`).toBe(true);
     });
     const after = pool.status().figures!;
-    expect([Number(after.requests) - Number(before.requests), Number(after.messages) - Number(before.messages)]).toEqual([9, 1]);
+    expect([Number(after.requests) - Number(before.requests), Number(after.messages) - Number(before.messages)]).toEqual([10, 1]);
   });
 
   it('refuses a gzip bomb after a large request grew the thread\'s buffer, and serves the next request', async () => {
