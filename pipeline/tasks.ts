@@ -76,7 +76,8 @@ export type TaskResult = TaskSuccess | TaskFailure;
 /**
  * This thread's gzip and zstd inflaters: their buffers are reused by every request, so a body
  * inflated into one must be used up before the next. It is: a thread holds two tasks at most
- * (pool.ts) but JavaScript runs one at a time, a body is inflated and transcoded without an
+ * (pool.ts; a task may be a batch, whose requests run one after the other) but JavaScript runs
+ * one at a time, a body is inflated and transcoded without an
  * await in between (only zstd on a Node without its own awaits, and it decompresses into a
  * buffer of its own), and the rows are copies (nothing of the result points into the body).
  * The row writers are reused the same way.
