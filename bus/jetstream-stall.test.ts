@@ -7,7 +7,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, RetentionPolicy, type JetStreamClient } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +16,7 @@ import { eventually } from '../test/harness.ts';
 import { startNatsServer, type NatsProcess } from '../test/sluice-processes.ts';
 import type { TableChunk } from './bus.ts';
 import { JetStreamBus } from './jetstream.ts';
+import { PublishStall } from './jetstream-stall.ts';
 import { streamOf } from './jetstream-names.ts';
 
 const log = pino({ level: process.env.SLUICE_TEST_LOG_LEVEL ?? 'silent' });
@@ -69,5 +70,53 @@ describe('a JetStream bus whose server stops answering', () => {
     await bus.publish([chunk(10)]);
     expect((await jsm.streams.info(stream)).state.messages).toBe(1);
     await bus.shutdown();
+  });
+});
+
+describe('withdrawing while no stream takes requests (its nodes electing a leader)', () => {
+  /** A stream holding one message published with msgID `original` (its PubAck lost, say). */
+  async function streamWithOriginal(prefix: string) {
+    const { stream, subject } = streamOf(prefix, 'otel_traces');
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: stream, subjects: [subject], retention: RetentionPolicy.Workqueue });
+    await jetstream(nc).publish(subject, new Uint8Array([1, 2, 3]), { msgID: 'original' });
+    return { subject, messages: async () => (await jsm.streams.info(stream)).state.messages };
+  }
+
+  /** nats.js's JetStream client, but its first `refusals` publishes fail as they do while no stream leader answers. */
+  function electing(refusals: number) {
+    const js = jetstream(nc);
+    const calls = { publishes: 0 };
+    const client = {
+      publish: (...args: Parameters<JetStreamClient['publish']>) => {
+        if (calls.publishes++ < refusals) return Promise.reject(Object.assign(new Error('jetstream is not enabled'), { name: 'JetStreamNotEnabled' }));
+        return js.publish(...args);
+      },
+    } as unknown as JetStreamClient;
+    return { client, calls };
+  }
+
+  it('asks again until the stream takes the withdrawal (it once gave up at once: the refused request stayed stored)', async () => {
+    const { subject, messages } = await streamWithOriginal('STALLELECT');
+    const { client, calls } = electing(3);
+    const stall = new PublishStall(nc, client, { duplicateWindowMs: 60_000, probeRetryMs: 100, log });
+    stall.timedOut([{ subject, msgID: 'original', columns: 'A,B' }], []);
+    await eventually(() => stall.figures.withdrawalsPending === 0, 15_000);
+    expect(stall.figures).toEqual({ withdrawalsPending: 0, withdrawn: 1, notWithdrawn: 0 });
+    expect(calls.publishes).toBe(4);
+    expect(await messages()).toBe(0);
+    stall.shutdown();
+  });
+
+  it('withdraws later, by msgID, a stored part of a refused request whose delete no stream took', async () => {
+    const { subject, messages } = await streamWithOriginal('STALLLATER');
+    const { client } = electing(1);
+    const stall = new PublishStall(nc, client, { duplicateWindowMs: 60_000, probeRetryMs: 100, log });
+    stall.withdrawLater([{ subject, msgID: 'original', columns: 'A,B' }]);
+    expect(stall.stalled).toBe(false);
+    await eventually(() => stall.figures.withdrawn === 1, 15_000);
+    expect(stall.figures.notWithdrawn).toBe(0);
+    expect(await messages()).toBe(0);
+    stall.shutdown();
   });
 });

@@ -35,7 +35,7 @@ interface Pending extends UnsettledMessage {
 export interface StallOptions {
   /** Past it, the stream no longer knows the msgID: a late message cannot be found (JetStream duplicate window). */
   duplicateWindowMs: number;
-  /** Wait before a probe is sent again after the connection dropped it. Default 500 ms. */
+  /** Wait before a probe is sent again after the connection dropped it, and before a withdrawal no stream took is tried again. Default 500 ms. */
   probeRetryMs?: number;
   log?: Logger;
 }
@@ -45,6 +45,17 @@ export function outcomeUnknown(err: unknown): boolean {
   return err instanceof errors.TimeoutError || (err instanceof errors.RequestError && !err.isNoResponders());
 }
 
+/**
+ * Whether no stream took a request (nothing was done), for a moment: the stream has no leader
+ * (nodes electing one, no responders: nats.js says "jetstream is not enabled") or JetStream is
+ * not ready yet (a node just restarted answers 503).
+ */
+export function noStreamYet(err: unknown): boolean {
+  // nats.js does not export JetStreamNotEnabled: known by its name.
+  return (err instanceof Error && err.name === 'JetStreamNotEnabled') || err instanceof errors.NoRespondersError ||
+    (err instanceof errors.RequestError && err.isNoResponders()) || (err instanceof JetStreamApiError && err.status === 503);
+}
+
 export class PublishStall {
   private stalledSince: number | undefined;
   private kept: Reservation[] = [];
@@ -52,6 +63,7 @@ export class PublishStall {
   private withdrawing = false;
   private closed = false;
   private retryTimer: NodeJS.Timeout | undefined;
+  private withdrawTimer: NodeJS.Timeout | undefined;
   private pending: Pending[] = [];
   private readonly counts = { withdrawn: 0, notWithdrawn: 0 };
 
@@ -80,15 +92,26 @@ export class PublishStall {
    * server answers again.
    */
   timedOut(messages: readonly UnsettledMessage[], kept: readonly Reservation[]): void {
-    const now = Date.now();
-    for (const { subject, msgID, columns } of messages) this.pending.push({ subject, msgID, columns, since: now });
+    this.queue(messages);
     this.kept.push(...kept);
     this.enter();
+  }
+
+  /** Messages stored that could not be withdrawn now (no stream took the delete): withdrawn as the timed-out ones are. */
+  withdrawLater(messages: readonly UnsettledMessage[]): void {
+    this.queue(messages);
+    if (!this.stalled) void this.withdraw();
+  }
+
+  private queue(messages: readonly UnsettledMessage[]): void {
+    const now = Date.now();
+    for (const { subject, msgID, columns } of messages) this.pending.push({ subject, msgID, columns, since: now });
   }
 
   shutdown(): void {
     this.closed = true;
     clearTimeout(this.retryTimer);
+    clearTimeout(this.withdrawTimer);
     this.releaseKept();
   }
 
@@ -131,7 +154,10 @@ export class PublishStall {
     this.kept = [];
   }
 
-  /** Withdraws the pending messages one by one; a timeout stalls the bus again and leaves the rest for the next answer. */
+  /**
+   * Withdraws the pending messages one by one; a timeout stalls the bus again and leaves the rest
+   * for the next answer; a stream that cannot take requests yet (no leader) is asked again shortly.
+   */
   private async withdraw(): Promise<void> {
     if (this.withdrawing || this.closed) return;
     this.withdrawing = true;
@@ -153,12 +179,16 @@ export class PublishStall {
           this.pending.shift();
           this.counts.withdrawn++;
         } catch (err) {
-          if (!outcomeUnknown(err)) {
+          if (outcomeUnknown(err)) {
+            this.enter();
+          } else if (noStreamYet(err)) {
+            // Nothing was done: tried again in a moment (within the duplicate window).
+            this.withdrawTimer = setTimeout(() => void this.withdraw(), this.options.probeRetryMs ?? 500);
+            return;
+          } else {
             // "no message found": a consumer took it first.
             this.notWithdrawn(message, err instanceof JetStreamApiError ? err.message : String(err));
-            continue;
           }
-          this.enter();
         }
       }
     } catch (err) {

@@ -42,7 +42,7 @@ import { JetStreamStorageConsumer, type ConsumerTuning } from './jetstream-consu
 import { PARTS_HEADER, streamOf } from './jetstream-names.ts';
 import { JetStreamPublisher } from './jetstream-publisher.ts';
 import { ensureWorkQueueStream, isStreamFull, spreadLeaders, workQueueSettings } from './jetstream-streams.ts';
-import { outcomeUnknown, PublishStall } from './jetstream-stall.ts';
+import { noStreamYet, outcomeUnknown, PublishStall } from './jetstream-stall.ts';
 import { NatsDirect } from './nats-direct.ts';
 
 export interface JetStreamBusOptions {
@@ -423,7 +423,7 @@ export class JetStreamBus implements Bus {
       for (const request of requests) request.reject(refusal);
       return;
     }
-    await this.withdraw(messages.flatMap((message) => (message.ack ? [message.ack] : [])));
+    await this.withdraw(messages.filter((message) => message.ack !== undefined));
     const full = failed.filter((message) => isStreamFull(message.err));
     for (const table of new Set(full.map((message) => message.table))) {
       this.noteFull(table, full.filter((message) => message.table === table).map((message) => message.stream), requests.length);
@@ -439,16 +439,20 @@ export class JetStreamBus implements Bus {
    * stored" and the client's retry is not a duplicate. They are the newest messages of their
    * streams, far behind a consumer that let the stream fill up.
    */
-  private async withdraw(acks: PubAck[]): Promise<void> {
-    for (const ack of acks) {
+  private async withdraw(stored: Message[]): Promise<void> {
+    for (const message of stored) {
+      const { stream, seq } = message.ack!;
       try {
         this.jsm ??= await jetstreamManager(this.nc, { checkAPI: false });
-        await this.jsm.streams.deleteMessage(ack.stream, ack.seq, false);
+        await this.jsm.streams.deleteMessage(stream, seq, false);
       } catch (err) {
-        this.options.log?.error({ stream: ack.stream, seq: ack.seq, err: (err as Error).message }, 'could not withdraw part of a refused request: those rows may be stored');
+        // No stream took the delete (no leader yet), or no answer came: by its msgID, later.
+        if (noStreamYet(err) || outcomeUnknown(err)) this.stall.withdrawLater([message]);
+        else this.options.log?.error({ stream, seq, err: (err as Error).message }, 'could not withdraw part of a refused request: those rows may be stored');
       }
     }
   }
+
 }
 
 /** Ties two groups into one (the smaller moves into the larger). */
