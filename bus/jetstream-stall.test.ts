@@ -16,7 +16,7 @@ import { eventually } from '../test/harness.ts';
 import { startNatsServer, type NatsProcess } from '../test/sluice-processes.ts';
 import type { TableChunk } from './bus.ts';
 import { JetStreamBus } from './jetstream.ts';
-import { PublishStall } from './jetstream-stall.ts';
+import { deleteIfOurs, PublishStall } from './jetstream-stall.ts';
 import { streamOf } from './jetstream-names.ts';
 
 const log = pino({ level: process.env.SLUICE_TEST_LOG_LEVEL ?? 'silent' });
@@ -118,5 +118,21 @@ describe('withdrawing while no stream takes requests (its nodes electing a leade
     expect(stall.figures.notWithdrawn).toBe(0);
     expect(await messages()).toBe(0);
     stall.shutdown();
+  });
+});
+
+describe('deleteIfOurs', () => {
+  it('deletes a message only if it carries the msgID meant: a sequence named by a duplicate\'s PubAck is checked first', async () => {
+    const { stream, subject } = streamOf('STALLOURS', 'otel_traces');
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: stream, subjects: [subject], retention: RetentionPolicy.Workqueue });
+    const js = jetstream(nc);
+    const acknowledged = await js.publish(subject, new Uint8Array([1]), { msgID: 'acknowledged' });
+    const refused = await js.publish(subject, new Uint8Array([2]), { msgID: 'refused' });
+    expect(await deleteIfOurs(jsm, stream, acknowledged.seq, 'refused')).toBe(false);
+    expect((await jsm.streams.info(stream)).state.messages).toBe(2);
+    expect(await deleteIfOurs(jsm, stream, refused.seq, 'refused')).toBe(true);
+    await expect(deleteIfOurs(jsm, stream, refused.seq, 'refused')).rejects.toThrow(/a consumer took it first/);
+    expect((await jsm.streams.getMessage(stream, { seq: acknowledged.seq }))?.data).toEqual(new Uint8Array([1]));
   });
 });

@@ -17,7 +17,7 @@
  *   message carries the original's columns and 0 rows, so a consumer that takes it inserts nothing.
  */
 import { errors, headers, type NatsConnection } from '@nats-io/transport-node';
-import { JetStreamApiError, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
+import { JetStreamApiError, jetstreamManager, PubHeaders, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { Reservation } from '../core/byte-budget.ts';
 import type { Logger } from '../core/log.ts';
 
@@ -54,6 +54,22 @@ export function noStreamYet(err: unknown): boolean {
   // nats.js does not export JetStreamNotEnabled: known by its name.
   return (err instanceof Error && err.name === 'JetStreamNotEnabled') || err instanceof errors.NoRespondersError ||
     (err instanceof errors.RequestError && err.isNoResponders()) || (err instanceof JetStreamApiError && err.status === 503);
+}
+
+/**
+ * Deletes message `seq` of `stream` if it is the one published with `msgID`, and says whether it
+ * did; a message that is not there any more (a consumer took it) is an error, as the delete's.
+ * A sequence from a PubAck is not taken on trust: the answer to a publish sent again (by nats.js
+ * on a timeout, or by a withdrawal) around an election or a restart is a duplicate's, and
+ * deleting by a sequence that was not this message's would remove another request's
+ * acknowledged rows. Sequences are never reused, so the message read is the one deleted.
+ */
+export async function deleteIfOurs(jsm: JetStreamManager, stream: string, seq: number, msgID: string): Promise<boolean> {
+  const stored = await jsm.streams.getMessage(stream, { seq });
+  if (!stored) throw new Error(`no message ${seq} in ${stream}: a consumer took it first`);
+  if (stored.header?.get(PubHeaders.MsgIdHdr) !== msgID) return false;
+  await jsm.streams.deleteMessage(stream, seq, false);
+  return true;
 }
 
 export class PublishStall {
@@ -175,7 +191,10 @@ export class PublishStall {
           h.set('Sluice-Rows', '0');
           // Same msgID: a duplicate of the original if it arrived (its sequence comes back), else itself.
           const ack = await this.js.publish(message.subject, new Uint8Array(0), { msgID: message.msgID, headers: h });
-          await jsm.streams.deleteMessage(ack.stream, ack.seq, false);
+          if (!(await deleteIfOurs(jsm, ack.stream, ack.seq, message.msgID))) {
+            this.notWithdrawn(message, `message ${ack.seq}, which JetStream named, is another (its msgID differs): not deleted`);
+            continue;
+          }
           this.pending.shift();
           this.counts.withdrawn++;
         } catch (err) {

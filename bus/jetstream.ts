@@ -42,7 +42,7 @@ import { JetStreamStorageConsumer, type ConsumerTuning } from './jetstream-consu
 import { PARTS_HEADER, streamOf } from './jetstream-names.ts';
 import { JetStreamPublisher } from './jetstream-publisher.ts';
 import { ensureWorkQueueStream, isStreamFull, spreadLeaders, workQueueSettings } from './jetstream-streams.ts';
-import { noStreamYet, outcomeUnknown, PublishStall } from './jetstream-stall.ts';
+import { deleteIfOurs, noStreamYet, outcomeUnknown, PublishStall } from './jetstream-stall.ts';
 import { NatsDirect } from './nats-direct.ts';
 
 export interface JetStreamBusOptions {
@@ -444,7 +444,9 @@ export class JetStreamBus implements Bus {
       const { stream, seq } = message.ack!;
       try {
         this.jsm ??= await jetstreamManager(this.nc, { checkAPI: false });
-        await this.jsm.streams.deleteMessage(stream, seq, false);
+        if (!(await deleteIfOurs(this.jsm, stream, seq, message.msgID))) {
+          this.options.log?.error({ stream, seq, msgID: message.msgID }, 'could not withdraw part of a refused request: the PubAck named another message (not deleted); those rows may be stored');
+        }
       } catch (err) {
         // No stream took the delete (no leader yet), or no answer came: by its msgID, later.
         if (noStreamYet(err) || outcomeUnknown(err)) this.stall.withdrawLater([message]);

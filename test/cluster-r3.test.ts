@@ -160,7 +160,7 @@ describe('a three-node JetStream cluster under faults', () => {
     const missing = acknowledged.filter((name) => counts.get(name) !== SPANS);
     if (missing.length > 0) {
       // What the consumer was doing, for the next one to read (SLUICE_TEST_LOG_LEVEL=info has the rest).
-      console.log(`cluster-r3: ${missing.length} acknowledged requests not stored; consumer`, JSON.stringify(await consumer.readiness.report()), await streamInfo().then((info) => JSON.stringify(info?.state)));
+      console.log(`cluster-r3: ${missing.length} acknowledged requests not stored (${missing.join(', ')}); gateway`, JSON.stringify(await gateway.readiness.report()), 'consumer', JSON.stringify(await consumer.readiness.report()), await streamInfo().then((info) => JSON.stringify(info?.state)));
     }
     expect(missing, 'acknowledged but not stored whole').toEqual([]);
     expect(rows.filter((row) => Number(row.n) !== SPANS), 'stored twice or in part').toEqual([]);
