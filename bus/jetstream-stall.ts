@@ -19,6 +19,7 @@
 import { errors, headers, type NatsConnection } from '@nats-io/transport-node';
 import { JetStreamApiError, jetstreamManager, PubHeaders, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { Reservation } from '../core/byte-budget.ts';
+import { noStreamYet } from '../core/jetstream-errors.ts';
 import type { Logger } from '../core/log.ts';
 
 /** A message whose publish timed out: it may still be stored. */
@@ -43,17 +44,6 @@ export interface StallOptions {
 /** Whether a failed publish may still be stored: it was sent, and no answer came. */
 export function outcomeUnknown(err: unknown): boolean {
   return err instanceof errors.TimeoutError || (err instanceof errors.RequestError && !err.isNoResponders());
-}
-
-/**
- * Whether no stream took a request (nothing was done), for a moment: the stream has no leader
- * (nodes electing one, no responders: nats.js says "jetstream is not enabled") or JetStream is
- * not ready yet (a node just restarted answers 503).
- */
-export function noStreamYet(err: unknown): boolean {
-  // nats.js does not export JetStreamNotEnabled: known by its name.
-  return (err instanceof Error && err.name === 'JetStreamNotEnabled') || err instanceof errors.NoRespondersError ||
-    (err instanceof errors.RequestError && err.isNoResponders()) || (err instanceof JetStreamApiError && err.status === 503);
 }
 
 /**

@@ -35,6 +35,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, PubHeaders, type JetStreamClient, type JetStreamManager, type PubAck } from '@nats-io/jetstream';
 import type { Reservation } from '../core/byte-budget.ts';
 import { SluiceError } from '../core/errors.ts';
+import { noStreamYet } from '../core/jetstream-errors.ts';
 import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { sameColumns, type Bus, type BusFigures, type ChunkSink, type TableChunk } from './bus.ts';
@@ -42,7 +43,7 @@ import { JetStreamStorageConsumer, type ConsumerTuning } from './jetstream-consu
 import { PARTS_HEADER, streamOf } from './jetstream-names.ts';
 import { JetStreamPublisher } from './jetstream-publisher.ts';
 import { ensureWorkQueueStream, isStreamFull, spreadLeaders, workQueueSettings } from './jetstream-streams.ts';
-import { deleteIfOurs, noStreamYet, outcomeUnknown, PublishStall } from './jetstream-stall.ts';
+import { deleteIfOurs, outcomeUnknown, PublishStall } from './jetstream-stall.ts';
 import { NatsDirect } from './nats-direct.ts';
 
 export interface JetStreamBusOptions {
@@ -454,7 +455,6 @@ export class JetStreamBus implements Bus {
       }
     }
   }
-
 }
 
 /** Ties two groups into one (the smaller moves into the larger). */

@@ -7,11 +7,11 @@
  * and a watch is kept open from the last revision it saw (core/kv-watch.ts).
  * The store does not own the NATS connection: whoever connected closes it.
  */
-import { JetStreamApiError } from '@nats-io/jetstream';
 import { Kvm, type KV, type KvEntry } from '@nats-io/kv';
 import { errors, type NatsConnection } from '@nats-io/transport-node';
 import { BadValues } from '../core/bad-values.ts';
 import { SluiceError } from '../core/errors.ts';
+import { noStreamYet } from '../core/jetstream-errors.ts';
 import { KvWatch, readJson } from '../core/kv-watch.ts';
 import { fallbackLogger, type Logger } from '../core/log.ts';
 import { sleep } from '../core/supervisor.ts';
@@ -34,10 +34,7 @@ export interface NatsKvStateStoreOptions {
 }
 
 /** Whether a failed read may succeed if tried again soon: no answer, or JetStream between leaders. */
-function transient(err: unknown): boolean {
-  return err instanceof errors.TimeoutError || err instanceof errors.NoRespondersError ||
-    (err instanceof errors.RequestError && err.isNoResponders()) || (err instanceof JetStreamApiError && err.status === 503);
-}
+const transient = (err: unknown) => err instanceof errors.TimeoutError || noStreamYet(err);
 
 /** KV keys allow [-/_=.a-zA-Z0-9]; anything else (and our marker '=') is stored base64url-encoded. */
 const SAFE_KEY = /^[-/_.a-zA-Z0-9]+$/;

@@ -1,0 +1,17 @@
+/**
+ * JetStream failures that mean "nothing was done, ask again in a moment": shared by the state
+ * store's reads and the bus's withdrawals, which both ride through elections.
+ */
+import { JetStreamApiError } from '@nats-io/jetstream';
+import { errors } from '@nats-io/transport-node';
+
+/**
+ * Whether no stream took a request, for a moment: the stream has no leader (its nodes are
+ * electing one: no responders, which nats.js reports as "jetstream is not enabled") or JetStream
+ * is not ready yet (a node just restarted answers 503).
+ */
+export function noStreamYet(err: unknown): boolean {
+  // nats.js does not export JetStreamNotEnabled: known by its name.
+  return (err instanceof Error && err.name === 'JetStreamNotEnabled') || err instanceof errors.NoRespondersError ||
+    (err instanceof errors.RequestError && err.isNoResponders()) || (err instanceof JetStreamApiError && err.status === 503);
+}
