@@ -321,8 +321,9 @@ describe('NatsKvStateStore reads while its bucket cannot answer', () => {
     const store = new NatsKvStateStore(nc, { bucketPrefix: 'patience_', readPatienceMs: 1000 });
     await store.put('things', 'one', { n: 1 });
     const refused = expect(store.get('things', 'one')).rejects.toMatchObject({ name: 'SluiceError', code: 'unavailable', message: expect.stringMatching(/^the state store could not be read: /) });
-    await frozenFor(6000);
+    // Frozen well past the request's timeout (5 s), so the answer cannot beat the timer on a loaded machine.
+    await frozenFor(12_000);
     await refused;
     await store.shutdown();
-  }, 30_000);
+  }, 40_000);
 });
