@@ -312,7 +312,7 @@ describe('NatsKvStateStore reads while its bucket cannot answer', () => {
     const store = new NatsKvStateStore(nc, { bucketPrefix: 'frozen_' });
     await store.put('things', 'one', { n: 1 });
     const reads = Promise.all([store.get('things', 'one'), store.getVersioned('things', 'one'), store.list('things')]);
-    await frozenFor(6000);
+    await frozenFor(8000);
     expect(await reads).toEqual([{ n: 1 }, { value: { n: 1 }, revision: 1 }, [['one', { n: 1 }]]]);
     await store.shutdown();
   }, 30_000);
