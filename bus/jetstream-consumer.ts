@@ -392,7 +392,7 @@ export class JetStreamStorageConsumer {
   /** A batch some consumer started: finish it exactly as it was, or just ack if it is done. */
   private async finishManifest(jsm: JetStreamManager, stream: string, table: string, index: ManifestIndex, key: string, held: PulledMessage[]): Promise<void> {
     const manifests = index.kv;
-    const entry = await manifests.get(key);
+    const entry = await viaNats('read the batch manifest', () => manifests.get(key));
     const manifest = entry?.operation === 'PUT' ? entry.json<Manifest>() : undefined;
     if (!entry || !manifest) {
       // Expired (older than the bucket's TTL): nothing says whether it was stored; store it.
@@ -401,7 +401,7 @@ export class JetStreamStorageConsumer {
       return;
     }
     if (manifest.state === 'committed') {
-      await Promise.all(held.map((m) => m.ackAck()));
+      await viaNats('ack messages of a stored batch', () => Promise.all(held.map((m) => m.ackAck())));
       return;
     }
     try {
@@ -418,7 +418,7 @@ export class JetStreamStorageConsumer {
       const message = bySeq.get(seq);
       if (message) chunks.push(toChunk(table, message.data, message.headers));
       else {
-        const stored = await jsm.streams.getMessage(stream, { seq });
+        const stored = await viaNats(`read message ${seq} of ${stream}`, () => jsm.streams.getMessage(stream, { seq }));
         if (stored) chunks.push(toChunk(table, stored.data, stored.header));
       }
     }
@@ -433,9 +433,9 @@ export class JetStreamStorageConsumer {
       return;
     }
     const committed: Manifest = { ...manifest, state: 'committed' };
-    await manifests.put(key, JSON.stringify(committed));
+    await viaNats('commit the batch manifest', () => manifests.put(key, JSON.stringify(committed)));
     index.apply(key, committed);
-    await Promise.all(held.map((m) => m.ackAck()));
+    await viaNats('ack the batch', () => Promise.all(held.map((m) => m.ackAck())));
     this.count(held);
   }
 
