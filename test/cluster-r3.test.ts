@@ -15,7 +15,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSluice } from '../bin/app.ts';
-import { streamOf } from '../bus/jetstream-names.ts';
+import { manifestBucketOf, streamOf } from '../bus/jetstream-names.ts';
 import { eventually, startTestRole } from './harness.ts';
 import { startNatsCluster, untilJetStreamAnswers, type NatsCluster, type NatsNode } from './nats-cluster.ts';
 import { encodeTraces, traceRequest } from './otlp-fixtures.ts';
@@ -57,10 +57,10 @@ async function start(role: 'gateway' | 'consume'): Promise<RunningSluice> {
   return app;
 }
 
-/** The traces stream as JetStream describes it now; undefined while it cannot say (an election, a node down). */
-async function streamInfo() {
+/** A stream (default: the traces stream) as JetStream describes it now; undefined while it cannot say (an election, a node down). */
+async function streamInfo(stream = STREAM) {
   try {
-    return await (await jetstreamManager(nc)).streams.info(STREAM);
+    return await (await jetstreamManager(nc)).streams.info(stream);
   } catch {
     return undefined;
   }
@@ -160,7 +160,12 @@ describe('a three-node JetStream cluster under faults', () => {
     const missing = acknowledged.filter((name) => counts.get(name) !== SPANS);
     if (missing.length > 0) {
       // What the consumer was doing, for the next one to read (SLUICE_TEST_LOG_LEVEL=info has the rest).
-      console.log(`cluster-r3: ${missing.length} acknowledged requests not stored (${missing.join(', ')}); gateway`, JSON.stringify(await gateway.readiness.report()), 'consumer', JSON.stringify(await consumer.readiness.report()), await streamInfo().then((info) => JSON.stringify(info?.state)));
+      const manifests = await streamInfo(`KV_${manifestBucketOf(prefix)}`);
+      console.log(
+        `cluster-r3: ${missing.length} acknowledged requests not stored (${missing.join(', ')}); gateway`, JSON.stringify(await gateway.readiness.report()),
+        'consumer', JSON.stringify(await consumer.readiness.report()), 'traces stream', await streamInfo().then((info) => JSON.stringify({ state: info?.state, cluster: info?.cluster })),
+        'manifests bucket', JSON.stringify({ state: manifests?.state, cluster: manifests?.cluster }),
+      );
     }
     expect(missing, 'acknowledged but not stored whole').toEqual([]);
     expect(rows.filter((row) => Number(row.n) !== SPANS), 'stored twice or in part').toEqual([]);
