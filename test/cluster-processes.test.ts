@@ -261,7 +261,7 @@ describe('cluster processes: 2 gateways, 2 consumers, storage behind the ClickHo
     // The dead consumer's batch comes back after the ack wait (ACK_WAIT_SECONDS) to a live one.
     await expectExactlyOnce('b. consumer SIGKILL', await traffic.stop(), 60_000);
     // Its committed batch was sent again under the same token (the rows may all be stored before
-    // that: the first insert landed), and storage kept one copy: nothing twice, checked above.
+    // that: the first insert landed), and storage kept one copy.
     await until('the killed consumer\'s batch inserted again under its token', async () => (await facade!.state()).repeatedTokens > 0, 60_000);
     const { repeatedTokens } = await facade!.state();
     expect(await duplicates(traffic.service), 'duplicate SpanIds after the batch came again').toBe(0);
