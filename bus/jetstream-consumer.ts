@@ -420,6 +420,7 @@ export class JetStreamStorageConsumer {
       else {
         const stored = await viaNats(`read message ${seq} of ${stream}`, () => jsm.streams.getMessage(stream, { seq }));
         if (stored) chunks.push(toChunk(table, stored.data, stored.header));
+        else await this.notYetThere(jsm, stream, seq);
       }
     }
     try {
@@ -437,6 +438,18 @@ export class JetStreamStorageConsumer {
     index.apply(key, committed);
     await viaNats('ack the batch', () => Promise.all(held.map((m) => m.ackAck())));
     this.count(held);
+  }
+
+  /**
+   * A message of a pending batch that the stream says it does not have: deleted (a gateway
+   * withdrew it: its request got 503), or not there yet: a leader elected after every node
+   * restarted may answer before it has applied the stream's last messages. Left out then, the
+   * batch would be committed without it, and the message, delivered later, acked as stored. So a
+   * sequence past the stream's end throws (an outage: the batch waits); one inside it was deleted.
+   */
+  private async notYetThere(jsm: JetStreamManager, stream: string, seq: number): Promise<void> {
+    const { state } = await viaNats(`read the state of ${stream}`, () => jsm.streams.info(stream));
+    if (seq > state.last_seq) throw new SluiceError('unavailable', `message ${seq} of ${stream} is not there yet (the stream ends at ${state.last_seq}): its batch waits`);
   }
 
   /** The batch (or what of it is not yet stored) comes back after the backoff; acked messages ignore the nak. */

@@ -8,6 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DiscardPolicy, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,6 +22,7 @@ import type { ChunkSink, TableChunk } from './bus.ts';
 import { JetStreamBus } from './jetstream.ts';
 import { JetStreamStorageConsumer } from './jetstream-consumer.ts';
 import { DURABLE, manifestBucketOf, streamOf } from './jetstream-names.ts';
+import type { ManifestIndex } from './batch-manifests.ts';
 import type { NatsDirect } from './nats-direct.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -206,6 +208,29 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     release();
     await Promise.all([first.shutdown(), second.shutdown()]);
     expect(await countOf('frozen')).toBe(300);
+  });
+
+  it('keeps a pending batch waiting while one of its messages is past the stream\'s end (a leader behind after every node restarted), then stores it whole', async () => {
+    const { prefix, bus } = fixture();
+    await bus.start();
+    const { stream } = streamOf(prefix, 'otel_traces');
+    const consumer = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, maxBackoffMs: 200, log }, sink);
+    consumer.start();
+    // A batch a consumer started before the restart: messages 1, 2 and 3. The stream has 1 and 2 so far.
+    const indexes = (consumer as unknown as { manifests: Map<string, ManifestIndex> }).manifests;
+    await until(async () => indexes.size > 0, 15_000);
+    const manifests = await new Kvm(nc).open(manifestBucketOf(prefix));
+    await manifests.put(`${stream}.1`, JSON.stringify({ token: `${stream}:1-3:before-the-restart`, seqs: [1, 2, 3], state: 'pending' }));
+    await until(async () => [...indexes.values()].some((index) => index.find(stream, 1) !== undefined), 15_000);
+    for (const name of ['behind-1', 'behind-2']) await bus.publish(chunksOf(name, 50));
+    // The batch waits: it is not stored without message 3, nor committed.
+    await until(async () => consumer.stats.failures > 0, 15_000);
+    expect(JSON.parse((await manifests.get(`${stream}.1`))!.string()).state).toBe('pending');
+    expect(await countOf('behind-1')).toBe(0);
+    await bus.publish(chunksOf('behind-3', 50));
+    await until(async () => (await countOf('behind-3')) === 50 && (await consumer.lag('otel_traces')).messages === 0, 30_000);
+    expect([await countOf('behind-1'), await countOf('behind-2'), await countOf('behind-3')]).toEqual([50, 50, 50]);
+    await consumer.shutdown();
   });
 
   it('a pull that ends in an error keeps the messages it already delivered (no wait for ackWait)', async () => {
