@@ -420,7 +420,7 @@ export class JetStreamStorageConsumer {
       else {
         const stored = await viaNats(`read message ${seq} of ${stream}`, () => jsm.streams.getMessage(stream, { seq }));
         if (stored) chunks.push(toChunk(table, stored.data, stored.header));
-        else await this.notYetThere(jsm, stream, seq);
+        else await this.throwIfNotYetThere(jsm, stream, seq);
       }
     }
     try {
@@ -447,7 +447,7 @@ export class JetStreamStorageConsumer {
    * batch would be committed without it, and the message, delivered later, acked as stored. So a
    * sequence past the stream's end throws (an outage: the batch waits); one inside it was deleted.
    */
-  private async notYetThere(jsm: JetStreamManager, stream: string, seq: number): Promise<void> {
+  private async throwIfNotYetThere(jsm: JetStreamManager, stream: string, seq: number): Promise<void> {
     const { state } = await viaNats(`read the state of ${stream}`, () => jsm.streams.info(stream));
     if (seq > state.last_seq) throw new SluiceError('unavailable', `message ${seq} of ${stream} is not there yet (the stream ends at ${state.last_seq}): its batch waits`);
   }

@@ -14,7 +14,7 @@ import { InstallTokens, MAX_INSTALL_TOKENS_PER_SOURCE } from '../gateway/install
 import { CapReachedError, MAX_KEYS_PER_SOURCE, SourceRegistry } from '../gateway/sources.ts';
 import { capturedLog, escapedErrors, watchFeeds } from '../test/faults.ts';
 import { eventually } from '../test/harness.ts';
-import { startNatsCluster, type NatsCluster } from '../test/nats-cluster.ts';
+import { startNatsServer, type NatsProcess } from '../test/sluice-processes.ts';
 import { StateMirror } from './mirror.ts';
 import { NatsKvStateStore } from './nats-kv.ts';
 import { recordOf } from './shape.ts';
@@ -288,21 +288,24 @@ describe('NatsKvStateStore: values that are not JSON, watches that end', () => {
 describe('NatsKvStateStore reads while its bucket cannot answer', () => {
   // A server of this test's own, frozen (SIGSTOP) as a bucket is while its nodes elect a leader.
   let dir: string;
-  let server: NatsCluster;
+  let server: NatsProcess;
   let nc: NatsConnection;
-  const frozenFor = async (ms: number) => {
-    server.nodes[0]!.freeze();
+  /** Runs `reads` once the server is frozen (every thread stopped: one still running could answer), thaws it after `ms`. */
+  const whileFrozenFor = async <T>(ms: number, reads: () => Promise<T>): Promise<T> => {
+    await server.freeze();
+    const pending = reads();
     await new Promise((resolve) => setTimeout(resolve, ms));
-    server.nodes[0]!.thaw();
+    server.thaw();
+    return pending;
   };
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'sluice-kv-frozen-'));
-    server = await startNatsCluster(dir, 1);
+    server = await startNatsServer(dir);
     nc = await connect({ servers: server.url, timeout: 3000 });
   }, 30_000);
   afterAll(async () => {
-    server?.nodes[0]!.thaw();
+    server?.thaw();
     await nc?.close();
     await server?.stop();
     if (dir) await rm(dir, { recursive: true, force: true });
@@ -311,19 +314,16 @@ describe('NatsKvStateStore reads while its bucket cannot answer', () => {
   it('tries a read again while no answer comes, past one request\'s timeout (5 s), and answers once one does', async () => {
     const store = new NatsKvStateStore(nc, { bucketPrefix: 'frozen_' });
     await store.put('things', 'one', { n: 1 });
-    const reads = Promise.all([store.get('things', 'one'), store.getVersioned('things', 'one'), store.list('things')]);
-    await frozenFor(8000);
-    expect(await reads).toEqual([{ n: 1 }, { value: { n: 1 }, revision: 1 }, [['one', { n: 1 }]]]);
+    const reads = await whileFrozenFor(8000, () => Promise.all([store.get('things', 'one'), store.getVersioned('things', 'one'), store.list('things')]));
+    expect(reads).toEqual([{ n: 1 }, { value: { n: 1 }, revision: 1 }, [['one', { n: 1 }]]]);
     await store.shutdown();
   }, 30_000);
 
   it('past its patience, refuses the read as unavailable (503 + Retry-After), not with the driver\'s error', async () => {
     const store = new NatsKvStateStore(nc, { bucketPrefix: 'patience_', readPatienceMs: 1000 });
     await store.put('things', 'one', { n: 1 });
-    const refused = expect(store.get('things', 'one')).rejects.toMatchObject({ name: 'SluiceError', code: 'unavailable', message: expect.stringMatching(/^the state store could not be read: /) });
     // Frozen well past the request's timeout (5 s), so the answer cannot beat the timer on a loaded machine.
-    await frozenFor(12_000);
-    await refused;
+    await whileFrozenFor(12_000, () => expect(store.get('things', 'one')).rejects.toMatchObject({ name: 'SluiceError', code: 'unavailable', message: expect.stringMatching(/^the state store could not be read: /) }));
     await store.shutdown();
   }, 40_000);
 });

@@ -50,10 +50,9 @@ const INSERT_WITH_DATA = /^\s*(INSERT\s+INTO\s+[\s\S]+?)\s+FORMAT\s+(\w+)\s*;?\s
 export interface FacadeState {
   down: boolean;
   hold: boolean;
-  /** INSERTs chDB committed, and of those, how many are still being held before their answer. */
+  /** INSERTs chDB committed. */
   inserts: number;
-  held: number;
-  /** The INSERTs being held: who sent each (its User-Agent: Sluice's names its host and pid) and its statement. */
+  /** Those still held before their answer: who sent each (its User-Agent: Sluice's names its host and pid) and its statement. */
   heldInserts: Array<{ from: string; statement: string }>;
   /** Requests answered 503 by the down switch. */
   refused: number;
@@ -76,7 +75,7 @@ export async function serveClickhouseFacade(dataDir: string, port = 0): Promise<
   await mkdir(tmpDir, { recursive: true });
   const { Session } = await import('chdb');
   const session: Session = new Session(engineDir);
-  const state: FacadeState = { down: false, hold: false, inserts: 0, held: 0, heldInserts: [], refused: 0, repeatedTokens: 0 };
+  const state: FacadeState = { down: false, hold: false, inserts: 0, heldInserts: [], refused: 0, repeatedTokens: 0 };
   const tokens = new Set<string>();
   let currentDb = 'default';
   let queue: Promise<unknown> = Promise.resolve();
@@ -153,10 +152,8 @@ export async function serveClickhouseFacade(dataDir: string, port = 0): Promise<
       if (token !== null) tokens.add(token);
       if (state.hold) {
         const held = { from: req.headers['user-agent'] ?? '', statement: insert[1]! };
-        state.held++;
         state.heldInserts.push(held);
         await released;
-        state.held--;
         state.heldInserts.splice(state.heldInserts.indexOf(held), 1);
       }
       res.writeHead(200, { ...headers, 'content-type': 'text/plain; charset=UTF-8' }).end();

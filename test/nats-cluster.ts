@@ -52,7 +52,6 @@ function listening(child: ChildProcess, name: string): Promise<void> {
   });
 }
 
-/** Starts `size` JetStream nodes routed to each other (one: a server on its own) and waits until JetStream answers. */
 export async function startNatsCluster(dir: string, size = 3): Promise<NatsCluster> {
   const ports = await Promise.all(Array.from({ length: size }, async () => ({ client: await freePort(), cluster: await freePort() })));
   const children: Array<ChildProcess | undefined> = [];
@@ -61,9 +60,10 @@ export async function startNatsCluster(dir: string, size = 3): Promise<NatsClust
     const routes = ports.filter((_, j) => j !== i).map((other) => `nats://127.0.0.1:${other.cluster}`).join(',');
     const start = async () => {
       await mkdir(join(dir, name), { recursive: true });
-      // One node is a server of its own: a cluster of one would wait for peers.
-      const clustering = size > 1 ? ['--cluster_name', 'sluice-test', '--cluster', `nats://127.0.0.1:${cluster}`, '--routes', routes] : [];
-      const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(client), '-js', '-sd', join(dir, name), '--server_name', name, ...clustering], { stdio: ['ignore', 'ignore', 'pipe'] });
+      const child = spawn('nats-server', [
+        '-a', '127.0.0.1', '-p', String(client), '-js', '-sd', join(dir, name), '--server_name', name,
+        '--cluster_name', 'sluice-test', '--cluster', `nats://127.0.0.1:${cluster}`, '--routes', routes,
+      ], { stdio: ['ignore', 'ignore', 'pipe'] });
       children[i] = child;
       await listening(child, name);
     };
