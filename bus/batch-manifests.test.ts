@@ -48,7 +48,7 @@ describe('ManifestIndex', () => {
     await kv.put('S_A.2', 'not json{');
     const index = new ManifestIndex(kv, HOUR_MS, { name, log });
     await index.start();
-    expect(index.find('S_A', 2)?.key).toBe('S_A.1');
+    expect(index.find('S_A', 2, '')?.key).toBe('S_A.1');
     expect(index.status()).toMatchObject({ ok: true, figures: { badValues: 1 } });
 
     let seq = 10;
@@ -60,19 +60,19 @@ describe('ManifestIndex', () => {
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
     })();
-    await eventually(() => index.find('S_A', 13));
+    await eventually(() => index.find('S_A', 13, ''));
     await kv.put('S_A.3', 'not json{');
     await kv.put('S_A.4', JSON.stringify({ token: 'no seqs', state: 'committed' }));
     await put(kv, 'S_A.1', manifest(1, 2));
     await kv.put('S_A.1', JSON.stringify({ token: 'seqs of the wrong kind', seqs: ['1'], state: 'pending' }));
     const before = seq;
-    await eventually(() => index.find('S_A', before + 11));
+    await eventually(() => index.find('S_A', before + 11, ''));
     writing = false;
     await traffic;
-    await eventually(() => index.find('S_A', seq + 1));
+    await eventually(() => index.find('S_A', seq + 1, ''));
 
     // The manifest that became unreadable left the index: its batch may be stored again, never lost.
-    expect(index.find('S_A', 1)).toBeUndefined();
+    expect(index.find('S_A', 1, '')).toBeUndefined();
     expect(index.status()).toMatchObject({ ok: true, figures: { badValues: 4, restarts: 0 } });
     expect(index.status().detail).toBe('4 unreadable manifests skipped (keys in the log)');
     const warned = entries().filter((entry) => entry.msg === 'skipped a stored value that cannot be read');
@@ -89,7 +89,7 @@ describe('ManifestIndex', () => {
     const index = new ManifestIndex(kv, HOUR_MS, { name, log: capturedLog().log, watchMinBackoffMs: 10 });
     await index.start();
     await put(kv, 'S_B.2', manifest(2));
-    await eventually(() => index.find('S_B', 2));
+    await eventually(() => index.find('S_B', 2, ''));
 
     const reopen = feeds.holdNextOpen();
     feeds.latest().stop();
@@ -98,13 +98,13 @@ describe('ManifestIndex', () => {
     await put(kv, 'S_B.3', manifest(3));
     await kv.delete('S_B.1');
     reopen.release();
-    await eventually(() => index.find('S_B', 3) && !index.find('S_B', 1));
+    await eventually(() => index.find('S_B', 3, '') && !index.find('S_B', 1, ''));
     await eventually(() => index.status().ok);
     expect(index.status().figures).toMatchObject({ restarts: 1, badValues: 0 });
 
     feeds.latest().stop(new Error('permissions violation'));
     await put(kv, 'S_B.4', manifest(4));
-    await eventually(() => index.find('S_B', 4));
+    await eventually(() => index.find('S_B', 4, ''));
     await eventually(() => index.status().ok && index.status().figures!.restarts === 2);
     expect(errors.escaped).toEqual([]);
     index.stop();
@@ -118,18 +118,35 @@ describe('ManifestIndex', () => {
     await put(kv, 'S_D.1000', manifest(1000));
     const index = new ManifestIndex(kv, HOUR_MS, { name, log: capturedLog().log });
     await index.start();
-    expect([1000, 1030, 5000].map((seq) => index.find('S_C', seq)?.key)).toEqual(['S_C.1000', 'S_C.1000', 'S_C.1000']);
-    expect(index.find('S_C', 1032)?.key).toBe('S_C.1031');
-    expect(index.find('S_D', 1000)?.key).toBe('S_D.1000');
-    expect([1029, 1033, 4999, 5001].map((seq) => index.find('S_C', seq))).toEqual([undefined, undefined, undefined, undefined]);
-    expect(index.find('S_D', 1030)).toBeUndefined();
+    expect([1000, 1030, 5000].map((seq) => index.find('S_C', seq, '')?.key)).toEqual(['S_C.1000', 'S_C.1000', 'S_C.1000']);
+    expect(index.find('S_C', 1032, '')?.key).toBe('S_C.1031');
+    expect(index.find('S_D', 1000, '')?.key).toBe('S_D.1000');
+    expect([1029, 1033, 4999, 5001].map((seq) => index.find('S_C', seq, ''))).toEqual([undefined, undefined, undefined, undefined]);
+    expect(index.find('S_D', 1030, '')).toBeUndefined();
 
     index.apply('S_C.1000', { ...manifest(1000, 1030), state: 'pending' });
-    expect(index.find('S_C', 5000)).toBeUndefined();
-    expect(index.find('S_C', 1030)?.manifest.state).toBe('pending');
+    expect(index.find('S_C', 5000, '')).toBeUndefined();
+    expect(index.find('S_C', 1030, '')?.manifest.state).toBe('pending');
     index.apply('S_C.1000', undefined);
-    expect(index.find('S_C', 1000)).toBeUndefined();
-    expect(index.find('S_C', 1031)?.key).toBe('S_C.1031');
+    expect(index.find('S_C', 1000, '')).toBeUndefined();
+    expect(index.find('S_C', 1031, '')?.key).toBe('S_C.1031');
+    index.stop();
+  });
+
+  it('tells a batch\'s message from a new one given its sequence (a stream created again, or reset by a crash) by its msgID', async () => {
+    const { kv, name } = await freshBucket();
+    await put(kv, 'S_E.1', { ...manifest(1, 2, 3), ids: ['gw:1', 'gw:2', ''] });
+    // Written by a consumer before msgIDs were kept: by sequence alone, as it was.
+    await put(kv, 'S_E.4', manifest(4));
+    // ids that do not line up with seqs cannot be trusted: unreadable.
+    await put(kv, 'S_E.5', { ...manifest(5, 6), ids: ['gw:5'] });
+    const index = new ManifestIndex(kv, HOUR_MS, { name, log: capturedLog().log });
+    await index.start();
+    expect([index.find('S_E', 1, 'gw:1')?.key, index.find('S_E', 2, 'gw:2')?.key, index.find('S_E', 3, '')?.key]).toEqual(['S_E.1', 'S_E.1', 'S_E.1']);
+    expect([index.find('S_E', 1, 'gw-after-reset:1'), index.find('S_E', 2, ''), index.find('S_E', 3, 'gw:3')]).toEqual([undefined, undefined, undefined]);
+    expect(index.find('S_E', 4, 'anything')?.key).toBe('S_E.4');
+    expect(index.find('S_E', 5, 'gw:5')).toBeUndefined();
+    expect(index.status().figures).toMatchObject({ badValues: 1 });
     index.stop();
   });
 });

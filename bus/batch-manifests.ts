@@ -4,6 +4,11 @@
  * hour without a KV round trip: a message that comes back after it was stored — redelivered,
  * or reappearing because a nats-server killed with SIGKILL lost the acks it had not yet
  * written — is recognised and acked instead of being inserted again.
+ * A message is recognised by its sequence *and* its msgID (the gateway's Nats-Msg-Id): a stream
+ * deleted and created again, or one nats-server 2.9 restarted at sequence 0 after a SIGKILL
+ * (its WorkQueue streams can lose their last sequence, nats-io/nats-server#6600), gives new
+ * messages the sequences of batches stored within the hour. Matched by sequence alone, they
+ * would be acked as stored and lost.
  * The watch is kept open from the last revision it saw (core/kv-watch.ts); a manifest that
  * cannot be read is counted and left out (its batch may then be inserted again, never lost).
  */
@@ -16,6 +21,8 @@ import type { ComponentStatus } from '../core/readiness.ts';
 export interface Manifest {
   token: string;
   seqs: number[];
+  /** Each message's msgID, in the order of `seqs` ('' for a message published without one). Absent in manifests written by earlier consumers: those match by sequence alone. */
+  ids?: string[];
   state: 'pending' | 'committed';
 }
 
@@ -51,7 +58,8 @@ function isManifest(value: unknown): value is Manifest {
   return (
     typeof manifest === 'object' && manifest !== null && typeof manifest.token === 'string' &&
     (manifest.state === 'pending' || manifest.state === 'committed') &&
-    Array.isArray(manifest.seqs) && manifest.seqs.length > 0 && manifest.seqs.every(Number.isSafeInteger)
+    Array.isArray(manifest.seqs) && manifest.seqs.length > 0 && manifest.seqs.every(Number.isSafeInteger) &&
+    (manifest.ids === undefined || (Array.isArray(manifest.ids) && manifest.ids.length === manifest.seqs.length && manifest.ids.every((id) => typeof id === 'string')))
   );
 }
 
@@ -154,9 +162,15 @@ export class ManifestIndex {
     if (ranges.size === 0) this.byRange.delete(entry.stream);
   }
 
-  /** The manifest whose batch holds message `seq` of `stream`, if any. */
-  find(stream: string, seq: number): { key: string; manifest: Manifest } | undefined {
+  /** The manifest whose batch holds message `seq` of `stream` with this msgID, if any. */
+  find(stream: string, seq: number, msgID: string): { key: string; manifest: Manifest } | undefined {
     const entries = this.byRange.get(stream)?.get(Math.floor(seq / RANGE));
-    return entries?.find((entry) => entry.manifest.seqs.includes(seq));
+    return entries?.find((entry) => holds(entry.manifest, seq, msgID));
   }
+}
+
+/** Whether a manifest's batch holds the message with this sequence and msgID. */
+export function holds(manifest: Manifest, seq: number, msgID: string): boolean {
+  const at = manifest.seqs.indexOf(seq);
+  return at !== -1 && (manifest.ids === undefined || manifest.ids[at] === msgID);
 }

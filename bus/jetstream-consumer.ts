@@ -5,7 +5,8 @@
  *
  * Exactly once, with a write-ahead batch manifest in a KV bucket and ClickHouse insert
  * deduplication:
- *   1. fresh messages form a batch; its manifest {token, seqs, pending} is written first;
+ *   1. fresh messages form a batch; its manifest {token, seqs, ids, pending} is written first
+ *      (ids: the messages' msgIDs, so a new message given an old sequence is not taken for it);
  *   2. the batch is inserted with insert_deduplication_token = token;
  *   3. the manifest is marked committed, then the messages are acked. Committed manifests stay
  *      in the bucket for an hour (its TTL).
@@ -37,7 +38,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
-import { jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, PubHeaders, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { pino } from 'pino';
 import { SluiceError } from '../core/errors.ts';
@@ -47,7 +48,7 @@ import type { ComponentStatus } from '../core/readiness.ts';
 import { sleep, Supervisor, type LoopContext } from '../core/supervisor.ts';
 import { isDataError } from '../storage/errors.ts';
 import type { ChunkSink, ConsumerLag, TableChunk } from './bus.ts';
-import { ManifestIndex, type Manifest } from './batch-manifests.ts';
+import { holds, ManifestIndex, type Manifest } from './batch-manifests.ts';
 import { storeIsolating } from './isolate.ts';
 import { deadLetterOf, DURABLE, manifestBucketOf, partitionOf, PARTS_HEADER, streamOf } from './jetstream-names.ts';
 import { ensureDurableConsumer } from './jetstream-streams.ts';
@@ -312,7 +313,7 @@ export class JetStreamStorageConsumer {
     const byManifest = new Map<string, PulledMessage[]>();
     for (const message of messages) {
       if (message.deliveryCount > 1) this.stats.redelivered++;
-      const owner = index.find(stream, message.seq);
+      const owner = index.find(stream, message.seq, msgIdOf(message.headers));
       if (!owner) fresh.push(message);
       else byManifest.set(owner.key, [...(byManifest.get(owner.key) ?? []), message]);
     }
@@ -348,12 +349,12 @@ export class JetStreamStorageConsumer {
    * A message storage refused. When it holds several requests' rows (PARTS_HEADER), each
    * request's rows are stored on their own, split as a batch is, and only the refused ones are
    * parked: one client's bad rows never park another's. Each insert's token is the message's
-   * sequence and its part range, so after a redelivery the same parts are dropped as duplicates.
+   * sequence, msgID and part range, so after a redelivery the same parts are dropped as duplicates.
    */
   private async storeRequestsApart(stream: string, table: string, message: PulledMessage, err: unknown, refused: (err: unknown) => boolean): Promise<void> {
     const parts = partsOf(table, message);
     if (parts.length <= 1) return this.deadLetter(table, message, err);
-    const outcomes = await storeIsolating(parts, (group) => this.sink(group.map((part) => part.chunk), `${stream}:${message.seq}:parts:${group[0]!.index}-${group.at(-1)!.index}`), refused);
+    const outcomes = await storeIsolating(parts, (group) => this.sink(group.map((part) => part.chunk), `${stream}:${message.seq}:${msgIdOf(message.headers)}:parts:${group[0]!.index}-${group.at(-1)!.index}`), refused);
     const outage = outcomes.find((outcome) => outcome !== undefined && !refused(outcome));
     if (outage !== undefined) throw outage; // retried: the parts stored so far are deduplicated then
     for (const [i, partErr] of outcomes.entries()) if (partErr !== undefined) await this.park(table, message, partErr, parts[i]!);
@@ -363,9 +364,10 @@ export class JetStreamStorageConsumer {
   }
 
   private async insertFresh(stream: string, table: string, index: ManifestIndex, messages: PulledMessage[]): Promise<void> {
-    const seqs = messages.map((m) => m.seq).sort((a, b) => a - b);
+    const sorted = [...messages].sort((a, b) => a.seq - b.seq);
+    const seqs = sorted.map((m) => m.seq);
     const key = `${stream}.${seqs[0]}`;
-    const manifest: Manifest = { token: `${stream}:${seqs[0]}-${seqs[seqs.length - 1]}:${randomUUID()}`, seqs, state: 'pending' };
+    const manifest: Manifest = { token: `${stream}:${seqs[0]}-${seqs[seqs.length - 1]}:${randomUUID()}`, seqs, ids: sorted.map((m) => msgIdOf(m.headers)), state: 'pending' };
     await viaNats('write the batch manifest', () => index.kv.put(key, JSON.stringify(manifest)));
     index.apply(key, manifest);
     try {
@@ -419,8 +421,9 @@ export class JetStreamStorageConsumer {
       if (message) chunks.push(toChunk(table, message.data, message.headers));
       else {
         const stored = await viaNats(`read message ${seq} of ${stream}`, () => jsm.streams.getMessage(stream, { seq }));
-        if (stored) chunks.push(toChunk(table, stored.data, stored.header));
-        else await this.throwIfNotYetThere(jsm, stream, seq);
+        if (!stored) await this.throwIfNotYetThere(jsm, stream, seq);
+        // Another message under its sequence: the batch's own is gone (as if withdrawn).
+        else if (holds(manifest, seq, msgIdOf(stored.header))) chunks.push(toChunk(table, stored.data, stored.header));
       }
     }
     try {
@@ -551,4 +554,9 @@ function partsOf(table: string, message: PulledMessage): Part[] {
 
 function rowsOf(h: Headers): number {
   return Number(h?.get('Sluice-Rows') ?? 0);
+}
+
+/** The msgID a gateway gave the message ('' if it has none). */
+function msgIdOf(h: Headers): string {
+  return h?.get(PubHeaders.MsgIdHdr) ?? '';
 }

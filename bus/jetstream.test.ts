@@ -221,7 +221,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     await until(async () => indexes.size > 0, 15_000);
     const manifests = await new Kvm(nc).open(manifestBucketOf(prefix));
     await manifests.put(`${stream}.1`, JSON.stringify({ token: `${stream}:1-3:before-the-restart`, seqs: [1, 2, 3], state: 'pending' }));
-    await until(async () => [...indexes.values()].some((index) => index.find(stream, 1) !== undefined), 15_000);
+    await until(async () => [...indexes.values()].some((index) => index.find(stream, 1, '') !== undefined), 15_000);
     for (const name of ['behind-1', 'behind-2']) await bus.publish(chunksOf(name, 50));
     // The batch waits: it is not stored without message 3, nor committed.
     await until(async () => consumer.stats.failures > 0, 15_000);
@@ -230,6 +230,59 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     await bus.publish(chunksOf('behind-3', 50));
     await until(async () => (await countOf('behind-3')) === 50 && (await consumer.lag('otel_traces')).messages === 0, 30_000);
     expect([await countOf('behind-1'), await countOf('behind-2'), await countOf('behind-3')]).toEqual([50, 50, 50]);
+    await consumer.shutdown();
+  });
+
+  it('stores the new messages of a stream that starts again at sequence 1 within the manifests\' hour (deleted and created again, or reset by a crash)', async () => {
+    const { prefix, bus } = fixture();
+    await bus.start();
+    const consume = () => new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, log }, sink);
+    const before = consume();
+    before.start();
+    for (const name of ['reset-before-1', 'reset-before-2', 'reset-before-3']) await bus.publish(chunksOf(name, 20));
+    await until(async () => (await countOf('reset-before-3')) === 20 && (await before.lag('otel_traces')).messages === 0, 30_000);
+    await before.shutdown();
+    // Sequences 1–3 belong to committed batches in the manifest bucket; the stream starts over.
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.delete(streamOf(prefix, 'otel_traces').stream);
+    await bus.start();
+    for (const name of ['reset-after-1', 'reset-after-2', 'reset-after-3']) await bus.publish(chunksOf(name, 20));
+    expect((await jsm.streams.info(streamOf(prefix, 'otel_traces').stream)).state.last_seq).toBe(3);
+    const after = consume();
+    after.start();
+    // (lag() throws until the new stream's durable consumer exists)
+    await until(async () => (await after.lag('otel_traces').catch(() => undefined))?.messages === 0, 30_000);
+    expect(await Promise.all(['reset-after-1', 'reset-after-2', 'reset-after-3'].map(countOf))).toEqual([20, 20, 20]);
+    expect(await countOf('reset-before-1')).toBe(20);
+    await after.shutdown();
+  });
+
+  it('finishes a pending batch without the new message that took the sequence of one of its own', async () => {
+    const { prefix, bus } = fixture();
+    await bus.start();
+    const { stream } = streamOf(prefix, 'otel_traces');
+    const jsm = await jetstreamManager(nc);
+    const consume = () => new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, log }, sink);
+    // A consumer that ran before creates the manifest bucket.
+    const earlier = consume();
+    earlier.start();
+    await until(async () => (earlier as unknown as { manifests: Map<string, ManifestIndex> }).manifests.size > 0, 15_000);
+    await earlier.shutdown();
+    await bus.publish(chunksOf('pending-own', 20));
+    await bus.publish(chunksOf('pending-newcomer', 20));
+    const msgIdAt = async (seq: number) => (await jsm.streams.getMessage(stream, { seq }))!.header.get('Nats-Msg-Id');
+    // A batch of messages 1 and 2 whose insert landed before the crash; message 2 is gone and a newcomer has its sequence.
+    const token = `${stream}:1-2:landed`;
+    const own = (await jsm.streams.getMessage(stream, { seq: 1 }))!;
+    await sink([{ table: 'otel_traces', columns: own.header.get('Sluice-Columns').split(','), rows: Number(own.header.get('Sluice-Rows')), data: own.data }], token);
+    const manifests = await new Kvm(nc).open(manifestBucketOf(prefix));
+    await manifests.put(`${stream}.1`, JSON.stringify({ token, seqs: [1, 2], ids: [await msgIdAt(1), 'a-message-now-gone'], state: 'pending' }));
+    const consumer = consume();
+    consumer.start();
+    await until(async () => (await consumer.lag('otel_traces').catch(() => undefined))?.messages === 0, 30_000);
+    // Inserted again under the batch's token, the newcomer would have been dropped as a duplicate.
+    expect([await countOf('pending-own'), await countOf('pending-newcomer')]).toEqual([20, 20]);
+    expect(JSON.parse((await manifests.get(`${stream}.1`))!.string()).state).toBe('committed');
     await consumer.shutdown();
   });
 
