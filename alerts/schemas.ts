@@ -3,9 +3,9 @@
  * unknown fields refused, strings and lists bounded, defaults filled in. A refused body is an
  * ApiError 400 naming the first problem's field.
  */
-import { Ajv, type ValidateFunction } from 'ajv';
+import { Ajv } from 'ajv';
 import { ApiError } from '../core/errors.ts';
-import { firstProblem } from '../core/validation.ts';
+import { firstProblem, lazyValidators } from '../core/validation.ts';
 
 const object = (properties: Record<string, unknown>, required: string[]) => ({ type: 'object', properties, required, additionalProperties: false });
 const text = (maxLength: number, minLength = 0) => ({ type: 'string', minLength, maxLength });
@@ -70,14 +70,13 @@ export const ALERT_SCHEMAS = {
   }, ['endsAt', 'comment']),
 } as const;
 
-const ajv = new Ajv({ allErrors: false, strict: true, discriminator: true, useDefaults: true });
-const validators = Object.fromEntries(Object.entries(ALERT_SCHEMAS).map(([key, schema]) => [key, ajv.compile(schema)])) as Record<keyof typeof ALERT_SCHEMAS, ValidateFunction>;
+const validator = lazyValidators(ALERT_SCHEMAS, () => new Ajv({ allErrors: false, strict: true, discriminator: true, useDefaults: true }));
 
 /** The body as `T` (a copy, defaults filled in), or ApiError 400 naming the field. */
 export function validAlertBody<T>(schema: keyof typeof ALERT_SCHEMAS, body: unknown): T {
   // A copy: ajv fills defaults in place, and the caller's body stays as it was sent.
   const value = structuredClone(body ?? {});
-  const validate = validators[schema];
+  const validate = validator(schema);
   if (!validate(value)) {
     const error = validate.errors![0]!;
     // An unknown condition kind: name the tag and the kinds there are, not ajv's "oneOf" wording.

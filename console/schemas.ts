@@ -3,7 +3,7 @@
  * strings and lists bounded. A refused body answers 400 naming the first problem.
  */
 import { Ajv } from 'ajv';
-import { firstProblem } from '../core/validation.ts';
+import { firstProblem, lazyValidators } from '../core/validation.ts';
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../accounts/passwords.ts';
 import { ApiError } from '../core/errors.ts';
 import { isEmailAddress } from '../core/email-address.ts';
@@ -44,14 +44,12 @@ export const CONSOLE_SCHEMAS = {
 
 export type ConsoleSchemaName = keyof typeof CONSOLE_SCHEMAS;
 
-const ajv = new Ajv({ allErrors: false, strict: true });
-ajv.addFormat('email-address', { type: 'string', validate: isEmailAddress });
-const validators = Object.fromEntries(Object.entries(CONSOLE_SCHEMAS).map(([key, schema]) => [key, ajv.compile(schema)]));
+const validator = lazyValidators(CONSOLE_SCHEMAS, () => new Ajv({ allErrors: false, strict: true }).addFormat('email-address', { type: 'string', validate: isEmailAddress }));
 
 /** The body as `T`, or 400 naming the problem. An absent body counts as `{}`. */
 export function validBody<T>(schema: ConsoleSchemaName, body: unknown): T {
   const value = body ?? {};
-  const validate = validators[schema]!;
+  const validate = validator(schema);
   if (!validate(value)) {
     const problem = firstProblem(validate.errors ?? [], { format: 'must be one email address' });
     throw new ApiError(400, `Validation failed: ${problem.field} ${problem.message}`, { field: problem.field });

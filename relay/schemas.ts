@@ -7,7 +7,7 @@ import { Ajv } from 'ajv';
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../accounts/passwords.ts';
 import { E164_PATTERN, E164_RULE } from '../core/e164.ts';
 import { isEmailAddress } from '../core/email-address.ts';
-import { firstProblem } from '../core/validation.ts';
+import { firstProblem, lazyValidators } from '../core/validation.ts';
 import { validationFailed } from './errors.ts';
 import { ROLES } from '../accounts/model.ts';
 import { CAPTCHA_PROVIDERS, CHANNELS } from './model.ts';
@@ -148,12 +148,12 @@ export function isOrigin(value: string): boolean {
 export type BodyValidator = <T>(schema: AdminSchemaName, body: unknown) => T;
 
 export function createBodyValidator(): BodyValidator {
-  const ajv = new Ajv({ allErrors: false, strict: true, strictTypes: false });
-  ajv.addFormat('email-address', { type: 'string', validate: isEmailAddress });
-  ajv.addFormat('origin', { type: 'string', validate: isOrigin });
-  const validators = new Map(Object.entries({ ...ADMIN_SCHEMAS, ...PUBLIC_SCHEMAS }).map(([key, value]) => [key as AdminSchemaName, ajv.compile(value)]));
+  const validator = lazyValidators({ ...ADMIN_SCHEMAS, ...PUBLIC_SCHEMAS } as Record<AdminSchemaName, object>, () =>
+    new Ajv({ allErrors: false, strict: true, strictTypes: false })
+      .addFormat('email-address', { type: 'string', validate: isEmailAddress })
+      .addFormat('origin', { type: 'string', validate: isOrigin }));
   return <T>(schema: AdminSchemaName, body: unknown): T => {
-    const validate = validators.get(schema)!;
+    const validate = validator(schema);
     if (!validate(body)) {
       const problem = firstProblem(validate.errors!);
       throw validationFailed(problem.field, formatMessage(validate.errors![0]!.params.format, problem.message));

@@ -8,8 +8,8 @@
  * services and 20 attribute filters; names up to 256 characters, values and text up to 1024.
  * Unknown fields are refused: a misspelt filter must not silently match everything.
  */
-import { Ajv, type ValidateFunction } from 'ajv';
-import { firstProblem } from '../../core/validation.ts';
+import { Ajv } from 'ajv';
+import { firstProblem, lazyValidators } from '../../core/validation.ts';
 import type { Aggregation, LogQuery, MetricKind, MetricQuery, TimeRange, TraceQuery } from '../api.ts';
 import { MAX_RANGE_DAYS } from './config.ts';
 import { QueryValidationError } from './errors.ts';
@@ -89,15 +89,11 @@ export const metricQuerySchema = rangeBody('ConsoleMetricQuery', {
 
 type Kind = 'timeRange' | 'deploys' | 'service' | 'logs' | 'traces' | 'metric';
 const SCHEMAS = { timeRange: timeRangeSchema, deploys: deployQuerySchema, service: serviceQuerySchema, logs: logQuerySchema, traces: traceQuerySchema, metric: metricQuerySchema };
-let validators: Record<Kind, ValidateFunction> | undefined;
+// allErrors off: the first problem is the one the answer names. Defaults (limit) are filled in.
+const validator = lazyValidators(SCHEMAS, () => new Ajv({ allErrors: false, useDefaults: true, strict: true, strictTypes: false }));
 
 function validate<T extends TimeRange>(kind: Kind, body: unknown): T {
-  validators ??= (() => {
-    // allErrors off: the first problem is the one the answer names. Defaults (limit) are filled in.
-    const ajv = new Ajv({ allErrors: false, useDefaults: true, strict: true, strictTypes: false });
-    return Object.fromEntries(Object.entries(SCHEMAS).map(([key, schema]) => [key, ajv.compile(schema)])) as Record<Kind, ValidateFunction>;
-  })();
-  const check = validators[kind];
+  const check = validator(kind);
   // A copy: the defaults (limit) go into it, not into the caller's object.
   if (typeof body === 'object' && body !== null && !Array.isArray(body)) body = { ...body };
   if (!check(body)) {
