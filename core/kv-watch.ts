@@ -5,6 +5,12 @@
  * by revision instead: a watch that ends or fails is re-opened with backoff (the Supervisor's),
  * from the revision after the last one it delivered, so puts and deletes made meanwhile still
  * arrive, in order. Used by the NATS KV state store and the storage consumers' manifest index.
+ *
+ * A watch can also go quiet without ending: after every nats-server was killed at once, nats.js
+ * re-created the watch's consumer and it delivered nothing while heartbeats still came (a key
+ * added then was never seen by the gateway). So an open watch of a whole bucket is checked
+ * against the bucket's last revision every `auditMs`: still short of the revision the bucket
+ * had at the previous check, it is re-opened from the last revision it delivered.
  */
 import type { KV, KvEntry, KvWatchEntry } from '@nats-io/kv';
 import type { QueuedIterator } from '@nats-io/nats-core';
@@ -26,6 +32,8 @@ export interface KvWatchOptions {
   minBackoffMs?: number;
   /** Longest pause between re-opens. Default 30 s. */
   maxBackoffMs?: number;
+  /** How often an open watch of a whole bucket is checked against the bucket's last revision (not done with `keys`). Default 15 s. */
+  auditMs?: number;
 }
 
 export class KvWatch {
@@ -86,9 +94,10 @@ export class KvWatch {
 
   private async follow({ signal, report }: LoopContext): Promise<void> {
     report({ ok: false, detail: 'opening the watch' });
+    let kv: KV;
     let updates: QueuedIterator<KvWatchEntry>;
     try {
-      const kv = await this.bucket();
+      kv = await this.bucket();
       this.revision ??= (await kv.status()).streamInfo.state.last_seq;
       updates = await kv.watch({ resumeFromRevision: this.revision + 1, ...(this.options.keys ? { key: this.options.keys } : {}) });
       // Ready once the watch is open, not merely once its revision is fixed: a bucket keeps only
@@ -104,6 +113,11 @@ export class KvWatch {
     const stopUpdates = () => updates.stop();
     signal.addEventListener('abort', stopUpdates, { once: true });
     if (signal.aborted) stopUpdates();
+    let quiet: string | undefined;
+    const audit = this.options.keys === undefined ? this.audit(kv, (reason) => {
+      quiet = reason;
+      updates.stop();
+    }) : undefined;
     try {
       report({ ok: true });
       const resumed = this.reopening;
@@ -116,10 +130,39 @@ export class KvWatch {
     } catch (err) {
       throw this.failed(err);
     } finally {
+      audit?.stop();
       signal.removeEventListener('abort', stopUpdates);
       updates.stop();
     }
-    if (!signal.aborted) throw this.failed(new Error('the watch ended by itself'));
+    if (!signal.aborted) throw this.failed(new Error(quiet ?? 'the watch ended by itself'));
+  }
+
+  /**
+   * Checks every auditMs that the watch delivered what the bucket held one check earlier;
+   * calls `quiet` (once) when it did not. A check that cannot read the bucket is skipped.
+   */
+  private audit(kv: KV, quiet: (reason: string) => void): { stop(): void } {
+    const everyMs = this.options.auditMs ?? 15_000;
+    let owed: number | undefined; // the bucket's last revision at the previous check, when ahead of the watch
+    let timer: NodeJS.Timeout | undefined;
+    let stopped = false;
+    const check = async () => {
+      const last = await kv.status().then((status) => status.streamInfo.state.last_seq, () => undefined);
+      if (stopped) return;
+      const delivered = this.revision ?? 0;
+      if (owed !== undefined && delivered < owed) {
+        return quiet(`the watch delivered nothing past revision ${delivered} in ${everyMs / 1000} s while the bucket was at ${owed}`);
+      }
+      if (last !== undefined) owed = last > delivered ? last : undefined;
+      timer = setTimeout(check, everyMs).unref();
+    };
+    timer = setTimeout(check, everyMs).unref();
+    return {
+      stop() {
+        stopped = true;
+        clearTimeout(timer);
+      },
+    };
   }
 
   private deliver(entry: KvEntry): void {

@@ -231,6 +231,27 @@ describe('NatsKvStateStore: values that are not JSON, watches that end', () => {
     await store.shutdown();
   });
 
+  it('re-opens a watch that delivers nothing while its bucket moves on (quiet after every server restarted), from the last revision it delivered', async () => {
+    const nc = await natsConnection();
+    const prefix = freshPrefix();
+    const store = new NatsKvStateStore(nc, { bucketPrefix: prefix, log: capturedLog().log, watchMinBackoffMs: 10, watchAuditMs: 300 });
+    await store.put('things', 'a', { name: 'a', n: 1 });
+    const feeds = watchFeeds(`${prefix}things`);
+    feeds.muteNextOpen();
+    const mirror = new StateMirror(store, 'things', { validate: isThing, log: capturedLog().log });
+    await mirror.start();
+    expect(mirror.get('a')).toEqual({ name: 'a', n: 1 });
+    // A quiet bucket is no reason to re-open: the watch is owed nothing.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(mirror.status()).toMatchObject({ ok: true, figures: { restarts: 0 } });
+    await store.put('things', 'b', { name: 'b', n: 2 });
+    await store.delete('things', 'a');
+    await eventually(() => mirror.get('b') && !mirror.get('a'), 15_000);
+    expect(mirror.status().figures).toMatchObject({ restarts: 1 });
+    mirror.stop();
+    await store.shutdown();
+  });
+
   it('a watch that cannot be opened at first keeps trying, and then delivers what changed meanwhile', async () => {
     const nc = await natsConnection();
     const prefix = freshPrefix();

@@ -31,6 +31,8 @@ export interface NatsKvStateStoreOptions {
    * (an election after a node died, a few seconds) times out or answers 503. Default 15000 ms.
    */
   readPatienceMs?: number;
+  /** How often a watch is checked against its bucket, and re-opened when it delivered nothing while the bucket moved on (core/kv-watch.ts). Default 15 s. */
+  watchAuditMs?: number;
 }
 
 /** Whether a failed read may succeed if tried again soon: no answer, or JetStream between leaders. */
@@ -174,6 +176,7 @@ export class NatsKvStateStore implements StateStore {
         name: `state watch ${bucket}`,
         log: this.log,
         minBackoffMs: this.options.watchMinBackoffMs,
+        auditMs: this.options.watchAuditMs,
         onInterrupted: (reason) => onEvent?.({ type: 'interrupted', reason }),
         onResumed: () => onEvent?.({ type: 'resumed' }),
       },

@@ -175,14 +175,16 @@ describe('a three-node JetStream cluster under faults', () => {
     console.log(`cluster-r3: ${sent} requests, ${acknowledged.length} acknowledged, refused ${JSON.stringify(refused)}, ${rows.length} stored; the traces stream's last sequence ${lastBefore} before all three nodes were killed, ${lastAfter} after`);
 
     // KV survived: the agent config is there, and a new one reaches the gateway (its watch resumed)...
+    // A watch gone quiet in the restart is re-opened by its audit (every 15 s, core/kv-watch.ts): up to two audits and a backoff.
+    const watchResumes = 45_000;
     expect((await consumer.configs.get(source.id))?.version).toBe(1);
     await consumer.configs.set(source.id, { logs: { level: 'debug' } });
-    await eventually(() => gateway.configs.current(source.id).body.includes('"debug"'), 15_000, 50);
+    await eventually(() => gateway.configs.current(source.id).body.includes('"debug"'), watchResumes, 50);
     // ...and a key revoked through the consumer's connection is refused by the gateway.
     const extra = await consumer.sources.addKey(source.id);
-    await eventually(() => gateway.sources.authenticate(extra.apiKey) === source.id, 15_000, 50);
+    await eventually(() => gateway.sources.authenticate(extra.apiKey) === source.id, watchResumes, 50);
     await consumer.sources.revokeKey(extra.keyId);
-    await eventually(() => gateway.sources.authenticate(extra.apiKey) === undefined, 15_000, 50);
+    await eventually(() => gateway.sources.authenticate(extra.apiKey) === undefined, watchResumes, 50);
     await eventually(async () => (await gateway.readiness.report()).components.bus?.ok, 30_000, 200);
   }, 300_000);
 });

@@ -42,13 +42,16 @@ export function watchFeeds(bucket: string) {
   const feeds: Array<QueuedIterator<KvWatchEntry>> = [];
   let hold: Promise<void> | undefined;
   let failures: Error[] = [];
+  let mute = false;
   const watch = Bucket.prototype.watch;
   vi.spyOn(Bucket.prototype, 'watch').mockImplementation(async function (this: Bucket, options?: KvWatchOptions) {
     if (this.bucket !== bucket) return watch.call(this, options);
     const failure = failures.shift();
     if (failure) throw failure;
     if (hold) await hold;
-    const feed = await watch.call(this, options);
+    // Open and heartbeating, but on a key nothing is written to.
+    const feed = await watch.call(this, mute ? { ...options, key: 'a-key-no-one-writes' } : options);
+    mute = false;
     feeds.push(feed);
     return feed;
   });
@@ -61,6 +64,10 @@ export function watchFeeds(bucket: string) {
     /** The next opens of a watch of the bucket fail at once with these errors, in order. */
     failNextOpens(...errors: Error[]) {
       failures = errors;
+    },
+    /** The next watch of the bucket opens but delivers nothing and never ends (as a consumer re-created after every server restarted did). */
+    muteNextOpen() {
+      mute = true;
     },
     /** Watches of the bucket opened from now on wait until release() is called. */
     holdNextOpen() {
