@@ -88,7 +88,7 @@ export interface ConsumerTuning {
   ackWaitMs?: number;
   /** Deliveries before a message failing for a non-storage reason is dead-lettered. Default 5. */
   maxAttempts?: number;
-  /** Longest pause between retries while storage is down, in ms. Default 30,000. */
+  /** Longest pause between retries while storage is down, in ms (while JetStream is, at most 5,000). Default 30,000. */
   maxBackoffMs?: number;
   /** Replicas of the manifest bucket and dead-letter stream. Default 1. */
   replicas?: number;
@@ -254,7 +254,8 @@ export class JetStreamStorageConsumer {
           report({ ok: true });
         } catch (err) {
           this.stats.failures++;
-          backoffMs = Math.min(this.tuning.maxBackoffMs, Math.max(250, backoffMs * 2));
+          const ceiling = err instanceof NatsOutage ? Math.min(NATS_RETRY_MAX_MS, this.tuning.maxBackoffMs) : this.tuning.maxBackoffMs;
+          backoffMs = Math.min(ceiling, Math.max(250, backoffMs * 2));
           report({ ok: false, detail: `batch not stored, retrying in ${backoffMs} ms: ${(err as Error).message}` });
           await this.handleFailure(table, messages, err, backoffMs, signal);
         }
@@ -452,7 +453,7 @@ export class JetStreamStorageConsumer {
    */
   private async throwIfNotYetThere(jsm: JetStreamManager, stream: string, seq: number): Promise<void> {
     const { state } = await viaNats(`read the state of ${stream}`, () => jsm.streams.info(stream));
-    if (seq > state.last_seq) throw new SluiceError('unavailable', `message ${seq} of ${stream} is not there yet (the stream ends at ${state.last_seq}): its batch waits`);
+    if (seq > state.last_seq) throw new NatsOutage(`message ${seq} of ${stream} is not there yet (the stream ends at ${state.last_seq}): its batch waits`);
   }
 
   /** The batch (or what of it is not yet stored) comes back after the backoff; acked messages ignore the nak. */
@@ -483,7 +484,7 @@ export class JetStreamStorageConsumer {
     try {
       await this.js.publish(deadLetterOf(this.options.prefix).subject(table), part?.chunk.data ?? message.data, { headers: h });
     } catch (cause) {
-      throw new SluiceError('unavailable', `cannot park message ${message.seq} of ${table} in the dead-letter stream: ${(cause as Error).message}`, { cause });
+      throw new NatsOutage(`cannot park message ${message.seq} of ${table} in the dead-letter stream: ${(cause as Error).message}`, cause);
     }
     this.stats.deadLettered++;
     this.options.log?.error({ table, seq: message.seq, part: part?.index, attempts: message.deliveryCount, err: (err as Error).message }, 'rows dead-lettered');
@@ -497,12 +498,26 @@ export class JetStreamStorageConsumer {
 
 type Headers = { get(name: string): string } | undefined;
 
+/**
+ * JetStream (or its KV) could not do what a batch needs. Retried at most NATS_RETRY_MAX_MS
+ * apart, not maxBackoffMs: trying costs NATS little, and after every node restarted the buckets
+ * answer again within seconds to a minute — a consumer backed off to 30 s sat idle that long
+ * after they did.
+ */
+class NatsOutage extends SluiceError {
+  constructor(message: string, cause?: unknown) {
+    super('unavailable', message, { cause });
+  }
+}
+
+const NATS_RETRY_MAX_MS = 5000;
+
 /** A NATS call of the consumer: its failure is an outage (retried), never the rows' fault. */
 async function viaNats<T>(what: string, call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (cause) {
-    throw new SluiceError('unavailable', `cannot ${what}: ${(cause as Error).message}`, { cause });
+    throw new NatsOutage(`cannot ${what}: ${(cause as Error).message}`, cause);
   }
 }
 

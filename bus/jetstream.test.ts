@@ -8,15 +8,16 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DiscardPolicy, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
+import { Bucket, Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SluiceError } from '../core/errors.ts';
 import { SluiceMetrics } from '../core/metrics.ts';
 import { transcodeOtlp } from '../pipeline/otlp/index.ts';
 import { ChdbStorage } from '../storage/chdb.ts';
 import { storageSink } from './storage-sink.ts';
+import { capturedLog } from '../test/faults.ts';
 import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
 import type { ChunkSink, TableChunk } from './bus.ts';
 import { JetStreamBus } from './jetstream.ts';
@@ -44,6 +45,8 @@ beforeAll(async () => {
   await storage.start();
   sink = storageSink(storage, new SluiceMetrics());
 });
+
+afterEach(() => vi.restoreAllMocks());
 
 afterAll(async () => {
   const jsm = await jetstreamManager(nc);
@@ -308,6 +311,28 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     await until(async () => (await countOf('early-end')) === 400, 10_000);
     expect(pulls).toBeGreaterThan(2);
     expect(consumer.stats.redelivered).toBe(0);
+    await consumer.shutdown();
+  });
+
+  it('retries a batch JetStream cannot take at most 5 s apart, not backed off as far as for storage; then stores it once', async () => {
+    const { prefix, bus } = fixture();
+    await bus.start();
+    // The manifest bucket refuses writes, as a bucket without a leader after every node restarted does.
+    let refusing = true;
+    const put = Bucket.prototype.put;
+    vi.spyOn(Bucket.prototype, 'put').mockImplementation(function (this: Bucket, ...args: Parameters<Bucket['put']>) {
+      if (refusing && this.bucket === manifestBucketOf(prefix)) return Promise.reject(new Error('jetstream is not enabled'));
+      return put.apply(this, args);
+    });
+    const { log: captured, entries } = capturedLog();
+    const consumer = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, maxBackoffMs: 30_000, log: captured }, sink);
+    consumer.start();
+    await bus.publish(chunksOf('nats-outage', 40));
+    const backoffs = () => entries().filter((entry) => entry.msg === 'batch not stored; will retry').map((entry) => entry.backoffMs as number);
+    await until(async () => backoffs().length >= 6, 60_000);
+    expect(backoffs().slice(0, 6)).toEqual([250, 500, 1000, 2000, 4000, 5000]);
+    refusing = false;
+    await until(async () => (await countOf('nats-outage')) === 40 && (await consumer.lag('otel_traces')).messages === 0);
     await consumer.shutdown();
   });
 
