@@ -151,7 +151,7 @@ export class KvWatch {
       if (stopped) return;
       const delivered = this.revision ?? 0;
       if (owed !== undefined && delivered < owed) {
-        return quiet(`the watch delivered nothing past revision ${delivered} in ${everyMs / 1000} s while the bucket was at ${owed}`);
+        return quiet(`the watch went quiet: still at revision ${delivered} ${everyMs / 1000} s after the bucket reached ${owed}`);
       }
       if (last !== undefined) owed = last > delivered ? last : undefined;
       timer = setTimeout(check, everyMs).unref();
