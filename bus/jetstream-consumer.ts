@@ -82,7 +82,10 @@ export interface ConsumerTuning {
   batchMaxWaitMs?: number;
   /** Messages one pull may bring. Default 16 (at most 16 MiB of rows: gateways fill messages up to 1 MiB). */
   fetchMessages?: number;
-  /** How often the streams are listed to find partitions no loop pulls from yet, or that are gone, in ms. Default 10,000. */
+  /**
+   * How often the streams are listed to find partitions no loop pulls from yet, or that are
+   * gone, and an idle loop checks its stream did not go back below its consumer, in ms. Default 10,000.
+   */
   discoverEveryMs?: number;
   /** How long a delivered message may stay unacked before it is redelivered, in ms. Default 30,000. */
   ackWaitMs?: number;
@@ -215,7 +218,7 @@ export class JetStreamStorageConsumer {
 
   private async run({ table, stream }: Partition, name: string, { signal, report }: LoopContext): Promise<void> {
     const jsm = await jetstreamManager(this.nc);
-    await ensureDurableConsumer(jsm, stream, { name: DURABLE, ackWaitMs: this.tuning.ackWaitMs, maxAckPending: 100_000 });
+    await this.ensureDurable(jsm, stream);
     await this.ensureDeadLetter(jsm);
     const manifests = await new Kvm(this.nc).create(manifestBucketOf(this.options.prefix), {
       history: 1,
@@ -231,6 +234,8 @@ export class JetStreamStorageConsumer {
     try {
       await index.start();
       let backoffMs = 0;
+      let behind = false; // the stream ended before its consumer's position at the last check
+      let checkedAt = Date.now();
       while (!signal.aborted) {
         let messages: PulledMessage[];
         try {
@@ -244,6 +249,10 @@ export class JetStreamStorageConsumer {
         }
         if (messages.length === 0) {
           report({ ok: true });
+          if (Date.now() - checkedAt >= this.tuning.discoverEveryMs) {
+            checkedAt = Date.now();
+            behind = await this.restartIfBehind(jsm, stream, behind).catch(() => behind);
+          }
           continue;
         }
         try {
@@ -264,6 +273,32 @@ export class JetStreamStorageConsumer {
       this.manifests.delete(name);
       index.stop();
     }
+  }
+
+  private ensureDurable(jsm: JetStreamManager, stream: string): Promise<void> {
+    return ensureDurableConsumer(jsm, stream, { name: DURABLE, ackWaitMs: this.tuning.ackWaitMs, maxAckPending: 100_000 });
+  }
+
+  /**
+   * nats-server 2.9 can bring a WorkQueue stream back at an earlier sequence after a SIGKILL
+   * (nats-io/nats-server#6600). Its durable consumer, still at its old position, then delivers
+   * nothing until new messages pass that position, while they pile up below it. Checked while the loop is idle; seen at two checks in a row (not a leader that has not
+   * applied the stream's end yet), the consumer is re-created from the stream's start: what it
+   * had delivered comes again and is matched against the batch manifests. Returns whether the
+   * stream is behind now (and was not yet seen so before).
+   */
+  private async restartIfBehind(jsm: JetStreamManager, stream: string, seenBefore: boolean): Promise<boolean> {
+    const [consumer, info] = await Promise.all([jsm.consumers.info(stream, DURABLE), jsm.streams.info(stream)]);
+    // Messages wait that the consumer neither offers nor awaits acks for: they lie at or below its position.
+    const behind = info.state.messages > 0 && consumer.num_pending === 0 && consumer.num_ack_pending === 0 && info.state.first_seq <= consumer.delivered.stream_seq;
+    if (!behind || !seenBefore) return behind;
+    this.options.log?.error(
+      { stream, consumerAt: consumer.delivered.stream_seq, streamEndsAt: info.state.last_seq, waiting: info.state.messages },
+      'the stream went back below its consumer (nats-server lost its last sequence): re-creating the consumer so the messages waiting are delivered',
+    );
+    await jsm.consumers.delete(stream, DURABLE).catch(() => undefined); // another process may have done it
+    await this.ensureDurable(jsm, stream);
+    return false;
   }
 
   /** The dead-letter stream must exist before anything can be parked there: a failure stops the loop (to be restarted). */

@@ -1,0 +1,99 @@
+/**
+ * A WorkQueue stream nats-server brings back at sequence 0 after a SIGKILL (nats-io/nats-server#6600:
+ * killed between removing its last message block and writing the next, it finds no block on
+ * restart), on a nats-server of the test's own. The crash is reproduced on disk: the server is
+ * SIGKILLed and the stream's message blocks removed, its consumer's state kept. The new messages
+ * then get the sequences of batches stored before, and lie below the durable consumer's position.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SluiceMetrics } from '../core/metrics.ts';
+import { transcodeOtlp } from '../pipeline/otlp/index.ts';
+import { ChdbStorage } from '../storage/chdb.ts';
+import { capturedLog } from '../test/faults.ts';
+import { eventually } from '../test/harness.ts';
+import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
+import { freePort, startNatsServer, type NatsProcess } from '../test/sluice-processes.ts';
+import { JetStreamBus } from './jetstream.ts';
+import { JetStreamStorageConsumer } from './jetstream-consumer.ts';
+import { DURABLE, streamOf } from './jetstream-names.ts';
+import { storageSink } from './storage-sink.ts';
+
+const prefix = `Z${randomBytes(3).toString('hex').toUpperCase()}`;
+const { stream } = streamOf(prefix, 'otel_traces');
+let dir: string;
+let port: number;
+let server: NatsProcess;
+let storage: ChdbStorage;
+const connections: NatsConnection[] = [];
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'sluice-reset-'));
+  port = await freePort();
+  server = await startNatsServer(join(dir, 'nats'), ['-p', String(port)]);
+  storage = new ChdbStorage(join(dir, 'chdb'), 'otel');
+  await storage.start();
+}, 60_000);
+
+afterAll(async () => {
+  for (const nc of connections) await nc.close().catch(() => {});
+  await server?.stop();
+  await storage?.shutdown();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+async function busOn(url: string) {
+  const nc = await connect({ servers: url, timeout: 3000 });
+  connections.push(nc);
+  const bus = new JetStreamBus(nc, { natsUrl: url, prefix, tables: ['otel_traces'], maxStreamBytes: 64 * 1024 * 1024, retryAfterSeconds: 1 });
+  await bus.start();
+  return { nc, bus };
+}
+
+const publish = (bus: JetStreamBus, name: string) =>
+  bus.publish(transcodeOtlp('traces', 'protobuf', encodeTraces(traceRequest({ spans: 20, name })), 'src').tables);
+
+async function countOf(name: string): Promise<number> {
+  return Number(JSON.parse(await storage.query(`SELECT count() AS n FROM otel.otel_traces WHERE SpanName = '${name}'`)).n);
+}
+
+describe('a stream brought back at sequence 0 after a SIGKILL', () => {
+  it('stores its new messages: not taken for the batches of their sequences, nor left below the consumer', { timeout: 120_000 }, async () => {
+    const sink = storageSink(storage, new SluiceMetrics());
+    const { log, entries } = capturedLog();
+    const consumerOn = (nc: NatsConnection, url: string) =>
+      new JetStreamStorageConsumer(nc, { natsUrl: url, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, discoverEveryMs: 300, log }, sink);
+
+    const before = await busOn(server.url);
+    const first = consumerOn(before.nc, server.url);
+    first.start();
+    for (const name of ['reset-old-1', 'reset-old-2', 'reset-old-3']) await publish(before.bus, name);
+    await eventually(async () => (await countOf('reset-old-3')) === 20 && (await first.lag('otel_traces')).messages === 0, 30_000, 100);
+    await first.shutdown();
+    await before.bus.shutdown();
+
+    // The crash: killed, and the stream's message blocks are gone; the consumer's state is not.
+    await server.stop('SIGKILL');
+    const blocks = join(dir, 'nats', 'jetstream', '$G', 'streams', stream, 'msgs');
+    for (const file of await readdir(blocks)) await rm(join(blocks, file));
+    server = await startNatsServer(join(dir, 'nats'), ['-p', String(port)]);
+    const after = await busOn(server.url);
+    const jsm = await jetstreamManager(after.nc);
+    expect((await jsm.streams.info(stream)).state.last_seq).toBe(0);
+    expect((await jsm.consumers.info(stream, DURABLE)).delivered.stream_seq).toBe(3);
+
+    for (const name of ['reset-new-1', 'reset-new-2', 'reset-new-3']) await publish(after.bus, name);
+    const second = consumerOn(after.nc, server.url);
+    second.start();
+    await eventually(async () => (await countOf('reset-new-3')) === 20, 60_000, 200);
+    expect(await Promise.all(['reset-new-1', 'reset-new-2', 'reset-new-3', 'reset-old-1'].map(countOf))).toEqual([20, 20, 20, 20]);
+    expect(entries().filter((entry) => String(entry.msg).startsWith('the stream went back below its consumer'))).toHaveLength(1);
+    await second.shutdown();
+    await after.bus.shutdown();
+  });
+});
