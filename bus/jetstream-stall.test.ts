@@ -7,7 +7,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstream, jetstreamManager, RetentionPolicy, type JetStreamClient } from '@nats-io/jetstream';
+import { jetstream, JetStreamApiCodes, JetStreamApiError, jetstreamManager, RetentionPolicy, type JetStreamClient } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -83,13 +83,17 @@ describe('withdrawing while no stream takes requests (its nodes electing a leade
     return { subject, messages: async () => (await jsm.streams.info(stream)).state.messages };
   }
 
-  /** nats.js's JetStream client, but its first `refusals` publishes fail as they do while no stream leader answers. */
-  function electing(refusals: number) {
+  const noLeader = () => Object.assign(new Error('jetstream is not enabled'), { name: 'JetStreamNotEnabled' });
+  /** What a node that restarted answers for a stream it has not loaded yet. */
+  const notLoadedYet = () => new JetStreamApiError({ code: 404, err_code: JetStreamApiCodes.StreamNotFound, description: 'stream not found' });
+
+  /** nats.js's JetStream client, but its first `refusals` publishes fail as they do while no stream leader answers (or with `refusal`). */
+  function electing(refusals: number, refusal: () => Error = noLeader) {
     const js = jetstream(nc);
     const calls = { publishes: 0 };
     const client = {
       publish: (...args: Parameters<JetStreamClient['publish']>) => {
-        if (calls.publishes++ < refusals) return Promise.reject(Object.assign(new Error('jetstream is not enabled'), { name: 'JetStreamNotEnabled' }));
+        if (calls.publishes++ < refusals) return Promise.reject(refusal());
         return js.publish(...args);
       },
     } as unknown as JetStreamClient;
@@ -104,6 +108,18 @@ describe('withdrawing while no stream takes requests (its nodes electing a leade
     await eventually(() => stall.figures.withdrawalsPending === 0, 15_000);
     expect(stall.figures).toEqual({ withdrawalsPending: 0, withdrawn: 1, notWithdrawn: 0 });
     expect(calls.publishes).toBe(4);
+    expect(await messages()).toBe(0);
+    stall.shutdown();
+  });
+
+  it('asks again while a node that restarted answers "stream not found" for the stream the publish reached', async () => {
+    const { subject, messages } = await streamWithOriginal('STALLNOTLOADED');
+    const { client, calls } = electing(2, notLoadedYet);
+    const stall = new PublishStall(nc, client, { duplicateWindowMs: 60_000, probeRetryMs: 100, log });
+    stall.timedOut([{ subject, msgID: 'original', columns: 'A,B' }], []);
+    await eventually(() => stall.figures.withdrawalsPending === 0, 15_000);
+    expect(stall.figures).toEqual({ withdrawalsPending: 0, withdrawn: 1, notWithdrawn: 0 });
+    expect(calls.publishes).toBe(3);
     expect(await messages()).toBe(0);
     stall.shutdown();
   });

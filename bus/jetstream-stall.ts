@@ -19,7 +19,7 @@
 import { errors, headers, type NatsConnection } from '@nats-io/transport-node';
 import { JetStreamApiError, jetstreamManager, PubHeaders, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { Reservation } from '../core/byte-budget.ts';
-import { noStreamYet } from '../core/jetstream-errors.ts';
+import { noStreamYet, streamNotFound } from '../core/jetstream-errors.ts';
 import type { Logger } from '../core/log.ts';
 
 /** A message whose publish timed out: it may still be stored. */
@@ -190,8 +190,9 @@ export class PublishStall {
         } catch (err) {
           if (outcomeUnknown(err)) {
             this.enter();
-          } else if (noStreamYet(err)) {
-            // Nothing was done: tried again in a moment (within the duplicate window).
+          } else if (noStreamYet(err) || streamNotFound(err)) {
+            // Nothing was done: tried again in a moment (within the duplicate window). The stream
+            // took the publish moments ago: "not found" comes from a node still loading it.
             this.withdrawTimer = setTimeout(() => void this.withdraw(), this.options.probeRetryMs ?? 500);
             return;
           } else {

@@ -35,7 +35,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, PubHeaders, type JetStreamClient, type JetStreamManager, type PubAck } from '@nats-io/jetstream';
 import type { Reservation } from '../core/byte-budget.ts';
 import { SluiceError } from '../core/errors.ts';
-import { noStreamYet } from '../core/jetstream-errors.ts';
+import { noStreamYet, streamNotFound } from '../core/jetstream-errors.ts';
 import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { sameColumns, type Bus, type BusFigures, type ChunkSink, type TableChunk } from './bus.ts';
@@ -449,8 +449,8 @@ export class JetStreamBus implements Bus {
           this.options.log?.error({ stream, seq, msgID: message.msgID }, 'could not withdraw part of a refused request: the PubAck named another message (not deleted); those rows may be stored');
         }
       } catch (err) {
-        // No stream took the delete (no leader yet), or no answer came: by its msgID, later.
-        if (noStreamYet(err) || outcomeUnknown(err)) this.stall.withdrawLater([message]);
+        // No stream took the delete (no leader yet, or a node that has not loaded it since it restarted), or no answer came: by its msgID, later.
+        if (noStreamYet(err) || streamNotFound(err) || outcomeUnknown(err)) this.stall.withdrawLater([message]);
         else this.options.log?.error({ stream, seq, err: (err as Error).message }, 'could not withdraw part of a refused request: those rows may be stored');
       }
     }

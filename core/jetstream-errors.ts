@@ -2,7 +2,7 @@
  * JetStream failures that mean "nothing was done, ask again in a moment": shared by the state
  * store's reads and the bus's withdrawals, which both ride through elections.
  */
-import { JetStreamApiError } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import { errors } from '@nats-io/transport-node';
 
 /**
@@ -14,4 +14,13 @@ export function noStreamYet(err: unknown): boolean {
   // nats.js does not export JetStreamNotEnabled: known by its name.
   return (err instanceof Error && err.name === 'JetStreamNotEnabled') || err instanceof errors.NoRespondersError ||
     (err instanceof errors.RequestError && err.isNoResponders()) || (err instanceof JetStreamApiError && err.status === 503);
+}
+
+/**
+ * "stream not found". Also what a node answers for a stream it has not loaded yet, just after it
+ * restarted: a caller that knows the stream was there moments ago (a withdrawal, within the
+ * duplicate window) asks again rather than give up.
+ */
+export function streamNotFound(err: unknown): boolean {
+  return err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound;
 }
