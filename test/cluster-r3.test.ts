@@ -135,6 +135,7 @@ describe('a three-node JetStream cluster under faults', () => {
 
     // All three at once: nothing answers until they are back, then everything goes on.
     const lastBefore = (await streamInfo())?.state.last_seq;
+    const acknowledgedBefore = acknowledged.length; // one message each: a last sequence far below it went back on the way
     await Promise.all(cluster.nodes.map((node) => node.kill()));
     // Readiness says so while it lasts.
     await eventually(async () => (await gateway.readiness.report()).components.bus?.ok === false, 30_000, 100);
@@ -172,7 +173,7 @@ describe('a three-node JetStream cluster under faults', () => {
     }
     expect(missing, 'acknowledged but not stored whole').toEqual([]);
     expect(rows.filter((row) => Number(row.n) !== SPANS), 'stored twice or in part').toEqual([]);
-    console.log(`cluster-r3: ${sent} requests, ${acknowledged.length} acknowledged, refused ${JSON.stringify(refused)}, ${rows.length} stored; the traces stream's last sequence ${lastBefore} before all three nodes were killed, ${lastAfter} after`);
+    console.log(`cluster-r3: ${sent} requests, ${acknowledged.length} acknowledged, refused ${JSON.stringify(refused)}, ${rows.length} stored; the traces stream's last sequence ${lastBefore} before all three nodes were killed (${acknowledgedBefore} acknowledged by then), ${lastAfter} after`);
 
     // KV survived: the agent config is there, and a new one reaches the gateway (its watch resumed)...
     // A watch gone quiet in the restart is re-opened by its audit (every 15 s, core/kv-watch.ts): up to two audits and a backoff.
