@@ -133,6 +133,24 @@ describe('ManifestIndex', () => {
     index.stop();
   });
 
+  it('re-opens a watch of one stream\'s manifests that went quiet while manifests of that stream were written', async () => {
+    const { kv, name } = await freshBucket();
+    await put(kv, 'S_F.1', manifest(1));
+    const feeds = watchFeeds(name);
+    feeds.muteNextOpen();
+    const index = new ManifestIndex(kv, HOUR_MS, { name, stream: 'S_F', log: capturedLog().log, watchMinBackoffMs: 10, watchAuditMs: 300 });
+    await index.start();
+    expect(index.find('S_F', 1, '')?.key).toBe('S_F.1');
+    // Other streams' manifests are none of its business: no reason to re-open.
+    await put(kv, 'S_G.1', manifest(1));
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(index.status().figures).toMatchObject({ restarts: 0 });
+    await put(kv, 'S_F.2', manifest(2));
+    await eventually(() => index.find('S_F', 2, ''), 15_000);
+    expect(index.status().figures).toMatchObject({ restarts: 1 });
+    index.stop();
+  });
+
   it('tells a batch\'s message from a new one given its sequence (a stream created again, or reset by a crash) by its msgID', async () => {
     const { kv, name } = await freshBucket();
     await put(kv, 'S_E.1', { ...manifest(1, 2, 3), ids: ['gw:1', 'gw:2', ''] });

@@ -51,6 +51,8 @@ export interface ManifestIndexOptions {
   stream?: string;
   /** First pause before a watch that ended is re-opened (it doubles up to 30 s). Default 250 ms. */
   watchMinBackoffMs?: number;
+  /** How often the watch is checked against the last manifest written (core/kv-watch.ts). Default 15 s. */
+  watchAuditMs?: number;
 }
 
 function isManifest(value: unknown): value is Manifest {
@@ -79,7 +81,7 @@ export class ManifestIndex {
     const name = options.name ?? 'batch manifests';
     this.bad = new BadValues(log, { bucket: name });
     this.keys = options.stream === undefined ? undefined : `${options.stream}.*`;
-    this.watch = new KvWatch(() => kv, (entry) => this.fromWatch(entry), { name: `watch of ${name}`, log, keys: this.keys, minBackoffMs: options.watchMinBackoffMs });
+    this.watch = new KvWatch(() => kv, (entry) => this.fromWatch(entry), { name: `watch of ${name}`, log, keys: this.keys, minBackoffMs: options.watchMinBackoffMs, auditMs: options.watchAuditMs });
   }
 
   /** Loads the manifests there are and follows every later change. */

@@ -8,11 +8,11 @@
  *
  * A watch can also go quiet without ending: after every nats-server was killed at once, nats.js
  * re-created the watch's consumer and it delivered nothing while heartbeats still came (a key
- * added then was never seen by the gateway). So an open watch of a whole bucket is checked
- * against the bucket's last revision every `auditMs`: still short of the revision the bucket
- * had at the previous check, it is re-opened from the last revision it delivered.
+ * added then was never seen by the gateway). So an open watch is checked against the last
+ * revision of what it follows (the bucket's, or its keys') every `auditMs`: still short of the
+ * revision there was at the previous check, it is re-opened from the last revision it delivered.
  */
-import type { KV, KvEntry, KvWatchEntry } from '@nats-io/kv';
+import type { Bucket, KV, KvEntry, KvWatchEntry } from '@nats-io/kv';
 import type { QueuedIterator } from '@nats-io/nats-core';
 import type { Logger } from './log.ts';
 import type { ComponentStatus } from './readiness.ts';
@@ -32,7 +32,7 @@ export interface KvWatchOptions {
   minBackoffMs?: number;
   /** Longest pause between re-opens. Default 30 s. */
   maxBackoffMs?: number;
-  /** How often an open watch of a whole bucket is checked against the bucket's last revision (not done with `keys`). Default 15 s. */
+  /** How often an open watch is checked against the last revision of what it follows. Default 15 s. */
   auditMs?: number;
 }
 
@@ -114,10 +114,10 @@ export class KvWatch {
     signal.addEventListener('abort', stopUpdates, { once: true });
     if (signal.aborted) stopUpdates();
     let quiet: string | undefined;
-    const audit = this.options.keys === undefined ? this.audit(kv, (reason) => {
+    const audit = this.audit(kv, (reason) => {
       quiet = reason;
       updates.stop();
-    }) : undefined;
+    });
     try {
       report({ ok: true });
       const resumed = this.reopening;
@@ -130,7 +130,7 @@ export class KvWatch {
     } catch (err) {
       throw this.failed(err);
     } finally {
-      audit?.stop();
+      audit.stop();
       signal.removeEventListener('abort', stopUpdates);
       updates.stop();
     }
@@ -147,7 +147,7 @@ export class KvWatch {
     let timer: NodeJS.Timeout | undefined;
     let stopped = false;
     const check = async () => {
-      const last = await kv.status().then((status) => status.streamInfo.state.last_seq, () => undefined);
+      const last = await this.lastRevision(kv).catch(() => undefined);
       if (stopped) return;
       const delivered = this.revision ?? 0;
       if (owed !== undefined && delivered < owed) {
@@ -163,6 +163,15 @@ export class KvWatch {
         clearTimeout(timer);
       },
     };
+  }
+
+  /** The revision of the bucket's last change, or of its last change to the watched keys (0 if none). */
+  private async lastRevision(kv: KV): Promise<number> {
+    const keys = this.options.keys;
+    if (keys === undefined) return (await kv.status()).streamInfo.state.last_seq;
+    // Bucket is what Kvm hands out; its manager reads the last message on the keys' subjects.
+    const bucket = kv as Bucket;
+    return (await bucket.jsm.streams.getMessage(bucket.stream, { last_by_subj: bucket.fullKeyName(keys) }))?.seq ?? 0;
   }
 
   private deliver(entry: KvEntry): void {
