@@ -34,9 +34,8 @@ const SPANS = 100;
 const TEMPLATES = 16;
 const MARK = 'req-0000000';
 
-/** As `npm start` and the image run Sluice (README: Memory): glibc returns freed blocks. */
+/** MALLOC_MMAP_THRESHOLD_ as `npm start` sets it comes from startSluiceProcess. */
 const ENV = {
-  MALLOC_MMAP_THRESHOLD_: '131072',
   SLUICE_MEMORY_BUDGET_MB: String(BUDGET_MB),
   SLUICE_WORKERS: '1',
   SLUICE_RATE_LIMIT_PER_MINUTE: '100000000',

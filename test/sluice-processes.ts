@@ -90,6 +90,8 @@ export async function startSluiceProcess(role: SluiceRole, name: string, dir: st
       ...(relayPort ? { SLUICE_RELAY_PORT: String(relayPort) } : {}),
       SLUICE_CONSOLE_PORT: '0',
       SLUICE_LOG_LEVEL: process.env.SLUICE_TEST_LOG_LEVEL ?? 'warn',
+      // As `npm start` and the image run it: glibc gives freed blocks back (docs/guides/operating.md).
+      MALLOC_MMAP_THRESHOLD_: '131072',
       ...env,
     }),
   });
