@@ -3,14 +3,15 @@
  * nats://127.0.0.1:4222; deploy/services.sh starts one). Each test uses a stream of its own.
  */
 import { randomBytes } from 'node:crypto';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SluiceError } from '../core/errors.ts';
 import { createLogger } from '../core/log.ts';
 import { Supervisor } from '../core/supervisor.ts';
 import { eventually, removeNatsPrefixes } from '../test/harness.ts';
-import { DELIVERY_DURABLE, deliveryStreamOf } from '../bus/jetstream-names.ts';
+import { DELIVERY_DURABLE, deliveryStreamOf, deliveryWaitingStreamOf } from '../bus/jetstream-names.ts';
+import type { DeliveryJob } from './job.ts';
 import { JetStreamDeliveryQueue } from './jetstream-queue.ts';
 import { AMPLE_SHARES, describeDeliveryQueue, testJob, type QueueSettings } from './queue.suite.ts';
 
@@ -101,6 +102,41 @@ describe('JetStream delivery queue', () => {
     await eventually(async () => (await jsm.consumers.info(deliveryStreamOf(prefix).stream, DELIVERY_DURABLE)).num_waiting > 0);
     return opened;
   }
+
+  it('keeps the retries of two jobs that had the same sequence of the due stream (a stream that started again at 1)', async () => {
+    const prefix = freshPrefix();
+    const { stream: due } = deliveryStreamOf(prefix);
+    const attempted: string[] = [];
+    const failAll = async ({ job }: { job: DeliveryJob }) => {
+      attempted.push(job.id);
+      return { retryInMs: 3_600_000 };
+    };
+    const retriesWaiting = async (jsm: JetStreamManager) => (await jsm.streams.info(deliveryWaitingStreamOf(prefix).stream)).state.messages;
+    const nc = await connect({ servers: NATS_URL, timeout: 3000 });
+    const jsm = await jetstreamManager(nc);
+    const first = await openQueue(prefix);
+    const a = testJob();
+    await first.queue.enqueue([a]);
+    first.queue.consume(failAll, 8);
+    await eventually(async () => attempted.includes(a.id) && (await retriesWaiting(jsm)) === 1, 30_000, 100);
+    await first.queue.shutdown();
+    await first.close();
+    // The due stream starts over: job B's message gets job A's sequence.
+    await jsm.streams.delete(due);
+    const second = await openQueue(prefix);
+    const b = testJob();
+    await second.queue.enqueue([b]);
+    second.queue.consume(failAll, 8);
+    try {
+      await eventually(async () => attempted.includes(b.id) && (await jsm.consumers.info(due, DELIVERY_DURABLE)).num_ack_pending === 0, 30_000, 100);
+      // Both retries wait: B's was not dropped as a duplicate of A's.
+      expect(await retriesWaiting(jsm)).toBe(2);
+    } finally {
+      await second.queue.shutdown();
+      await second.close();
+      await nc.close();
+    }
+  });
 
   it('shuts down without waiting for its pull to expire, and its loop ends without being taken for a failure', async () => {
     const { queue, close, nc, supervisor, restarts } = await pullingQueue();

@@ -25,11 +25,12 @@
  * later hands the job to another worker as the next attempt.
  */
 import { setMaxListeners } from 'node:events';
-import { jetstream, jetstreamManager, type Consumer, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, PubHeaders, type Consumer, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { DELIVERY_DURABLE, deliveryStreamOf, deliveryWaitingStreamOf } from '../bus/jetstream-names.ts';
 import { ensureDurableConsumer, ensureWorkQueueStream, isStreamFull, workQueueSettings } from '../bus/jetstream-streams.ts';
 import { SluiceError } from '../core/errors.ts';
+import { derivedUuid } from '../core/hash.ts';
 import type { Logger } from '../core/log.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
 import { sleep, type SupervisedLoop } from '../core/supervisor.ts';
@@ -54,6 +55,19 @@ export interface JetStreamDeliveryQueueOptions {
   /** How long one pull waits for jobs before the next. Default 5 s; a shutdown ends it at once. */
   pullExpiresMs?: number;
   log: Logger;
+}
+
+/**
+ * The msgID of what a message becomes when it moves on (`how`: retry, defer, waiting; `part`: a
+ * bundle's job), derived from the message's own msgID: the same when a move interrupted is done
+ * again, so JetStream stores it once. Not from its sequence: nats-server 2.9 can give a stream's
+ * sequences twice (a stream brought back at an earlier sequence after a SIGKILL,
+ * nats-io/nats-server#6600), and a second job moved under the same msgID within the duplicate
+ * window was taken for the first and dropped. A message without a msgID falls back to its stream and sequence.
+ */
+function movedId(how: 'retry' | 'defer' | 'waiting', message: JsMsg, part?: number): string {
+  const own = message.headers?.get(PubHeaders.MsgIdHdr) || `${message.info.stream}:${message.seq}`;
+  return derivedUuid(`delivery ${how}`, own, String(part ?? ''));
 }
 
 /** Attempts used before this message (absent: none). */
@@ -212,7 +226,7 @@ export class JetStreamDeliveryQueue implements DeliveryQueue {
       // No attempt was made; a delivery count past 1 is an attempt a crash cut short.
       const attempts = count(message.headers, ATTEMPTS_HEADER) + message.info.deliveryCount - 1;
       const deferrals = count(message.headers, DEFERRALS_HEADER) + 1;
-      this.track(this.delay(message, job, { attempts, deferrals, delayMs: deferralDelay(deferrals), msgID: `defer:${message.seq}` }));
+      this.track(this.delay(message, job, { attempts, deferrals, delayMs: deferralDelay(deferrals), msgID: movedId('defer', message) }));
       return;
     }
     this.track(this.attempt(message, job, slot, handle));
@@ -255,7 +269,7 @@ export class JetStreamDeliveryQueue implements DeliveryQueue {
       slot.release();
     }
     if ('retryInMs' in settlement) {
-      await this.delay(message, job, { attempts: attempt, deferrals: 0, delayMs: settlement.retryInMs, msgID: `retry:${message.seq}` });
+      await this.delay(message, job, { attempts: attempt, deferrals: 0, delayMs: settlement.retryInMs, msgID: movedId('retry', message) });
       return;
     }
     // If this ack is lost the job comes back and may be sent again (at least once): its webhook-id
@@ -303,19 +317,19 @@ export class JetStreamDeliveryQueue implements DeliveryQueue {
   /**
    * A waiting message whose tier's time has come: due now (to the due stream; a bundle as one
    * message per job), or later (to a shorter tier). Acknowledged once what it became is stored;
-   * msgIDs derived from its sequence, so a move interrupted and done again stores it once.
+   * msgIDs derived from its own (movedId), so a move interrupted and done again stores it once.
    */
   private async forward(message: JsMsg): Promise<void> {
     try {
       if (message.headers?.get(BUNDLE_HEADER)) {
         const jobs = [...jobsOf(QUEUE_CODEC.decode(Buffer.from(message.data))).values()];
-        await Promise.all(jobs.map((job, i) => this.js.publish(this.ready.subject, JSON.stringify(job), { msgID: `waiting:${message.seq}:${i}` })));
+        await Promise.all(jobs.map((job, i) => this.js.publish(this.ready.subject, JSON.stringify(job), { msgID: movedId('waiting', message, i) })));
       } else {
         const remaining = count(message.headers, NOT_BEFORE_HEADER) - Date.now();
         const subject = remaining > DUE_SLACK_MS ? this.waiting.subject(tierFor(remaining)) : this.ready.subject;
         const h = natsHeaders();
         for (const name of [ATTEMPTS_HEADER, DEFERRALS_HEADER, NOT_BEFORE_HEADER]) h.set(name, message.headers?.get(name) ?? '0');
-        await this.js.publish(subject, message.data, { msgID: `waiting:${message.seq}`, headers: h });
+        await this.js.publish(subject, message.data, { msgID: movedId('waiting', message), headers: h });
       }
       await message.ackAck();
     } catch (err) {
