@@ -11,6 +11,8 @@
  * added then was never seen by the gateway). So an open watch is checked against the last
  * revision of what it follows (the bucket's, or its keys') every `auditMs`: still short of the
  * revision there was at the previous check, it is re-opened from the last revision it delivered.
+ * A bucket whose revisions went back below the watch's (created again, or reset by a crash) is
+ * followed again from its start: its new changes would otherwise wait until its revisions caught up.
  */
 import type { Bucket, KV, KvEntry, KvWatchEntry } from '@nats-io/kv';
 import type { QueuedIterator } from '@nats-io/nats-core';
@@ -138,12 +140,17 @@ export class KvWatch {
   }
 
   /**
-   * Checks every auditMs that the watch delivered what the bucket held one check earlier;
-   * calls `quiet` (once) when it did not. A check that cannot read the bucket is skipped.
+   * Checks every auditMs that the watch delivered what the bucket held one check earlier, and
+   * that the bucket did not go back below what it delivered (a bucket deleted and created again,
+   * or brought back at an earlier revision after a SIGKILL: its new changes have revisions the
+   * watch would wait past); calls `quiet` (once) when either holds, the second at two checks in
+   * a row, and then the watch starts over from the bucket's start. A check that cannot read the
+   * bucket is skipped.
    */
   private audit(kv: KV, quiet: (reason: string) => void): { stop(): void } {
     const everyMs = this.options.auditMs ?? 15_000;
     let owed: number | undefined; // the bucket's last revision at the previous check, when ahead of the watch
+    let wentBack = false; // the bucket's last revision was below the watch's at the previous check
     let timer: NodeJS.Timeout | undefined;
     let stopped = false;
     const check = async () => {
@@ -153,6 +160,13 @@ export class KvWatch {
       if (owed !== undefined && delivered < owed) {
         return quiet(`the watch went quiet: still at revision ${delivered} ${everyMs / 1000} s after the bucket reached ${owed}`);
       }
+      // 0: nothing there (expired, say), no sign of where the bucket is.
+      const below = last !== undefined && last > 0 && last < delivered;
+      if (below && wentBack) {
+        this.revision = 0; // every key's value again, from the start
+        return quiet(`the bucket went back to revision ${last}, below the watch's ${delivered}: following it from its start`);
+      }
+      wentBack = below;
       if (last !== undefined) owed = last > delivered ? last : undefined;
       timer = setTimeout(check, everyMs).unref();
     };

@@ -252,6 +252,26 @@ describe('NatsKvStateStore: values that are not JSON, watches that end', () => {
     await store.shutdown();
   });
 
+  it('follows a bucket created again (its revisions start at 1) from its start, not from the revision it had reached', async () => {
+    const nc = await natsConnection();
+    const prefix = freshPrefix();
+    const store = new NatsKvStateStore(nc, { bucketPrefix: prefix, log: capturedLog().log, watchMinBackoffMs: 10, watchAuditMs: 300 });
+    for (let n = 1; n <= 5; n++) await store.put('things', `old-${n}`, { name: 'old', n });
+    const mirror = new StateMirror(store, 'things', { validate: isThing, log: capturedLog().log });
+    await mirror.start();
+    expect(mirror.get('old-5')).toEqual({ name: 'old', n: 5 });
+    // The bucket is deleted and made again (as a crash that lost its last revisions leaves it): revisions 1 and 2 are new.
+    const kvm = new Kvm(nc);
+    await (await kvm.open(`${prefix}things`)).destroy();
+    const bucket = await kvm.create(`${prefix}things`, { history: 1, allow_direct: false });
+    await bucket.put('new-1', JSON.stringify({ name: 'new', n: 1 }));
+    await bucket.put('new-2', JSON.stringify({ name: 'new', n: 2 }));
+    await eventually(() => mirror.get('new-2'), 15_000);
+    expect(mirror.get('new-1')).toEqual({ name: 'new', n: 1 });
+    mirror.stop();
+    await store.shutdown();
+  });
+
   it('a watch that cannot be opened at first keeps trying, and then delivers what changed meanwhile', async () => {
     const nc = await natsConnection();
     const prefix = freshPrefix();
