@@ -47,7 +47,7 @@ export interface ManifestIndexOptions {
   name?: string;
   /** Where unreadable manifests and re-opened watches are logged. Default: warnings to stderr. */
   log?: Logger;
-  /** Only the manifests of this stream's batches (keys `<stream>.<seq>`). Default: every stream's. */
+  /** Only the manifests of this stream's batches (keys `<stream>.<first seq>-<batch>`; before, `<stream>.<first seq>`). Default: every stream's. */
   stream?: string;
   /** First pause before a watch that ended is re-opened (it doubles up to 30 s). Default 250 ms. */
   watchMinBackoffMs?: number;

@@ -402,8 +402,11 @@ export class JetStreamStorageConsumer {
   private async insertFresh(stream: string, table: string, index: ManifestIndex, messages: PulledMessage[]): Promise<void> {
     const sorted = [...messages].sort((a, b) => a.seq - b.seq);
     const seqs = sorted.map((m) => m.seq);
-    const key = `${stream}.${seqs[0]}`;
-    const manifest: Manifest = { token: `${stream}:${seqs[0]}-${seqs[seqs.length - 1]}:${randomUUID()}`, seqs, ids: sorted.map((m) => msgIdOf(m.headers)), state: 'pending' };
+    const batch = randomUUID();
+    // Its own key, not one per first sequence: a batch that got the same first sequence in another
+    // history of the stream (replicas that diverged) must not replace this one's manifest.
+    const key = `${stream}.${seqs[0]}-${batch.slice(0, 8)}`;
+    const manifest: Manifest = { token: `${stream}:${seqs[0]}-${seqs[seqs.length - 1]}:${batch}`, seqs, ids: sorted.map((m) => msgIdOf(m.headers)), state: 'pending' };
     await viaNats('write the batch manifest', () => index.kv.put(key, JSON.stringify(manifest)));
     index.apply(key, manifest);
     try {

@@ -7,9 +7,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DiscardPolicy, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from '@nats-io/jetstream';
+import { DiscardPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from '@nats-io/jetstream';
 import { Bucket, Kvm } from '@nats-io/kv';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect, type headers, type NatsConnection } from '@nats-io/transport-node';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SluiceError } from '../core/errors.ts';
@@ -258,6 +258,39 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     expect(await Promise.all(['reset-after-1', 'reset-after-2', 'reset-after-3'].map(countOf))).toEqual([20, 20, 20]);
     expect(await countOf('reset-before-1')).toBe(20);
     await after.shutdown();
+  });
+
+  it('keeps the manifest of a batch whose first sequence a later batch got too, so its message coming back is known (replicas that diverged)', async () => {
+    const { prefix, bus } = fixture();
+    const { stream } = streamOf(prefix, 'otel_traces');
+    const jsm = await jetstreamManager(nc);
+    const consume = () => new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, log }, sink);
+    /** Publishes, stores with a consumer of its own, and starts the stream over. */
+    const storeThenReset = async (publish: () => Promise<unknown>, name: string) => {
+      await bus.start();
+      await publish();
+      const consumer = consume();
+      consumer.start();
+      await until(async () => (await countOf(name)) > 0 && (await consumer.lag('otel_traces').catch(() => undefined))?.messages === 0, 30_000);
+      await consumer.shutdown();
+      await jsm.streams.delete(stream);
+    };
+    let original: { data: Uint8Array; headers: ReturnType<typeof headers> } | undefined;
+    await storeThenReset(async () => {
+      await bus.publish(chunksOf('diverged-old', 20));
+      const stored = (await jsm.streams.getMessage(stream, { seq: 1 }))!;
+      original = { data: stored.data, headers: stored.header };
+    }, 'diverged-old');
+    // Another history: a new message at sequence 1, stored as a batch of its own.
+    await storeThenReset(() => bus.publish(chunksOf('diverged-new', 20)), 'diverged-new');
+    // The first history wins after all: the old message is back at sequence 1, as the replica that had it left it.
+    await bus.start();
+    await jetstream(nc).publish(streamOf(prefix, 'otel_traces').subject, original!.data, { headers: original!.headers });
+    const consumer = consume();
+    consumer.start();
+    await until(async () => (await consumer.lag('otel_traces').catch(() => undefined))?.messages === 0, 30_000);
+    expect([await countOf('diverged-old'), await countOf('diverged-new')]).toEqual([20, 20]);
+    await consumer.shutdown();
   });
 
   it('finishes a pending batch without the new message that took the sequence of one of its own', async () => {

@@ -76,7 +76,7 @@ describe('malformed values in every KV bucket, under traffic', () => {
     const kvm = new Kvm(nc);
     let sent = 0;
     for (const bucket of buckets) {
-      // A manifest is read only by the loop of its stream (its key is `<stream>.<seq>`).
+      // A manifest is read only by the loop of its stream (its key is `<stream>.<first seq>-<batch>`).
       const key = bucket === manifestBucketOf(prefix) ? `${streamOf(prefix, 'otel_traces').stream}.malformed` : 'malformed';
       await (await kvm.open(bucket)).put(key, new TextEncoder().encode('not json{'));
       expect(await send(`during-${sent++}`)).toBe(200);
