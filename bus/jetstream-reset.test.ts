@@ -85,14 +85,21 @@ describe('a stream brought back at sequence 0 after a SIGKILL', () => {
     const after = await busOn(server.url);
     const jsm = await jetstreamManager(after.nc);
     expect((await jsm.streams.info(stream)).state.last_seq).toBe(0);
-    expect((await jsm.consumers.info(stream, DURABLE)).delivered.stream_seq).toBe(3);
+    const consumerState = await jsm.consumers.info(stream, DURABLE);
+    expect(consumerState.delivered.stream_seq).toBe(3);
 
     for (const name of ['reset-new-1', 'reset-new-2', 'reset-new-3']) await publish(after.bus, name);
     const second = consumerOn(after.nc, server.url);
     second.start();
-    await eventually(async () => (await countOf('reset-new-3')) === 20, 60_000, 200);
-    expect(await Promise.all(['reset-new-1', 'reset-new-2', 'reset-new-3', 'reset-old-1'].map(countOf))).toEqual([20, 20, 20, 20]);
-    expect(entries().filter((entry) => String(entry.msg).startsWith('the stream went back below its consumer'))).toHaveLength(1);
+    // Within ack wait (30 s) when the consumer's state on disk still held deliveries it had not yet
+    // written as acked (it writes at most every 100 ms): those sequences, now the new messages',
+    // come again only after it, and the consumer is re-created for the rest (if any).
+    const names = ['reset-new-1', 'reset-new-2', 'reset-new-3', 'reset-old-1'];
+    await eventually(async () => (await Promise.all(names.map(countOf))).every((n) => n === 20), 90_000, 200);
+    expect(await Promise.all(names.map(countOf))).toEqual([20, 20, 20, 20]);
+    const recreated = entries().filter((entry) => String(entry.msg).startsWith('the stream went back below its consumer')).length;
+    if (consumerState.num_ack_pending === 0) expect(recreated).toBe(1);
+    else expect(recreated).toBeLessThanOrEqual(1);
     await second.shutdown();
     await after.bus.shutdown();
   });
