@@ -111,6 +111,8 @@ export class JetStreamStorageConsumer {
   /** The partitions this process pulls from, by loop name. */
   private readonly pulled = new Map<string, Partition>();
   private readonly tuning: Required<Omit<ConsumerTuning, 'log' | 'onRestart'>>;
+  /** For the rare ack that must look at the stream first. */
+  private jsm: JetStreamManager | undefined;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -394,7 +396,7 @@ export class JetStreamStorageConsumer {
     const outage = outcomes.find((outcome) => outcome !== undefined && !refused(outcome));
     if (outage !== undefined) throw outage; // retried: the parts stored so far are deduplicated then
     for (const [i, partErr] of outcomes.entries()) if (partErr !== undefined) await this.park(table, message, partErr, parts[i]!);
-    await viaNats('ack a message stored in parts', () => message.ackAck());
+    await this.ack([message], 'ack a message stored in parts');
     this.stats.batches++;
     this.stats.rows += parts.reduce((sum, part, i) => sum + (outcomes[i] === undefined ? part.chunk.rows : 0), 0);
   }
@@ -421,7 +423,7 @@ export class JetStreamStorageConsumer {
     const committed: Manifest = { ...manifest, state: 'committed' };
     await viaNats('commit the batch manifest', () => index.kv.put(key, JSON.stringify(committed)));
     index.apply(key, committed);
-    await viaNats('ack the batch', () => Promise.all(messages.map((m) => m.ackAck())));
+    await this.ack(messages, 'ack the batch');
     this.count(messages);
   }
 
@@ -442,7 +444,7 @@ export class JetStreamStorageConsumer {
       return;
     }
     if (manifest.state === 'committed') {
-      await viaNats('ack messages of a stored batch', () => Promise.all(held.map((m) => m.ackAck())));
+      await this.ack(held, 'ack messages of a stored batch');
       return;
     }
     try {
@@ -478,7 +480,7 @@ export class JetStreamStorageConsumer {
     const committed: Manifest = { ...manifest, state: 'committed' };
     await viaNats('commit the batch manifest', () => manifests.put(key, JSON.stringify(committed)));
     index.apply(key, committed);
-    await viaNats('ack the batch', () => Promise.all(held.map((m) => m.ackAck())));
+    await this.ack(held, 'ack the batch');
     this.count(held);
   }
 
@@ -494,6 +496,24 @@ export class JetStreamStorageConsumer {
     if (seq > state.last_seq) throw new NatsOutage(`message ${seq} of ${stream} is not there yet (the stream ends at ${state.last_seq}): its batch waits`);
   }
 
+  /**
+   * Acks stored messages. One delivered on a connection that has closed since is acked only if
+   * its stream still holds it under its msgID: a nats-server restarted meanwhile may have given
+   * its sequence to another message (nats-server 2.9 gives sequences twice), and an ack removes
+   * whichever message has that sequence now, unstored. Left unacked, a message that is still
+   * there comes back after ack wait and is found stored.
+   */
+  private async ack(messages: PulledMessage[], what: string): Promise<void> {
+    await viaNats(what, () => Promise.all(messages.map(async (message) => {
+      if (message.fromClosedConnection()) {
+        this.jsm ??= await jetstreamManager(this.nc, { checkAPI: false });
+        const stored = await this.jsm.streams.getMessage(message.stream, { seq: message.seq });
+        if (!stored || msgIdOf(stored.header) !== msgIdOf(message.headers)) return;
+      }
+      await message.ackAck();
+    })));
+  }
+
   /** The batch (or what of it is not yet stored) comes back after the backoff; acked messages ignore the nak. */
   private async handleFailure(table: string, messages: PulledMessage[], err: unknown, backoffMs: number, signal: AbortSignal): Promise<void> {
     this.options.log?.warn({ table, messages: messages.length, err: (err as Error).message, storageDown: isRetryable(err), backoffMs }, 'batch not stored; will retry');
@@ -504,7 +524,7 @@ export class JetStreamStorageConsumer {
   private async deadLetter(table: string, message: PulledMessage, err: unknown): Promise<void> {
     await this.park(table, message, err);
     // Acked, not terminated: parked safely, it must leave the work queue (nats-server 2.9 keeps terminated messages there).
-    await viaNats('ack a dead-lettered message', () => message.ackAck());
+    await this.ack([message], 'ack a dead-lettered message');
   }
 
   /** Publishes a message's rows (or one request's part of them) to the dead-letter stream with the reason. */

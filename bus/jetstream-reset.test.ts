@@ -47,16 +47,24 @@ afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-async function busOn(url: string) {
+async function busOn(url: string, busPrefix = prefix) {
   const nc = await connect({ servers: url, timeout: 3000 });
   connections.push(nc);
-  const bus = new JetStreamBus(nc, { natsUrl: url, prefix, tables: ['otel_traces'], maxStreamBytes: 64 * 1024 * 1024, retryAfterSeconds: 1 });
+  const bus = new JetStreamBus(nc, { natsUrl: url, prefix: busPrefix, tables: ['otel_traces'], maxStreamBytes: 64 * 1024 * 1024, retryAfterSeconds: 1 });
   await bus.start();
   return { nc, bus };
 }
 
 const publish = (bus: JetStreamBus, name: string) =>
   bus.publish(transcodeOtlp('traces', 'protobuf', encodeTraces(traceRequest({ spans: 20, name })), 'src').tables);
+
+/** SIGKILLs the server and removes a stream's message blocks (its consumers' state stays), then starts it again on its port. */
+async function crashLosingBlocks(name: string): Promise<void> {
+  await server.stop('SIGKILL');
+  const blocks = join(dir, 'nats', 'jetstream', '$G', 'streams', name, 'msgs');
+  for (const file of await readdir(blocks)) await rm(join(blocks, file));
+  server = await startNatsServer(join(dir, 'nats'), ['-p', String(port)]);
+}
 
 async function countOf(name: string): Promise<number> {
   return Number(JSON.parse(await storage.query(`SELECT count() AS n FROM otel.otel_traces WHERE SpanName = '${name}'`)).n);
@@ -78,10 +86,7 @@ describe('a stream brought back at sequence 0 after a SIGKILL', () => {
     await before.bus.shutdown();
 
     // The crash: killed, and the stream's message blocks are gone; the consumer's state is not.
-    await server.stop('SIGKILL');
-    const blocks = join(dir, 'nats', 'jetstream', '$G', 'streams', stream, 'msgs');
-    for (const file of await readdir(blocks)) await rm(join(blocks, file));
-    server = await startNatsServer(join(dir, 'nats'), ['-p', String(port)]);
+    await crashLosingBlocks(stream);
     const after = await busOn(server.url);
     const jsm = await jetstreamManager(after.nc);
     expect((await jsm.streams.info(stream)).state.last_seq).toBe(0);
@@ -101,6 +106,45 @@ describe('a stream brought back at sequence 0 after a SIGKILL', () => {
     if (consumerState.num_ack_pending === 0) expect(recreated).toBe(1);
     else expect(recreated).toBeLessThanOrEqual(1);
     await second.shutdown();
+    await after.bus.shutdown();
+  });
+
+  it('does not ack, after the server restarted, a message whose sequence another message has now (an ack removes whichever it is)', { timeout: 120_000 }, async () => {
+    const stalePrefix = `${prefix}S`;
+    const staleStream = streamOf(stalePrefix, 'otel_traces').stream;
+    const stored = storageSink(storage, new SluiceMetrics());
+    // The first insert lands, then waits until the server has crashed and come back.
+    let inserted!: () => void;
+    const landed = new Promise<void>((resolve) => (inserted = resolve));
+    let restarted!: () => void;
+    const serverBack = new Promise<void>((resolve) => (restarted = resolve));
+    let first = true;
+    const sink: typeof stored = async (chunks, token) => {
+      await stored(chunks, token);
+      if (!first) return;
+      first = false;
+      inserted();
+      await serverBack;
+    };
+    const before = await busOn(server.url, stalePrefix);
+    const consumer = new JetStreamStorageConsumer(before.nc, { natsUrl: server.url, prefix: stalePrefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 2000, discoverEveryMs: 300, log: capturedLog().log }, sink);
+    consumer.start();
+    await publish(before.bus, 'stale-old');
+    await landed;
+    await before.bus.shutdown();
+
+    // Meanwhile the server restarts without the stream's message, and a new one gets its sequence.
+    await crashLosingBlocks(staleStream);
+    const after = await busOn(server.url, stalePrefix);
+    await publish(after.bus, 'stale-new');
+    expect((await (await jetstreamManager(after.nc)).streams.info(staleStream)).state.last_seq).toBe(1);
+    // The consumer's own connection is back too: its manifest commit and ack reach the new server.
+    await eventually(() => jetstreamManager(before.nc).then((jsm) => jsm.getAccountInfo()).then(() => true, () => false), 30_000, 200);
+    restarted();
+
+    await eventually(async () => (await countOf('stale-new')) === 20, 60_000, 200);
+    expect([await countOf('stale-old'), await countOf('stale-new')]).toEqual([20, 20]);
+    await consumer.shutdown();
     await after.bus.shutdown();
   });
 });

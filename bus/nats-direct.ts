@@ -51,6 +51,11 @@ export interface PulledMessage {
   readonly data: Buffer;
   /** Acknowledges it and waits for the server to confirm. */
   ackAck(): Promise<void>;
+  /**
+   * Whether the connection it was delivered on has closed since: the server may have restarted
+   * meanwhile, and its sequence may now be another message's (an ack removes whichever it is).
+   */
+  fromClosedConnection(): boolean;
   /** Hands it back for redelivery, after `delayMs` if given. */
   nak(delayMs?: number): void;
   /**
@@ -381,6 +386,7 @@ class Connection {
       headers: message.headers,
       data: message.data,
       ackAck: () => this.owner.ack(ackSubject),
+      fromClosedConnection: () => this.failure !== undefined,
       nak: (delayMs) => this.owner.nak(ackSubject, delayMs),
       release: () => {
         if (!released) payloads.release(message.data);
