@@ -348,14 +348,14 @@ export class JetStreamStorageConsumer {
 
   private async process(jsm: JetStreamManager, stream: string, table: string, messages: PulledMessage[], index: ManifestIndex): Promise<void> {
     const fresh: PulledMessage[] = [];
-    const byManifest = new Map<string, PulledMessage[]>();
+    const byManifest = new Map<string, { manifest: Manifest; held: PulledMessage[] }>();
     for (const message of messages) {
       if (message.deliveryCount > 1) this.stats.redelivered++;
       const owner = index.find(stream, message.seq, msgIdOf(message.headers));
       if (!owner) fresh.push(message);
-      else byManifest.set(owner.key, [...(byManifest.get(owner.key) ?? []), message]);
+      else byManifest.set(owner.key, { manifest: owner.manifest, held: [...(byManifest.get(owner.key)?.held ?? []), message] });
     }
-    for (const [key, held] of byManifest) await this.finishManifest(jsm, stream, table, index, key, held);
+    for (const [key, { manifest, held }] of byManifest) await this.finishManifest(jsm, stream, table, index, key, manifest, held);
     if (fresh.length > 0) await this.storeFresh(stream, table, index, fresh);
   }
 
@@ -432,23 +432,32 @@ export class JetStreamStorageConsumer {
     index.apply(key, undefined);
   }
 
-  /** A batch some consumer started: finish it exactly as it was, or just ack if it is done. */
-  private async finishManifest(jsm: JetStreamManager, stream: string, table: string, index: ManifestIndex, key: string, held: PulledMessage[]): Promise<void> {
-    const manifests = index.kv;
-    const entry = await viaNats('read the batch manifest', () => manifests.get(key));
-    const manifest = entry?.operation === 'PUT' ? entry.json<Manifest>() : undefined;
-    if (!entry || !manifest) {
-      // Expired (older than the bucket's TTL): nothing says whether it was stored; store it.
-      index.apply(key, undefined);
-      await this.insertFresh(stream, table, index, held);
-      return;
-    }
-    if (manifest.state === 'committed') {
+  /**
+   * A batch some consumer started (`known`: as this process's index has it): finish it exactly
+   * as it was, or just ack if it is done. Committed is final, so a batch the index knows as
+   * committed is acked without asking the bucket: after every node was killed at once the
+   * bucket can come back without the entry, and the batch would look unstored and be stored twice.
+   */
+  private async finishManifest(jsm: JetStreamManager, stream: string, table: string, index: ManifestIndex, key: string, known: Manifest, held: PulledMessage[]): Promise<void> {
+    if (known.state === 'committed') {
       await this.ack(held, 'ack messages of a stored batch');
       return;
     }
+    const manifests = index.kv;
+    const entry = await viaNats('read the batch manifest', () => manifests.get(key));
+    const read = entry?.operation === 'PUT' ? entry.json<Manifest>() : undefined;
+    if (read?.state === 'committed') {
+      index.apply(key, read);
+      await this.ack(held, 'ack messages of a stored batch');
+      return;
+    }
+    // Gone from the bucket (lost, as above; or expired, but then this index would have let it
+    // go too): finished as the index knows it, under its token, so an insert that landed is not
+    // repeated; written back, so another consumer finds it claimed.
+    const manifest = read ?? known;
     try {
-      await manifests.update(key, JSON.stringify({ ...manifest, claimedBy: randomUUID() }), entry.revision);
+      const claimed = JSON.stringify({ ...manifest, claimedBy: randomUUID() });
+      await (read ? manifests.update(key, claimed, entry!.revision) : manifests.create(key, claimed));
     } catch (err) {
       // Another consumer claimed it first; it will commit, and then these are acked.
       this.options.log?.info({ table, key, err: (err as Error).message }, 'a batch manifest changed since it was read (claimed by another consumer?): its messages come back in a second');

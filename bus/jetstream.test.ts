@@ -293,6 +293,47 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     await consumer.shutdown();
   });
 
+  it('acks a batch its index knows as committed though the bucket lost the manifest (every node killed at once), not storing it twice', async () => {
+    const { prefix, bus } = fixture();
+    await bus.start();
+    const consumer = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, maxBackoffMs: 200, log }, sink);
+    // The batch is stored and committed; then its ack fails, and the bucket comes back without its manifests.
+    const internals = consumer as unknown as { ack(messages: unknown[], what: string): Promise<void> };
+    const ack = internals.ack.bind(consumer);
+    let lost = false;
+    vi.spyOn(internals, 'ack').mockImplementation(async (messages, what) => {
+      if (lost) return ack(messages, what);
+      lost = true;
+      await (await jetstreamManager(nc)).streams.purge(`KV_${manifestBucketOf(prefix)}`);
+      throw new Error('no JetStream answered the ack (503)');
+    });
+    consumer.start();
+    await bus.publish(chunksOf('manifest-lost', 30));
+    await until(async () => lost && (await consumer.lag('otel_traces').catch(() => undefined))?.messages === 0, 30_000);
+    expect(await countOf('manifest-lost')).toBe(30);
+    await consumer.shutdown();
+  });
+
+  it('finishes a batch its index knows as pending under its own token when the bucket lost the manifest, not storing it twice', async () => {
+    const { prefix, bus } = fixture();
+    await bus.start();
+    // The insert lands, then the consumer fails before it commits, and the bucket comes back without the manifest.
+    let lost = false;
+    const losingSink: ChunkSink = async (chunks, token) => {
+      await sink(chunks, token);
+      if (lost) return;
+      lost = true;
+      await (await jetstreamManager(nc)).streams.purge(`KV_${manifestBucketOf(prefix)}`);
+      throw new SluiceError('unavailable', 'the connection to storage failed after the insert');
+    };
+    const consumer = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, maxBackoffMs: 200, log }, losingSink);
+    consumer.start();
+    await bus.publish(chunksOf('pending-lost', 30));
+    await until(async () => lost && (await consumer.lag('otel_traces').catch(() => undefined))?.messages === 0, 30_000);
+    expect(await countOf('pending-lost')).toBe(30);
+    await consumer.shutdown();
+  });
+
   it('finishes a pending batch without the new message that took the sequence of one of its own', async () => {
     const { prefix, bus } = fixture();
     await bus.start();

@@ -74,6 +74,13 @@ async function leader(): Promise<NatsNode> {
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** How often each value occurs. */
+function tally(values: number[]): Record<number, number> {
+  const counts: Record<number, number> = {};
+  for (const value of values) counts[value] = (counts[value] ?? 0) + 1;
+  return counts;
+}
+
 describe('a three-node JetStream cluster under faults', () => {
   it('stores every acknowledged request once through a leader killed, a follower killed, a node frozen and all three restarted', async () => {
     const consumer = await start('consume');
@@ -166,7 +173,7 @@ describe('a three-node JetStream cluster under faults', () => {
       // What the consumer was doing, for the next one to read (SLUICE_TEST_LOG_LEVEL=info has the rest).
       const manifests = await streamInfo(`KV_${manifestBucketOf(prefix)}`);
       console.log(
-        `cluster-r3: ${missing.length} acknowledged requests not stored (${missing.join(', ')}); last sequence ${lastBefore} before the full restart, ${lastAfter} after; gateway`, JSON.stringify(await gateway.readiness.report()),
+        `cluster-r3: ${missing.length} acknowledged requests not stored whole (${missing.join(', ')}; how many have how many spans: ${JSON.stringify(tally(missing.map((name) => counts.get(name) ?? 0)))}); last sequence ${lastBefore} before the full restart, ${lastAfter} after; gateway`, JSON.stringify(await gateway.readiness.report()),
         'consumer', JSON.stringify(await consumer.readiness.report()), 'traces stream', await streamInfo().then((info) => JSON.stringify({ state: info?.state, cluster: info?.cluster })),
         'manifests bucket', JSON.stringify({ state: manifests?.state, cluster: manifests?.cluster }),
       );
