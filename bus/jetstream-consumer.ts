@@ -15,7 +15,7 @@
  * written yet, and deliver stored messages again as new. So every message is first looked up
  * in the manifests (an in-memory index fed by a KV watch, batch-manifests.ts):
  *   - none: the consumer died before step 1, nothing was inserted → a fresh batch;
- *   - committed: the rows are stored → ack;
+ *   - committed: the rows are stored → ack (committed is final: the index's word is enough);
  *   - pending: the insert may or may not have happened → claim the manifest (compare-and-set),
  *     rebuild exactly that batch from the stream by sequence, insert it again with the SAME
  *     token (ClickHouse drops it if the first insert had landed), commit, ack.
@@ -284,10 +284,11 @@ export class JetStreamStorageConsumer {
   /**
    * nats-server 2.9 can bring a WorkQueue stream back at an earlier sequence after a SIGKILL
    * (nats-io/nats-server#6600). Its durable consumer, still at its old position, then delivers
-   * nothing until new messages pass that position, while they pile up below it. Checked while the loop is idle; seen at two checks in a row (not a leader that has not
-   * applied the stream's end yet), the consumer is re-created from the stream's start: what it
-   * had delivered comes again and is matched against the batch manifests. Returns whether the
-   * stream is behind now (and was not yet seen so before).
+   * nothing until new messages pass that position, while they pile up below it. Checked while
+   * the loop is idle; seen at two checks in a row (not a leader that has not applied the
+   * stream's end yet), the consumer is re-created from the stream's start: what it had delivered
+   * comes again and is matched against the batch manifests. Returns whether the stream is behind
+   * now (and was not yet seen so before).
    */
   private async restartIfBehind(jsm: JetStreamManager, stream: string, seenBefore: boolean): Promise<boolean> {
     const [consumer, info] = await Promise.all([jsm.consumers.info(stream, DURABLE), jsm.streams.info(stream)]);
