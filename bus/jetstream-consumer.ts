@@ -38,7 +38,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
-import { jetstream, jetstreamManager, PubHeaders, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { jetstream, JetStreamApiCodes, JetStreamApiError, jetstreamManager, PubHeaders, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { pino } from 'pino';
 import { SluiceError } from '../core/errors.ts';
@@ -253,7 +253,10 @@ export class JetStreamStorageConsumer {
           report({ ok: true });
           if (Date.now() - checkedAt >= this.tuning.discoverEveryMs) {
             checkedAt = Date.now();
-            behind = await this.restartIfBehind(jsm, stream, behind).catch(() => behind);
+            behind = await this.restartIfBehind(jsm, stream, behind).catch((err: Error) => {
+              this.options.log?.warn({ stream, err: err.message }, 'could not check or re-create the consumer of a stream that went back; trying again at the next check');
+              return behind;
+            });
           }
           continue;
         }
@@ -299,7 +302,10 @@ export class JetStreamStorageConsumer {
       { stream, consumerAt: consumer.delivered.stream_seq, streamEndsAt: info.state.last_seq, waiting: info.state.messages },
       'the stream went back below its consumer (nats-server lost its last sequence): re-creating the consumer so the messages waiting are delivered',
     );
-    await jsm.consumers.delete(stream, DURABLE).catch(() => undefined); // another process may have done it
+    await jsm.consumers.delete(stream, DURABLE).catch((err: unknown) => {
+      // Another process may have done it; anything else (no answer) is tried again at the next check.
+      if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound)) throw err;
+    });
     await this.ensureDurable(jsm, stream);
     return false;
   }
