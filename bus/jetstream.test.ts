@@ -239,7 +239,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
   it('stores the new messages of a stream that starts again at sequence 1 within the manifests\' hour (deleted and created again, or reset by a crash)', async () => {
     const { prefix, bus } = fixture();
     await bus.start();
-    const consume = () => new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, log }, sink);
+    const consume = () => new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, log }, sink);
     const before = consume();
     before.start();
     for (const name of ['reset-before-1', 'reset-before-2', 'reset-before-3']) await bus.publish(chunksOf(name, 20));
@@ -264,7 +264,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     const { prefix, bus } = fixture();
     const { stream } = streamOf(prefix, 'otel_traces');
     const jsm = await jetstreamManager(nc);
-    const consume = () => new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, log }, sink);
+    const consume = () => new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, log }, sink);
     /** Publishes, stores with a consumer of its own, and starts the stream over. */
     const storeThenReset = async (publish: () => Promise<unknown>, name: string) => {
       await bus.start();
@@ -339,7 +339,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     await bus.start();
     const { stream } = streamOf(prefix, 'otel_traces');
     const jsm = await jetstreamManager(nc);
-    const consume = () => new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, log }, sink);
+    const consume = () => new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, log }, sink);
     // A consumer that ran before creates the manifest bucket.
     const earlier = consume();
     earlier.start();
