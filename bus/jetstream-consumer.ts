@@ -520,14 +520,13 @@ export class JetStreamStorageConsumer {
    * there comes back after ack wait and is found stored.
    */
   private async ack(messages: PulledMessage[], what: string): Promise<void> {
-    await viaNats(what, () => Promise.all(messages.map(async (message) => {
-      if (message.fromClosedConnection()) {
-        this.jsm ??= await jetstreamManager(this.nc, { checkAPI: false });
-        const stored = await this.jsm.streams.getMessage(message.stream, { seq: message.seq });
-        if (!stored || msgIdOf(stored.header) !== msgIdOf(message.headers)) return;
-      }
-      await message.ackAck();
-    })));
+    await viaNats(what, () => Promise.all(messages.map((message) => (message.fromClosedConnection() ? this.ackIfStillThere(message) : message.ackAck()))));
+  }
+
+  private async ackIfStillThere(message: PulledMessage): Promise<void> {
+    this.jsm ??= await jetstreamManager(this.nc, { checkAPI: false });
+    const stored = await this.jsm.streams.getMessage(message.stream, { seq: message.seq });
+    if (stored && msgIdOf(stored.header) === msgIdOf(message.headers)) await message.ackAck();
   }
 
   /** The batch (or what of it is not yet stored) comes back after the backoff; acked messages ignore the nak. */

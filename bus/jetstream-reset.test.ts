@@ -35,7 +35,7 @@ const connections: NatsConnection[] = [];
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'sluice-reset-'));
   port = await freePort();
-  server = await startNatsServer(join(dir, 'nats'), ['-p', String(port)]);
+  server = await startServer();
   storage = new ChdbStorage(join(dir, 'chdb'), 'otel');
   await storage.start();
 }, 60_000);
@@ -63,7 +63,12 @@ async function crashLosingBlocks(name: string): Promise<void> {
   await server.stop('SIGKILL');
   const blocks = join(dir, 'nats', 'jetstream', '$G', 'streams', name, 'msgs');
   for (const file of await readdir(blocks)) await rm(join(blocks, file));
-  server = await startNatsServer(join(dir, 'nats'), ['-p', String(port)]);
+  server = await startServer();
+}
+
+/** The test's nats-server, on the same port and store each time (clients reconnect to it). */
+function startServer(): Promise<NatsProcess> {
+  return startNatsServer(join(dir, 'nats'), ['-p', String(port)]);
 }
 
 async function countOf(name: string): Promise<number> {

@@ -21,7 +21,7 @@ import { capturedLog } from '../test/faults.ts';
 import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
 import type { ChunkSink, TableChunk } from './bus.ts';
 import { JetStreamBus } from './jetstream.ts';
-import { JetStreamStorageConsumer } from './jetstream-consumer.ts';
+import { JetStreamStorageConsumer, type ConsumerTuning } from './jetstream-consumer.ts';
 import { DURABLE, manifestBucketOf, streamOf } from './jetstream-names.ts';
 import type { ManifestIndex } from './batch-manifests.ts';
 import type { NatsDirect } from './nats-direct.ts';
@@ -103,6 +103,21 @@ async function until(condition: () => Promise<boolean>, timeoutMs = 60_000): Pro
     if (Date.now() > deadline) throw new Error('condition not met in time');
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+
+/** A storage consumer of the traces table that redelivers after 1 s, not the default 30 s (these tests wait less). */
+function consumerOf(prefix: string, tuning: ConsumerTuning = {}, sinkFor: ChunkSink = sink): JetStreamStorageConsumer {
+  return new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, log, ...tuning }, sinkFor);
+}
+
+/** Nothing left in the traces stream for the consumer (false while its durable consumer does not exist yet). */
+async function drained(consumer: JetStreamStorageConsumer): Promise<boolean> {
+  return (await consumer.lag('otel_traces').catch(() => undefined))?.messages === 0;
+}
+
+/** The manifest bucket loses every entry, as it can when all its nodes die at once; the consumers' indexes are not told. */
+async function loseManifests(prefix: string): Promise<void> {
+  await (await jetstreamManager(nc)).streams.purge(`KV_${manifestBucketOf(prefix)}`);
 }
 
 describe('JetStreamBus streams', () => {
@@ -239,8 +254,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
   it('stores the new messages of a stream that starts again at sequence 1 within the manifests\' hour (deleted and created again, or reset by a crash)', async () => {
     const { prefix, bus } = fixture();
     await bus.start();
-    const consume = () => new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, log }, sink);
-    const before = consume();
+    const before = consumerOf(prefix);
     before.start();
     for (const name of ['reset-before-1', 'reset-before-2', 'reset-before-3']) await bus.publish(chunksOf(name, 20));
     await until(async () => (await countOf('reset-before-3')) === 20 && (await before.lag('otel_traces')).messages === 0, 30_000);
@@ -251,10 +265,10 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     await bus.start();
     for (const name of ['reset-after-1', 'reset-after-2', 'reset-after-3']) await bus.publish(chunksOf(name, 20));
     expect((await jsm.streams.info(streamOf(prefix, 'otel_traces').stream)).state.last_seq).toBe(3);
-    const after = consume();
+    const after = consumerOf(prefix);
     after.start();
     // (lag() throws until the new stream's durable consumer exists)
-    await until(async () => (await after.lag('otel_traces').catch(() => undefined))?.messages === 0, 30_000);
+    await until(() => drained(after), 30_000);
     expect(await Promise.all(['reset-after-1', 'reset-after-2', 'reset-after-3'].map(countOf))).toEqual([20, 20, 20]);
     expect(await countOf('reset-before-1')).toBe(20);
     await after.shutdown();
@@ -264,14 +278,13 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     const { prefix, bus } = fixture();
     const { stream } = streamOf(prefix, 'otel_traces');
     const jsm = await jetstreamManager(nc);
-    const consume = () => new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, log }, sink);
     /** Publishes, stores with a consumer of its own, and starts the stream over. */
     const storeThenReset = async (publish: () => Promise<unknown>, name: string) => {
       await bus.start();
       await publish();
-      const consumer = consume();
+      const consumer = consumerOf(prefix);
       consumer.start();
-      await until(async () => (await countOf(name)) > 0 && (await consumer.lag('otel_traces').catch(() => undefined))?.messages === 0, 30_000);
+      await until(async () => (await countOf(name)) > 0 && (await drained(consumer)), 30_000);
       await consumer.shutdown();
       await jsm.streams.delete(stream);
     };
@@ -286,9 +299,9 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     // The first history wins after all: the old message is back at sequence 1, as the replica that had it left it.
     await bus.start();
     await jetstream(nc).publish(streamOf(prefix, 'otel_traces').subject, original!.data, { headers: original!.headers });
-    const consumer = consume();
+    const consumer = consumerOf(prefix);
     consumer.start();
-    await until(async () => (await consumer.lag('otel_traces').catch(() => undefined))?.messages === 0, 30_000);
+    await until(() => drained(consumer), 30_000);
     expect([await countOf('diverged-old'), await countOf('diverged-new')]).toEqual([20, 20]);
     await consumer.shutdown();
   });
@@ -296,7 +309,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
   it('acks a batch its index knows as committed though the bucket lost the manifest (every node killed at once), not storing it twice', async () => {
     const { prefix, bus } = fixture();
     await bus.start();
-    const consumer = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, maxBackoffMs: 200, log }, sink);
+    const consumer = consumerOf(prefix, { maxBackoffMs: 200 });
     // The batch is stored and committed; then its ack fails, and the bucket comes back without its manifests.
     const internals = consumer as unknown as { ack(messages: unknown[], what: string): Promise<void> };
     const ack = internals.ack.bind(consumer);
@@ -304,12 +317,12 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     vi.spyOn(internals, 'ack').mockImplementation(async (messages, what) => {
       if (lost) return ack(messages, what);
       lost = true;
-      await (await jetstreamManager(nc)).streams.purge(`KV_${manifestBucketOf(prefix)}`);
+      await loseManifests(prefix);
       throw new Error('no JetStream answered the ack (503)');
     });
     consumer.start();
     await bus.publish(chunksOf('manifest-lost', 30));
-    await until(async () => lost && (await consumer.lag('otel_traces').catch(() => undefined))?.messages === 0, 30_000);
+    await until(async () => lost && (await drained(consumer)), 30_000);
     expect(await countOf('manifest-lost')).toBe(30);
     await consumer.shutdown();
   });
@@ -323,13 +336,13 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
       await sink(chunks, token);
       if (lost) return;
       lost = true;
-      await (await jetstreamManager(nc)).streams.purge(`KV_${manifestBucketOf(prefix)}`);
+      await loseManifests(prefix);
       throw new SluiceError('unavailable', 'the connection to storage failed after the insert');
     };
-    const consumer = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, maxBackoffMs: 200, log }, losingSink);
+    const consumer = consumerOf(prefix, { maxBackoffMs: 200 }, losingSink);
     consumer.start();
     await bus.publish(chunksOf('pending-lost', 30));
-    await until(async () => lost && (await consumer.lag('otel_traces').catch(() => undefined))?.messages === 0, 30_000);
+    await until(async () => lost && (await drained(consumer)), 30_000);
     expect(await countOf('pending-lost')).toBe(30);
     await consumer.shutdown();
   });
@@ -339,9 +352,8 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     await bus.start();
     const { stream } = streamOf(prefix, 'otel_traces');
     const jsm = await jetstreamManager(nc);
-    const consume = () => new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, log }, sink);
     // A consumer that ran before creates the manifest bucket.
-    const earlier = consume();
+    const earlier = consumerOf(prefix);
     earlier.start();
     await until(async () => (earlier as unknown as { manifests: Map<string, ManifestIndex> }).manifests.size > 0, 15_000);
     await earlier.shutdown();
@@ -354,9 +366,9 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     await sink([{ table: 'otel_traces', columns: own.header.get('Sluice-Columns').split(','), rows: Number(own.header.get('Sluice-Rows')), data: own.data }], token);
     const manifests = await new Kvm(nc).open(manifestBucketOf(prefix));
     await manifests.put(`${stream}.1`, JSON.stringify({ token, seqs: [1, 2], ids: [await msgIdAt(1), 'a-message-now-gone'], state: 'pending' }));
-    const consumer = consume();
+    const consumer = consumerOf(prefix);
     consumer.start();
-    await until(async () => (await consumer.lag('otel_traces').catch(() => undefined))?.messages === 0, 30_000);
+    await until(() => drained(consumer), 30_000);
     // Inserted again under the batch's token, the newcomer would have been dropped as a duplicate.
     expect([await countOf('pending-own'), await countOf('pending-newcomer')]).toEqual([20, 20]);
     expect(JSON.parse((await manifests.get(`${stream}.1`))!.string()).state).toBe('committed');
@@ -399,7 +411,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
       return put.apply(this, args);
     });
     const { log: captured, entries } = capturedLog();
-    const consumer = new JetStreamStorageConsumer(nc, { natsUrl: NATS_URL, prefix, tables: ['otel_traces'], batchMaxWaitMs: 200, ackWaitMs: 1000, maxBackoffMs: 30_000, log: captured }, sink);
+    const consumer = consumerOf(prefix, { maxBackoffMs: 30_000, log: captured });
     consumer.start();
     await bus.publish(chunksOf('nats-outage', 40));
     const backoffs = () => entries().filter((entry) => entry.msg === 'batch not stored; will retry').map((entry) => entry.backoffMs as number);

@@ -52,6 +52,7 @@ function listening(child: ChildProcess, name: string): Promise<void> {
   });
 }
 
+/** Starts `size` JetStream nodes routed to each other and waits until JetStream answers. */
 export async function startNatsCluster(dir: string, size = 3): Promise<NatsCluster> {
   const ports = await Promise.all(Array.from({ length: size }, async () => ({ client: await freePort(), cluster: await freePort() })));
   const children: Array<ChildProcess | undefined> = [];
