@@ -53,6 +53,11 @@ beforeAll(async () => {
   alerting = await startAlertingSluice();
   // Another service's spans, so the form has a service of the last day to offer.
   await sendSpans(alerting.app, 'payment', 5, 0);
+  // A 200 means queued, not stored; the form reads the services once, when it opens.
+  await eventually(async () => {
+    const { services } = await alerting.owner.json<{ services: string[] }>('/api/query/services', { method: 'POST', body: { from: Date.now() - 86_400_000, to: Date.now() } });
+    return services.includes('payment');
+  }, 60_000, 250);
   browser = await launchChromium();
   page = await signedInTab(OWNER.email);
   seen = watchPage(page);
