@@ -167,4 +167,31 @@ describe('ManifestIndex', () => {
     expect(index.status().figures).toMatchObject({ badValues: 1 });
     index.stop();
   });
+
+  it('finds a batch\'s message by its msgID under any sequence (replicas that diverged bring it back under another), among many publishers and batches', async () => {
+    const { kv, name } = await freshBucket();
+    const index = new ManifestIndex(kv, HOUR_MS, { name, log: capturedLog().log });
+    await index.start();
+    // Three gateways' messages, interleaved, in batches of 50: their counts cross many runs.
+    const ids = Array.from({ length: 600 }, (_, i) => `gw${i % 3}:${Math.floor(i / 3) + 1}`);
+    for (let first = 0; first < ids.length; first += 50) {
+      const seqs = Array.from({ length: 50 }, (_, i) => first + i + 1);
+      index.apply(`S_H.${first + 1}`, { ...manifest(...seqs), ids: ids.slice(first, first + 50) });
+    }
+    const keyOf = (i: number) => `S_H.${Math.floor(i / 50) * 50 + 1}`;
+    expect(ids.every((id, i) => index.find('S_H', i + 1, id)?.key === keyOf(i))).toBe(true);
+    // Back under another sequence: the same batch.
+    expect(ids.every((id, i) => index.find('S_H', 10_000 + i, id)?.key === keyOf(i))).toBe(true);
+    // A new message with an old sequence, another stream, msgIDs of other shapes: none.
+    expect([index.find('S_H', 5, 'gw0:201'), index.find('S_H', 5, 'gw3:1'), index.find('S_I', 1, 'gw0:1'), index.find('S_H', 5, 'gw0')]).toEqual([undefined, undefined, undefined, undefined]);
+    index.apply('S_H.1000', { ...manifest(1000, 1001), ids: ['no-count', 'gw0:x'] });
+    expect([index.find('S_H', 7, 'no-count')?.key, index.find('S_H', 8, 'gw0:x')?.key]).toEqual(['S_H.1000', 'S_H.1000']);
+    // A manifest replaced with fewer messages, or deleted, no longer finds what it dropped.
+    index.apply('S_H.1', { ...manifest(1, 2), ids: ids.slice(0, 2) });
+    expect([index.find('S_H', 900, ids[1]!)?.key, index.find('S_H', 900, ids[2]!)]).toEqual(['S_H.1', undefined]);
+    index.apply('S_H.51', undefined);
+    expect(index.find('S_H', 51, ids[50]!)).toBeUndefined();
+    expect(index.find('S_H', 101, ids[100]!)?.key).toBe('S_H.101');
+    index.stop();
+  });
 });

@@ -4,11 +4,13 @@
  * hour without a KV round trip: a message that comes back after it was stored — redelivered,
  * or reappearing because a nats-server killed with SIGKILL lost the acks it had not yet
  * written — is recognised and acked instead of being inserted again.
- * A message is recognised by its sequence *and* its msgID (the gateway's Nats-Msg-Id): a stream
- * deleted and created again, or one nats-server 2.9 restarted at sequence 0 after a SIGKILL
- * (its WorkQueue streams can lose their last sequence, nats-io/nats-server#6600), gives new
- * messages the sequences of batches stored within the hour. Matched by sequence alone, they
- * would be acked as stored and lost.
+ * A message is recognised by its msgID (the gateway's Nats-Msg-Id, `<publisher>:<count>`, unique),
+ * not by its sequence: a stream deleted and created again, or one nats-server 2.9 restarted at
+ * sequence 0 after a SIGKILL (its WorkQueue streams can lose their last sequence,
+ * nats-io/nats-server#6600), gives new messages the sequences of batches stored within the hour
+ * (matched by sequence, they would be acked as stored and lost), and replicas that diverged can
+ * bring a stored message back at another sequence (it would be stored twice). Only a message
+ * without a msgID, or a manifest written before manifests named msgIDs, is matched by sequence.
  * The watch is kept open from the last revision it saw (core/kv-watch.ts); a manifest that
  * cannot be read is counted and left out (its batch may then be inserted again, never lost).
  */
@@ -33,7 +35,15 @@ interface Indexed {
   stream: string;
   /** The ranges of RANGE sequences its messages fall in. */
   ranges: number[];
+  /** The runs of msgIDs its messages fall in (see runOf). */
+  runs: string[];
   manifest: Manifest;
+}
+
+/** A manifest's messages in one run of msgIDs: their places in its `ids`. */
+interface InRun {
+  entry: Indexed;
+  at: number[];
 }
 
 /**
@@ -41,6 +51,19 @@ interface Indexed {
  * the few manifests of that range, not every batch of the last hour (there may be 100,000s).
  */
 const RANGE = 1024;
+/**
+ * Manifests are found by msgID through runs of RUN consecutive counts of one publisher: a
+ * lookup compares at most the few msgIDs of its run, however large the batches or the hour, and
+ * the index keeps a number per message rather than a map entry.
+ */
+const RUN = 64;
+
+/** The run of a msgID in a stream: `<stream> <publisher>:<count / RUN>`; the msgID itself when it has no count. */
+function runOf(stream: string, msgID: string): string {
+  const colon = msgID.lastIndexOf(':');
+  const count = colon === -1 ? NaN : Number(msgID.slice(colon + 1));
+  return Number.isSafeInteger(count) && count >= 0 ? `${stream} ${msgID.slice(0, colon)}:${Math.floor(count / RUN)}` : `${stream} ${msgID}`;
+}
 
 export interface ManifestIndexOptions {
   /** Names the index in logs and in its status (e.g. the table whose batches it holds). */
@@ -69,6 +92,8 @@ export class ManifestIndex {
   private readonly byKey = new Map<string, Indexed>();
   /** Per stream, per range of sequences: the manifests with messages in it. */
   private readonly byRange = new Map<string, Map<number, Indexed[]>>();
+  /** Per run of msgIDs (runOf): the manifests with messages in it, and where. */
+  private readonly byRun = new Map<string, InRun[]>();
   private readonly watch: KvWatch;
   private readonly bad: BadValues;
   /** While the first listing runs: keys the watch changed meanwhile (the listing's values are older). */
@@ -136,8 +161,22 @@ export class ManifestIndex {
     if (!manifest) return;
     const stream = key.slice(0, key.lastIndexOf('.'));
     const now = Date.now();
-    const entry: Indexed = { key, stream, at: now, ranges: [...new Set(manifest.seqs.map((seq) => Math.floor(seq / RANGE)))], manifest };
+    const entry: Indexed = { key, stream, at: now, ranges: [...new Set(manifest.seqs.map((seq) => Math.floor(seq / RANGE)))], runs: [], manifest };
     this.byKey.set(key, entry); // inserted last, so the map stays in arrival order for pruning
+    const runs = new Map<string, number[]>();
+    manifest.ids?.forEach((id, at) => {
+      if (id === '') return;
+      const run = runOf(stream, id);
+      const places = runs.get(run);
+      if (places) places.push(at);
+      else runs.set(run, [at]);
+    });
+    for (const [run, at] of runs) {
+      entry.runs.push(run);
+      const inRun = this.byRun.get(run);
+      if (inRun) inRun.push({ entry, at });
+      else this.byRun.set(run, [{ entry, at }]);
+    }
     let ranges = this.byRange.get(stream);
     if (!ranges) this.byRange.set(stream, (ranges = new Map()));
     for (const range of entry.ranges) {
@@ -162,17 +201,37 @@ export class ManifestIndex {
       if (entries.length === 0) ranges.delete(range);
     }
     if (ranges.size === 0) this.byRange.delete(entry.stream);
+    for (const run of entry.runs) {
+      const inRun = this.byRun.get(run)!.filter((one) => one.entry !== entry);
+      if (inRun.length === 0) this.byRun.delete(run);
+      else this.byRun.set(run, inRun);
+    }
   }
 
-  /** The manifest whose batch holds message `seq` of `stream` with this msgID, if any. */
+  /**
+   * The manifest whose batch holds the message with this msgID (at whatever sequence it had
+   * then); for a message without one, or a manifest without msgIDs, the one holding `seq`.
+   */
   find(stream: string, seq: number, msgID: string): { key: string; manifest: Manifest } | undefined {
+    if (msgID !== '') {
+      const found = this.byRun.get(runOf(stream, msgID))?.find(({ entry, at }) => at.some((i) => entry.manifest.ids![i] === msgID));
+      if (found) return found.entry;
+    }
     const entries = this.byRange.get(stream)?.get(Math.floor(seq / RANGE));
-    return entries?.find((entry) => holds(entry.manifest, seq, msgID));
+    return entries?.find((entry) => (msgID === '' || entry.manifest.ids === undefined) && holds(entry.manifest, seq, msgID));
   }
 }
 
-/** Whether a manifest's batch holds the message with this sequence and msgID. */
+/**
+ * Names a member of a manifest's batch: by its msgID when both the message and the manifest
+ * have one, else by its sequence. Two messages with the same name are the same message.
+ */
+export function memberOf(manifest: Manifest, seq: number, msgID: string): string {
+  return manifest.ids !== undefined && msgID !== '' ? `id ${msgID}` : `seq ${seq}`;
+}
+
+/** Whether a manifest's batch holds this message (see memberOf). */
 export function holds(manifest: Manifest, seq: number, msgID: string): boolean {
-  const at = manifest.seqs.indexOf(seq);
-  return at !== -1 && (manifest.ids === undefined || manifest.ids[at] === msgID);
+  const name = memberOf(manifest, seq, msgID);
+  return manifest.seqs.some((one, i) => memberOf(manifest, one, manifest.ids?.[i] ?? '') === name);
 }

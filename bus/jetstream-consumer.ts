@@ -48,7 +48,7 @@ import type { ComponentStatus } from '../core/readiness.ts';
 import { sleep, Supervisor, type LoopContext } from '../core/supervisor.ts';
 import { isDataError } from '../storage/errors.ts';
 import type { ChunkSink, ConsumerLag, TableChunk } from './bus.ts';
-import { holds, ManifestIndex, type Manifest } from './batch-manifests.ts';
+import { ManifestIndex, memberOf, type Manifest } from './batch-manifests.ts';
 import { storeIsolating } from './isolate.ts';
 import { deadLetterOf, DURABLE, manifestBucketOf, partitionOf, PARTS_HEADER, streamOf } from './jetstream-names.ts';
 import { ensureDurableConsumer } from './jetstream-streams.ts';
@@ -356,14 +356,28 @@ export class JetStreamStorageConsumer {
   private async process(jsm: JetStreamManager, stream: string, table: string, messages: PulledMessage[], index: ManifestIndex): Promise<void> {
     const fresh: PulledMessage[] = [];
     const byManifest = new Map<string, { manifest: Manifest; held: PulledMessage[] }>();
+    // A message the stream holds twice, under two sequences: stored once, both acked.
+    const freshIds = new Set<string>();
+    const twins: PulledMessage[] = [];
+    let moved = 0;
     for (const message of messages) {
       if (message.deliveryCount > 1) this.stats.redelivered++;
-      const owner = index.find(stream, message.seq, msgIdOf(message.headers));
-      if (!owner) fresh.push(message);
-      else byManifest.set(owner.key, { manifest: owner.manifest, held: [...(byManifest.get(owner.key)?.held ?? []), message] });
+      const msgID = msgIdOf(message.headers);
+      const owner = index.find(stream, message.seq, msgID);
+      if (!owner) {
+        if (msgID === '' || !freshIds.has(msgID)) fresh.push(message);
+        else twins.push(message);
+        freshIds.add(msgID);
+      } else {
+        byManifest.set(owner.key, { manifest: owner.manifest, held: [...(byManifest.get(owner.key)?.held ?? []), message] });
+        if (owner.manifest.ids && msgID !== '' && owner.manifest.seqs[owner.manifest.ids.indexOf(msgID)] !== message.seq) moved++;
+      }
     }
+    // Replicas that diverged (all nodes killed at once, nats-server 2.9) can bring a message back under another sequence.
+    if (moved + twins.length > 0) this.options.log?.warn({ table, stream, messages: moved, twins: twins.length }, 'messages of batches stored or started before came back under other sequences, or came twice: recognised by their msgIDs');
     for (const [key, { manifest, held }] of byManifest) await this.finishManifest(jsm, stream, table, index, key, manifest, held);
     if (fresh.length > 0) await this.storeFresh(stream, table, index, fresh);
+    if (twins.length > 0) await this.ack(twins, 'ack second copies of stored messages');
   }
 
   /**
@@ -471,17 +485,25 @@ export class JetStreamStorageConsumer {
       for (const message of held) message.nak(1000);
       return;
     }
-    const bySeq = new Map(held.map((m) => [m.seq, m]));
+    // The batch's members, by msgID (a message may be back under another sequence) or, without one, by sequence.
+    const heldAs = new Map(held.map((m) => [memberOf(manifest, m.seq, msgIdOf(m.headers)), m]));
     const chunks: TableChunk[] = [];
-    for (const seq of manifest.seqs) {
-      const message = bySeq.get(seq);
-      if (message) chunks.push(toChunk(table, message.data, message.headers));
-      else {
-        const stored = await viaNats(`read message ${seq} of ${stream}`, () => jsm.streams.getMessage(stream, { seq }));
-        if (!stored) await this.throwIfNotYetThere(jsm, stream, seq);
-        // Another message under its sequence: the batch's own is gone (as if withdrawn).
-        else if (holds(manifest, seq, msgIdOf(stored.header))) chunks.push(toChunk(table, stored.data, stored.header));
+    const included: number[] = [];
+    for (const [i, seq] of manifest.seqs.entries()) {
+      const member = memberOf(manifest, seq, manifest.ids?.[i] ?? '');
+      const message = heldAs.get(member);
+      if (message) {
+        chunks.push(toChunk(table, message.data, message.headers));
+        included.push(i);
+        continue;
       }
+      const stored = await viaNats(`read message ${seq} of ${stream}`, () => jsm.streams.getMessage(stream, { seq }));
+      if (!stored) await this.throwIfNotYetThere(jsm, stream, seq);
+      else if (memberOf(manifest, seq, msgIdOf(stored.header)) === member) {
+        chunks.push(toChunk(table, stored.data, stored.header));
+        included.push(i);
+      }
+      // Else another message has its sequence: the batch's own was withdrawn, or is under another sequence now and not in this pull.
     }
     try {
       await this.sink(chunks, manifest.token);
@@ -493,7 +515,12 @@ export class JetStreamStorageConsumer {
       for (const message of held) message.nak(0);
       return;
     }
-    const committed: Manifest = { ...manifest, state: 'committed' };
+    // The manifest names only what this insert had: a member left out, if it comes back, is then
+    // stored as fresh. Stored twice if the first insert had landed; named here, it would be acked
+    // unstored if it had not.
+    const leftOut = manifest.seqs.length - included.length;
+    if (leftOut > 0) this.options.log?.warn({ table, key, messages: leftOut }, 'messages of a batch being finished are not under their sequences (withdrawn, or back under others): stored without them');
+    const committed: Manifest = leftOut > 0 ? withOnly(manifest, included) : { ...manifest, state: 'committed' };
     await viaNats('commit the batch manifest', () => manifests.put(key, JSON.stringify(committed)));
     index.apply(key, committed);
     await this.ack(held, 'ack the batch');
@@ -617,6 +644,11 @@ function toChunk(table: string, data: Uint8Array, h: Headers): TableChunk {
     columnLists.set(header, (columns = header.split(',')));
   }
   return { table, columns, rows: rowsOf(h), data };
+}
+
+/** A manifest committed with only some of its members (their places in `seqs`; the held messages are always among them). */
+function withOnly(manifest: Manifest, places: number[]): Manifest {
+  return { ...manifest, seqs: places.map((i) => manifest.seqs[i]!), ...(manifest.ids ? { ids: places.map((i) => manifest.ids![i]!) } : {}), state: 'committed' };
 }
 
 /** One request's rows in a message that holds several. */
