@@ -395,6 +395,35 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     await consumer.shutdown();
   });
 
+  it('finishes a pending batch whose messages came back under other sequences, under its own token, not storing them twice', async () => {
+    const { prefix, bus } = fixture();
+    const { stream, subject } = streamOf(prefix, 'otel_traces');
+    const jsm = await jetstreamManager(nc);
+    await bus.start();
+    await bus.publish(chunksOf('moved-earlier', 5));
+    await storeAll(prefix, 'moved-earlier'); // a consumer ran before: the manifest bucket is there
+    await bus.publish(chunksOf('moved-pending-a', 20));
+    await bus.publish(chunksOf('moved-pending-b', 20));
+    const [a, b] = [(await jsm.streams.getMessage(stream, { seq: 2 }))!, (await jsm.streams.getMessage(stream, { seq: 3 }))!];
+    // Their batch was inserted, and the consumer died before it committed.
+    const token = `${stream}:2-3:landed`;
+    await sink([a, b].map((one) => ({ table: 'otel_traces', columns: one.header.get('Sluice-Columns').split(','), rows: Number(one.header.get('Sluice-Rows')), data: one.data })), token);
+    const manifests = await new Kvm(nc).open(manifestBucketOf(prefix));
+    await manifests.put(`${stream}.2-landed`, JSON.stringify({ token, seqs: [2, 3], ids: [a.header.get('Nats-Msg-Id'), b.header.get('Nats-Msg-Id')], state: 'pending' }));
+    // The history that wins: a newcomer first, then the two, each one sequence later.
+    await jsm.streams.delete(stream);
+    await bus.start();
+    await bus.publish(chunksOf('moved-newcomer-2', 20));
+    await bus.publish(chunksOf('moved-newcomer-3', 20));
+    for (const one of [a, b]) await jetstream(nc).publish(subject, one.data, { headers: one.header });
+    const consumer = consumerOf(prefix);
+    consumer.start();
+    await until(() => drained(consumer), 30_000);
+    expect(await Promise.all(['moved-pending-a', 'moved-pending-b', 'moved-newcomer-2', 'moved-newcomer-3'].map(countOf))).toEqual([20, 20, 20, 20]);
+    expect(JSON.parse((await manifests.get(`${stream}.2-landed`))!.string())).toMatchObject({ state: 'committed', seqs: [2, 3] });
+    await consumer.shutdown();
+  });
+
   it('finishes a pending batch without the new message that took the sequence of one of its own', async () => {
     const { prefix, bus } = fixture();
     await bus.start();
