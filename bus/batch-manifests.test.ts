@@ -194,4 +194,19 @@ describe('ManifestIndex', () => {
     expect(index.find('S_H', 101, ids[100]!)?.key).toBe('S_H.101');
     index.stop();
   });
+
+  it('finds the committed manifest of a message several name (a retry that did not know of a put that landed)', async () => {
+    const { kv, name } = await freshBucket();
+    const index = new ManifestIndex(kv, HOUR_MS, { name, log: capturedLog().log });
+    await index.start();
+    index.apply('S_J.1-a', { ...manifest(1, 2), ids: ['gw:1', 'gw:2'], state: 'pending' });
+    index.apply('S_J.1-b', { ...manifest(1, 2, 3), ids: ['gw:1', 'gw:2', 'gw:3'], state: 'committed' });
+    index.apply('S_J.3-c', { ...manifest(3), ids: ['gw:3'], state: 'pending' });
+    expect(['gw:1', 'gw:2', 'gw:3'].map((id, i) => index.find('S_J', i + 1, id)?.key)).toEqual(['S_J.1-b', 'S_J.1-b', 'S_J.1-b']);
+    // Legacy manifests, by sequence, the same.
+    index.apply('S_K.1-a', { ...manifest(1), state: 'pending' });
+    index.apply('S_K.1-b', manifest(1));
+    expect(index.find('S_K', 1, 'gw:1')?.key).toBe('S_K.1-b');
+    index.stop();
+  });
 });

@@ -211,14 +211,14 @@ export class ManifestIndex {
   /**
    * The manifest whose batch holds the message with this msgID (at whatever sequence it had
    * then); for a message without one, or a manifest without msgIDs, the one holding `seq`.
+   * A committed one first: a message named by several (a retry that did not know of a manifest
+   * whose put timed out but landed) is stored once one of them is committed.
    */
   find(stream: string, seq: number, msgID: string): { key: string; manifest: Manifest } | undefined {
-    if (msgID !== '') {
-      const found = this.byRun.get(runOf(stream, msgID))?.find(({ entry, at }) => at.some((i) => entry.manifest.ids![i] === msgID));
-      if (found) return found.entry;
-    }
-    const entries = this.byRange.get(stream)?.get(Math.floor(seq / RANGE));
-    return entries?.find((entry) => (msgID === '' || entry.manifest.ids === undefined) && holds(entry.manifest, seq, msgID));
+    const byId = msgID === '' ? [] : (this.byRun.get(runOf(stream, msgID)) ?? []).filter(({ entry, at }) => at.some((i) => entry.manifest.ids![i] === msgID)).map(({ entry }) => entry);
+    const bySeq = (this.byRange.get(stream)?.get(Math.floor(seq / RANGE)) ?? []).filter((entry) => (msgID === '' || entry.manifest.ids === undefined) && holds(entry.manifest, seq, msgID));
+    const found = [...byId, ...bySeq];
+    return found.find((entry) => entry.manifest.state === 'committed') ?? found[0];
   }
 }
 

@@ -42,6 +42,7 @@ import { jetstream, JetStreamApiCodes, JetStreamApiError, jetstreamManager, PubH
 import { Kvm, type KV } from '@nats-io/kv';
 import { pino } from 'pino';
 import { SluiceError } from '../core/errors.ts';
+import { revisionConflict } from '../core/jetstream-errors.ts';
 import type { Logger } from '../core/log.ts';
 import type { ConsumerTotals } from '../core/metrics.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
@@ -430,8 +431,10 @@ export class JetStreamStorageConsumer {
     // history of the stream (replicas that diverged) must not replace this one's manifest.
     const key = `${stream}.${seqs[0]}-${batch.slice(0, 8)}`;
     const manifest: Manifest = { token: `${stream}:${seqs[0]}-${seqs[seqs.length - 1]}:${batch}`, seqs, ids: sorted.map((m) => msgIdOf(m.headers)), state: 'pending' };
-    await viaNats('write the batch manifest', () => index.kv.put(key, JSON.stringify(manifest)));
+    // Known here before the put: a put that timed out may still land, so the batch's messages,
+    // back after the retry's backoff, must finish this batch under its token, never start another.
     index.apply(key, manifest);
+    await viaNats('write the batch manifest', () => index.kv.put(key, JSON.stringify(manifest)));
     try {
       await this.sink(messages.map((m) => toChunk(table, m.data, m.headers)), manifest.token);
     } catch (err) {
@@ -472,14 +475,15 @@ export class JetStreamStorageConsumer {
       await this.ack(held, 'ack messages of a stored batch');
       return;
     }
-    // Gone from the bucket (lost, as above; or expired, but then this index would have let it
-    // go too): finished as the index knows it, under its token, so an insert that landed is not
-    // repeated; written back, so another consumer finds it claimed.
+    // Not in the bucket (lost, as above; its put timed out and has not landed; or expired, but
+    // then this index would have let it go too): finished as the index knows it, under its
+    // token, so an insert that landed is not repeated; written, so another consumer finds it claimed.
     const manifest = read ?? known;
     try {
       const claimed = JSON.stringify({ ...manifest, claimedBy: randomUUID() });
       await (read ? manifests.update(key, claimed, entry!.revision) : manifests.create(key, claimed));
     } catch (err) {
+      if (!revisionConflict(err)) throw new NatsOutage(`cannot claim the batch manifest: ${(err as Error).message}`, err);
       // Another consumer claimed it first; it will commit, and then these are acked.
       this.options.log?.info({ table, key, err: (err as Error).message }, 'a batch manifest changed since it was read (claimed by another consumer?): its messages come back in a second');
       for (const message of held) message.nak(1000);

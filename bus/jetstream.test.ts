@@ -17,13 +17,13 @@ import { SluiceMetrics } from '../core/metrics.ts';
 import { transcodeOtlp } from '../pipeline/otlp/index.ts';
 import { ChdbStorage } from '../storage/chdb.ts';
 import { storageSink } from './storage-sink.ts';
-import { capturedLog } from '../test/faults.ts';
+import { capturedLog, watchFeeds } from '../test/faults.ts';
 import { encodeTraces, traceRequest } from '../test/otlp-fixtures.ts';
 import type { ChunkSink, TableChunk } from './bus.ts';
 import { JetStreamBus } from './jetstream.ts';
 import { JetStreamStorageConsumer, type ConsumerTuning } from './jetstream-consumer.ts';
 import { DURABLE, manifestBucketOf, streamOf } from './jetstream-names.ts';
-import type { ManifestIndex } from './batch-manifests.ts';
+import type { Manifest, ManifestIndex } from './batch-manifests.ts';
 import type { NatsDirect } from './nats-direct.ts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -498,6 +498,33 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     expect(backoffs().slice(0, 6)).toEqual([250, 500, 1000, 2000, 4000, 5000]);
     refusing = false;
     await until(async () => (await countOf('nats-outage')) === 40 && (await consumer.lag('otel_traces')).messages === 0);
+    await consumer.shutdown();
+  });
+
+  it('finishes the batch whose manifest put timed out but landed when its messages come back, not another: one manifest per message', async () => {
+    const { prefix, bus } = fixture();
+    await bus.start();
+    // The put lands, its answer is lost, and the watch that would tell of it says nothing (as under an outage).
+    let lost = false;
+    const put = Bucket.prototype.put;
+    vi.spyOn(Bucket.prototype, 'put').mockImplementation(async function (this: Bucket, ...args: Parameters<Bucket['put']>) {
+      const revision = await put.apply(this, args);
+      if (lost || this.bucket !== manifestBucketOf(prefix)) return revision;
+      lost = true;
+      throw new Error('timeout');
+    });
+    watchFeeds(manifestBucketOf(prefix)).muteNextOpen();
+    const consumer = consumerOf(prefix, { maxBackoffMs: 200 });
+    consumer.start();
+    await bus.publish(chunksOf('put-lost', 30));
+    await until(async () => lost && (await drained(consumer)), 30_000);
+    expect(await countOf('put-lost')).toBe(30);
+    // Two manifests naming one message would store it twice under two tokens for whoever finished the other one (after a restart).
+    const manifests = await new Kvm(nc).open(manifestBucketOf(prefix));
+    const named: string[] = [];
+    for await (const key of await manifests.keys()) named.push(...(JSON.parse((await manifests.get(key))!.string()) as Manifest).ids!);
+    expect(named.length).toBeGreaterThan(0);
+    expect(named.length).toBe(new Set(named).size);
     await consumer.shutdown();
   });
 

@@ -24,3 +24,11 @@ export function noStreamYet(err: unknown): boolean {
 export function streamNotFound(err: unknown): boolean {
   return err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound;
 }
+
+/**
+ * A KV create or update refused because the key is not at the revision it expected: someone
+ * else wrote it first. Any other failure (a timeout, no leader) says nothing about the key.
+ */
+export function revisionConflict(err: unknown): boolean {
+  return /wrong last sequence|key exists/i.test((err as Error)?.message ?? '');
+}

@@ -11,7 +11,7 @@ import { Kvm, type KV, type KvEntry } from '@nats-io/kv';
 import { errors, type NatsConnection } from '@nats-io/transport-node';
 import { BadValues } from '../core/bad-values.ts';
 import { SluiceError } from '../core/errors.ts';
-import { noStreamYet } from '../core/jetstream-errors.ts';
+import { noStreamYet, revisionConflict } from '../core/jetstream-errors.ts';
 import { KvWatch, readJson } from '../core/kv-watch.ts';
 import { fallbackLogger, type Logger } from '../core/log.ts';
 import { sleep } from '../core/supervisor.ts';
@@ -91,7 +91,7 @@ export class NatsKvStateStore implements StateStore {
       // A publish expecting the key's last sequence to be `revision`: the server checks it.
       return await (await this.open(bucket)).update(encodeKey(key), JSON.stringify(value), revision);
     } catch (err) {
-      if (/wrong last sequence/i.test((err as Error).message)) return undefined;
+      if (revisionConflict(err)) return undefined;
       throw err;
     }
   }
@@ -113,7 +113,7 @@ export class NatsKvStateStore implements StateStore {
       // KV create is a publish expecting the key's last sequence to be a delete or none.
       return await (await this.open(bucket)).create(encodeKey(key), JSON.stringify(value));
     } catch (err) {
-      if (/wrong last sequence|key exists/i.test((err as Error).message)) return undefined;
+      if (revisionConflict(err)) return undefined;
       throw err;
     }
   }
