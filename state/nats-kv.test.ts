@@ -104,6 +104,21 @@ describe('NatsKvStateStore across gateways', () => {
     await store.shutdown();
   });
 
+  it('tries a read again while its bucket\'s stream is not found (a node just restarted has not loaded it yet), and answers once it is', async () => {
+    const prefix = freshPrefix();
+    const nc = await natsConnection();
+    const store = new NatsKvStateStore(nc, { bucketPrefix: prefix });
+    await store.put('things', 'one', { n: 1 });
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.delete(`KV_${prefix}things`);
+    const read = store.get('things', 'one');
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const back = await new Kvm(nc).create(`${prefix}things`, { history: 1, allow_direct: false });
+    await back.put('one', JSON.stringify({ n: 1 }));
+    expect(await read).toEqual({ n: 1 });
+    await store.shutdown();
+  });
+
   it('reports a write it cannot make (NATS gone) as unavailable, so callers answer 503, not 500', async () => {
     const nc = await natsConnection();
     const store = new NatsKvStateStore(nc, { bucketPrefix: freshPrefix() });

@@ -11,7 +11,7 @@ import { Kvm, type KV, type KvEntry } from '@nats-io/kv';
 import { errors, type NatsConnection } from '@nats-io/transport-node';
 import { BadValues } from '../core/bad-values.ts';
 import { SluiceError } from '../core/errors.ts';
-import { noStreamYet, revisionConflict } from '../core/jetstream-errors.ts';
+import { noStreamYet, revisionConflict, streamNotFound } from '../core/jetstream-errors.ts';
 import { KvWatch, readJson } from '../core/kv-watch.ts';
 import { fallbackLogger, type Logger } from '../core/log.ts';
 import { sleep } from '../core/supervisor.ts';
@@ -35,8 +35,12 @@ export interface NatsKvStateStoreOptions {
   watchAuditMs?: number;
 }
 
-/** Whether a failed read may succeed if tried again soon: no answer, or JetStream between leaders. */
-const transient = (err: unknown) => err instanceof errors.TimeoutError || noStreamYet(err);
+/**
+ * Whether a failed read may succeed if tried again soon: no answer, JetStream between leaders,
+ * or a bucket's stream not found (after every node restarted, a node answers so for a stream it
+ * has not loaded yet; the store created its buckets, so one truly gone is refused after the patience).
+ */
+const transient = (err: unknown) => err instanceof errors.TimeoutError || noStreamYet(err) || streamNotFound(err);
 
 /** KV keys allow [-/_=.a-zA-Z0-9]; anything else (and our marker '=') is stored base64url-encoded. */
 const SAFE_KEY = /^[-/_.a-zA-Z0-9]+$/;
