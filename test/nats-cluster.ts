@@ -5,6 +5,7 @@
  * test's alone, so killing its nodes disturbs no other test.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -35,6 +36,12 @@ export interface NatsCluster {
 
 const exited = (child: ChildProcess) => new Promise<void>((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', () => resolve())));
 
+/**
+ * Where each node's log goes once it listens, when set (`<dir>/<name>.log`, appended across its
+ * restarts): to read what the cluster did in a failed run. Otherwise later lines are dropped.
+ */
+const LOG_DIR = process.env.SLUICE_TEST_NATS_LOG_DIR;
+
 /** Resolves once the node listens for clients (its log says so), or rejects. */
 function listening(child: ChildProcess, name: string): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -45,8 +52,13 @@ function listening(child: ChildProcess, name: string): Promise<void> {
       if (log.length < 64 * 1024) log += text;
       if (!log.includes('Server is ready')) return;
       clearTimeout(timer);
-      // Later lines are read and dropped: a full pipe would stop the server.
-      child.stderr!.removeAllListeners('data').resume();
+      // Later lines are read and kept or dropped: a full pipe would stop the server.
+      child.stderr!.removeAllListeners('data');
+      if (LOG_DIR) {
+        const file = createWriteStream(join(LOG_DIR, `${name}.log`), { flags: 'a' });
+        file.write(log);
+        child.stderr!.pipe(file);
+      } else child.stderr!.resume();
       resolve();
     });
   });
