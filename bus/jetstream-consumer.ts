@@ -370,7 +370,9 @@ export class JetStreamStorageConsumer {
         else twins.push(message);
         freshIds.add(msgID);
       } else {
-        byManifest.set(owner.key, { manifest: owner.manifest, held: [...(byManifest.get(owner.key)?.held ?? []), message] });
+        const known = byManifest.get(owner.key);
+        if (known) known.held.push(message);
+        else byManifest.set(owner.key, { manifest: owner.manifest, held: [message] });
         if (owner.manifest.ids && msgID !== '' && owner.manifest.seqs[owner.manifest.ids.indexOf(msgID)] !== message.seq) moved++;
       }
     }
