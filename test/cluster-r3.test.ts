@@ -66,9 +66,13 @@ async function streamInfo(stream = STREAM) {
   }
 }
 
-/** The node leading the traces stream now (after an election, once there is one). */
+/**
+ * The node leading the traces stream now (after an election, once there is one). Patient: beside
+ * stress-ng, one run's cluster answered "JetStream system temporarily unavailable" for over 30 s
+ * after a follower came back (no meta leader: nats-server's own elections, starved of CPU).
+ */
 async function leader(): Promise<NatsNode> {
-  const name = await eventually(async () => (await streamInfo())?.cluster?.leader, 30_000, 250);
+  const name = await eventually(async () => (await streamInfo())?.cluster?.leader, 90_000, 250);
   return cluster.nodes.find((node) => node.name === name)!;
 }
 
