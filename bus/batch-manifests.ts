@@ -231,7 +231,7 @@ export function memberOf(manifest: Manifest, seq: number, msgID: string): string
 }
 
 /** Whether a manifest's batch holds this message (see memberOf). */
-export function holds(manifest: Manifest, seq: number, msgID: string): boolean {
+function holds(manifest: Manifest, seq: number, msgID: string): boolean {
   const name = memberOf(manifest, seq, msgID);
   return manifest.seqs.some((one, i) => memberOf(manifest, one, manifest.ids?.[i] ?? '') === name);
 }
