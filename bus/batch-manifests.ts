@@ -216,7 +216,8 @@ export class ManifestIndex {
    */
   find(stream: string, seq: number, msgID: string): { key: string; manifest: Manifest } | undefined {
     const byId = msgID === '' ? [] : (this.byRun.get(runOf(stream, msgID)) ?? []).filter(({ entry, at }) => at.some((i) => entry.manifest.ids![i] === msgID)).map(({ entry }) => entry);
-    const bySeq = (this.byRange.get(stream)?.get(Math.floor(seq / RANGE)) ?? []).filter((entry) => (msgID === '' || entry.manifest.ids === undefined) && holds(entry.manifest, seq, msgID));
+    // By sequence only where there is no msgID to go by: found by it, the message would be in byId.
+    const bySeq = (this.byRange.get(stream)?.get(Math.floor(seq / RANGE)) ?? []).filter((entry) => (msgID === '' || entry.manifest.ids === undefined) && heldAt(entry.manifest, seq, msgID));
     const found = [...byId, ...bySeq];
     return found.find((entry) => entry.manifest.state === 'committed') ?? found[0];
   }
@@ -230,8 +231,8 @@ export function memberOf(manifest: Manifest, seq: number, msgID: string): string
   return manifest.ids !== undefined && msgID !== '' ? `id ${msgID}` : `seq ${seq}`;
 }
 
-/** Whether a manifest's batch holds this message (see memberOf). */
-function holds(manifest: Manifest, seq: number, msgID: string): boolean {
-  const name = memberOf(manifest, seq, msgID);
-  return manifest.seqs.some((one, i) => memberOf(manifest, one, manifest.ids?.[i] ?? '') === name);
+/** Whether a manifest's batch holds message `seq` with this msgID there (a manifest without msgIDs: any). */
+function heldAt(manifest: Manifest, seq: number, msgID: string): boolean {
+  const at = manifest.seqs.indexOf(seq);
+  return at !== -1 && (manifest.ids === undefined || manifest.ids[at] === msgID);
 }

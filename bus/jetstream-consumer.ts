@@ -38,11 +38,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
-import { jetstream, JetStreamApiCodes, JetStreamApiError, jetstreamManager, PubHeaders, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, PubHeaders, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { pino } from 'pino';
 import { SluiceError } from '../core/errors.ts';
-import { revisionConflict } from '../core/jetstream-errors.ts';
+import { consumerNotFound, revisionConflict } from '../core/jetstream-errors.ts';
 import type { Logger } from '../core/log.ts';
 import type { ConsumerTotals } from '../core/metrics.ts';
 import type { ComponentStatus } from '../core/readiness.ts';
@@ -305,7 +305,7 @@ export class JetStreamStorageConsumer {
     );
     await jsm.consumers.delete(stream, DURABLE).catch((err: unknown) => {
       // Another process may have done it; anything else (no answer) is tried again at the next check.
-      if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound)) throw err;
+      if (!consumerNotFound(err)) throw err;
     });
     await this.ensureDurable(jsm, stream);
     return false;

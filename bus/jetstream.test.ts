@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DiscardPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from '@nats-io/jetstream';
+import { DiscardPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type StoredMsg } from '@nats-io/jetstream';
 import { Bucket, Kvm } from '@nats-io/kv';
 import { connect, type headers, type NatsConnection } from '@nats-io/transport-node';
 import { pino } from 'pino';
@@ -121,6 +121,18 @@ async function storeAll(prefix: string, name: string): Promise<void> {
   consumer.start();
   await until(async () => (await countOf(name)) > 0 && (await drained(consumer)), 30_000);
   await consumer.shutdown();
+}
+
+/**
+ * Another history of the traces stream wins (replicas that diverged): the stream starts over,
+ * `newcomers` (20 spans each) come first, then `held` as the stream had them, msgIDs and all.
+ */
+async function winningHistory(prefix: string, bus: JetStreamBus, newcomers: string[], held: Array<Pick<StoredMsg, 'data' | 'header'>>): Promise<void> {
+  const { stream, subject } = streamOf(prefix, 'otel_traces');
+  await (await jetstreamManager(nc)).streams.delete(stream);
+  await bus.start();
+  for (const name of newcomers) await bus.publish(chunksOf(name, 20));
+  for (const one of held) await jetstream(nc).publish(subject, one.data, { headers: one.header });
 }
 
 /** The manifest bucket loses every entry, as it can when all its nodes die at once; the consumers' indexes are not told. */
@@ -313,17 +325,14 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
 
   it('acks a stored message that comes back under another sequence (replicas that diverged), not storing it twice', async () => {
     const { prefix, bus } = fixture();
-    const { stream, subject } = streamOf(prefix, 'otel_traces');
+    const { stream } = streamOf(prefix, 'otel_traces');
     const jsm = await jetstreamManager(nc);
     await bus.start();
     await bus.publish(chunksOf('moved-stored', 20));
     const original = (await jsm.streams.getMessage(stream, { seq: 1 }))!;
     await storeAll(prefix, 'moved-stored');
     // The history that wins has a newcomer at sequence 1 and the stored message at 2.
-    await jsm.streams.delete(stream);
-    await bus.start();
-    await bus.publish(chunksOf('moved-newcomer', 20));
-    await jetstream(nc).publish(subject, original.data, { headers: original.header });
+    await winningHistory(prefix, bus, ['moved-newcomer'], [original]);
     expect((await jsm.streams.info(stream)).state.last_seq).toBe(2);
     const { log: watched, entries } = capturedLog();
     const consumer = consumerOf(prefix, { log: watched });
@@ -397,7 +406,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
 
   it('finishes a pending batch whose messages came back under other sequences, under its own token, not storing them twice', async () => {
     const { prefix, bus } = fixture();
-    const { stream, subject } = streamOf(prefix, 'otel_traces');
+    const { stream } = streamOf(prefix, 'otel_traces');
     const jsm = await jetstreamManager(nc);
     await bus.start();
     await bus.publish(chunksOf('moved-earlier', 5));
@@ -411,11 +420,7 @@ describe('JetStreamBus and storage consumer', { timeout: 180_000 }, () => {
     const manifests = await new Kvm(nc).open(manifestBucketOf(prefix));
     await manifests.put(`${stream}.2-landed`, JSON.stringify({ token, seqs: [2, 3], ids: [a.header.get('Nats-Msg-Id'), b.header.get('Nats-Msg-Id')], state: 'pending' }));
     // The history that wins: a newcomer first, then the two, each one sequence later.
-    await jsm.streams.delete(stream);
-    await bus.start();
-    await bus.publish(chunksOf('moved-newcomer-2', 20));
-    await bus.publish(chunksOf('moved-newcomer-3', 20));
-    for (const one of [a, b]) await jetstream(nc).publish(subject, one.data, { headers: one.header });
+    await winningHistory(prefix, bus, ['moved-newcomer-2', 'moved-newcomer-3'], [a, b]);
     const consumer = consumerOf(prefix);
     consumer.start();
     await until(() => drained(consumer), 30_000);

@@ -25,6 +25,11 @@ export function streamNotFound(err: unknown): boolean {
   return err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound;
 }
 
+/** "consumer not found": deleted already (by another process, say). */
+export function consumerNotFound(err: unknown): boolean {
+  return err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound;
+}
+
 /**
  * A KV create or update refused because the key is not at the revision it expected: someone
  * else wrote it first. Any other failure (a timeout, no leader) says nothing about the key.
