@@ -107,8 +107,6 @@ export async function startSluice(role: Role, given: Readonly<SluiceConfig>, log
     log.info({ role, ...describeMemoryPlan(plan) }, 'memory budget (SLUICE_MEMORY_BUDGET_MB)');
   }
   if (guard) {
-    guard.start();
-    graph.onStop('memory guard', async () => guard.stop());
     readiness.register('memory', () => guard.status());
     metrics.memorySource = () => guard.figures;
   }

@@ -63,6 +63,35 @@ describe('MemoryGuard', () => {
     expect(guard.status()).toEqual({ ok: true, figures: expect.objectContaining({ rssBytes: 400 * MiB, refusals: 1 }) });
   });
 
+  it('reads the resident set when asked, at most every 50 ms, and not while nobody asks', async () => {
+    let reads = 0;
+    const rss = { now: 500 * MiB };
+    const clock = { now: 1_000 };
+    const guard = new MemoryGuard({ budgetBytes: 768 * MiB, retryAfterSeconds: 5, rss: () => (reads++, rss.now), now: () => clock.now, collectGarbage: false });
+    reads = 0;
+    // Idle: no timer reads it (a wake-up of the process each time).
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(reads).toBe(0);
+    // A burst of admissions within one read's life costs one read.
+    clock.now += 50;
+    rss.now = 730 * MiB;
+    for (let i = 0; i < 1000; i++) guard.refusal();
+    expect(reads).toBe(1);
+    expect(guard.figures.refusals).toBe(1000);
+    // The next question after 50 ms reads again: the guard notices memory falling back.
+    rss.now = 400 * MiB;
+    clock.now += 49;
+    expect(guard.refusal()).toBeDefined();
+    clock.now += 1;
+    expect(guard.refusal()).toBeUndefined();
+    expect(reads).toBe(2);
+    // Readiness and the metrics ask too.
+    rss.now = 650 * MiB;
+    clock.now += 50;
+    expect(guard.status().detail).toMatch(/the memory budget \(650 MiB resident/);
+    expect(reads).toBe(3);
+  });
+
   it('keeps 16 MiB over its high-water mark and 32 over its storage mark at least, under a small budget', () => {
     const guard = new MemoryGuard({ budgetBytes: 180 * MiB, retryAfterSeconds: 1, rss: () => 0, collectGarbage: false });
     expect([guard.storageMarkBytes, guard.highWaterBytes]).toEqual([148 * MiB, 164 * MiB]);

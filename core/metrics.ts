@@ -70,8 +70,10 @@ export class SluiceMetrics {
 
   constructor() {
     // The process figures every Node dashboard expects: CPU, resident memory, open descriptors,
-    // heap, GC, event-loop lag (nodejs_eventloop_lag_p99_seconds...).
-    collectDefaultMetrics({ register: this.registry });
+    // heap, GC, event-loop lag (nodejs_eventloop_lag_p99_seconds...). The lag is sampled every
+    // 100 ms, not prom-client's 10: its timer was most of an idle process's wake-ups (100 a
+    // second, test/idle-wakeups.test.ts), and a stall still shows in the next sample.
+    collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 100 });
     // Gauges named like counters (promtool refuses them); each is the sum of the same name without
     // `_total`, by type (sum(nodejs_active_handles) is the same figure).
     for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) this.registry.removeSingleMetric(name);
