@@ -254,7 +254,7 @@ describe('the console, as its first owner uses it', () => {
 
   it("judges the demo's deploys: payment 1.9.2 a regression, inventory 5.0.1 no change, on the Deploys page and on a chart's marker", async () => {
     // Seeded: inventory's durations are drawn alike before and after its deploy, so "no change" is
-    // what they show, but one random draw in a hundred or so differs enough to be called an improvement.
+    // what they show, but now and then an unseeded draw differed enough to be called an improvement.
     await sendDemo({ url: app.baseUrl, apiKey, minutes: 15, requests: 300, random: seededRandom(35) });
     await byTestId('nav-deploys').click();
     const rows = (service: string) => page.locator(`[data-testid="deploy-row"][data-service="${service}"]`);
