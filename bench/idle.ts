@@ -6,28 +6,22 @@
  *
  *   node --import tsx bench/idle.ts [--settle 10] [--window 30]
  */
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { startBenchCluster } from './cluster.ts';
-import { cpuSeconds, startTarget } from './target.ts';
+import { cpuSeconds, mainThreadWakeups, startTarget } from './target.ts';
 
 const { values } = parseArgs({ options: { settle: { type: 'string', default: '10' }, window: { type: 'string', default: '30' } } });
 const settleMs = Number(values.settle) * 1000;
 const windowMs = Number(values.window) * 1000;
 
-function wakeups(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/task/${pid}/status`, 'utf8');
-  return Number(/^voluntary_ctxt_switches:\s+(\d+)$/m.exec(status)![1]);
-}
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function measure(name: string, pid: number): Promise<void> {
   await sleep(settleMs);
-  const [cpu, wakes, at] = [cpuSeconds(pid), wakeups(pid), performance.now()];
+  const [cpu, wakes, at] = [cpuSeconds(pid), mainThreadWakeups(pid), performance.now()];
   await sleep(windowMs);
   const seconds = (performance.now() - at) / 1000;
-  console.log(`| ${name} | ${(((cpuSeconds(pid) - cpu) * 1000) / seconds).toFixed(1)} | ${((wakeups(pid) - wakes) / seconds).toFixed(1)} |`);
+  console.log(`| ${name} | ${(((cpuSeconds(pid) - cpu) * 1000) / seconds).toFixed(1)} | ${((mainThreadWakeups(pid) - wakes) / seconds).toFixed(1)} |`);
 }
 
 console.log(`idle for ${windowMs / 1000} s after ${settleMs / 1000} s of start-up\n\n| process | CPU ms / s | main-thread wake-ups / s |\n|---|---:|---:|`);

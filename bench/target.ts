@@ -37,6 +37,15 @@ export function cpuSeconds(pid: number): number {
   return (utime + stime) / CLK_TCK;
 }
 
+/**
+ * Times the process's main thread went to sleep after a wake-up so far: its voluntary context
+ * switches (/proc, Linux). Per second of an idle process, its wake-ups.
+ */
+export function mainThreadWakeups(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/task/${pid}/status`, 'utf8');
+  return Number(/^voluntary_ctxt_switches:\s+(\d+)$/m.exec(status)![1]);
+}
+
 /** CPU seconds the whole machine has been busy (all cores, all processes), from /proc/stat. */
 export function machineBusySeconds(): number {
   const [, ...ticks] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);

@@ -18,7 +18,7 @@
  * and afresh by hasRoom() before each insert. Not on a timer: memory grows with work, and work
  * asks; a timer woke every process 20 times a second for nothing while it idled (a consumer
  * waiting on its storage, a gateway between bursts), and a wake-up costs some 70 µs of CPU on
- * the 2-core VMs measured (test/idle-wakeups.test.ts).
+ * the 2-core VMs measured (`node --import tsx bench/idle.ts`).
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
